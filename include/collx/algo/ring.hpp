@@ -1,0 +1,162 @@
+// collx/algo/ring.hpp — the ring algorithm.
+//
+// all_reduce is a reduce-scatter followed by an all-gather around the ring
+// (2(P-1) steps per chunk); all_gather and reduce_scatter are one half each;
+// broadcast and reduce are a pipelined chain that starts (broadcast) or ends
+// (reduce) at the root. Data is cut into chunks of at most prims.max_chunk()
+// elements so the FIFOs pipeline and the ring cannot deadlock. Written only
+// against the primitives; runs on host threads and in CUDA blocks.
+#pragma once
+
+#include <collx/algo/ids.hpp>
+#include <collx/coll.hpp>
+#include <collx/config.hpp>
+#include <collx/error.hpp>
+#include <collx/prims.hpp>
+
+#include <cstddef>
+
+namespace collx::algo {
+
+struct ring {
+  static constexpr algo_id id = algo_id::ring;
+  static constexpr const char* name = "ring";
+
+  static constexpr bool implements(coll c) {
+    return c == coll::all_reduce || c == coll::all_gather || c == coll::reduce_scatter || c == coll::broadcast ||
+           c == coll::reduce;
+  }
+
+  /// α-β-γ terms on the critical path for `bytes` (the collective's size as
+  /// nccl-tests counts it) on P ranks: steps, bytes sent per rank, bytes reduced.
+  struct cost_terms {
+    double steps, bytes_sent, bytes_reduced;
+  };
+  static constexpr cost_terms cost(coll c, int P, double bytes) {
+    const double p = P, f = (p - 1) / p;
+    switch (c) {
+      case coll::all_reduce: return {2 * (p - 1), 2 * f * bytes, f * bytes};
+      case coll::all_gather: return {p - 1, f * bytes, 0};
+      case coll::reduce_scatter: return {p - 1, f * bytes, f * bytes};
+      case coll::broadcast: return {p - 1, bytes, 0};  // pipelined chain: latency grows with P
+      case coll::reduce: return {p - 1, bytes, bytes};
+    }
+    return {0, 0, 0};
+  }
+
+  template <coll C, class Prims, class T>
+  COLLX_HOST_DEVICE static status run(Prims& p, const schedule_args<T>& a) {
+    if constexpr (C == coll::all_reduce) return all_reduce(p, a);
+    else if constexpr (C == coll::all_gather) return all_gather(p, a);
+    else if constexpr (C == coll::reduce_scatter) return reduce_scatter(p, a);
+    else if constexpr (C == coll::broadcast) return broadcast(p, a);
+    else return reduce(p, a);
+  }
+
+ private:
+  COLLX_HOST_DEVICE static constexpr int mod(int x, int P) { return ((x % P) + P) % P; }
+
+  template <class Prims, class T>
+  COLLX_HOST_DEVICE static status all_reduce(Prims& p, const schedule_args<T>& a) {
+    const int P = a.nranks, r = a.rank;
+    if (P == 1) return p.local_copy(a.send, a.recv, a.count, true);
+    const int next = mod(r + 1, P), prev = mod(r - 1, P);
+    const std::size_t chunk = p.max_chunk(), loop = chunk * static_cast<std::size_t>(P);
+    for (std::size_t off = 0; off < a.count; off += loop) {
+      const std::size_t n = a.count - off < loop ? a.count - off : loop;
+      const std::size_t per = (n + P - 1) / P;
+      // Chunk j of this loop: [off + j*per, off + j*per + len(j)), possibly empty at the end.
+      auto begin = [&](int j) { return off + static_cast<std::size_t>(j) * per; };
+      auto len = [&](int j) {
+        const std::size_t b = static_cast<std::size_t>(j) * per;
+        return b >= n ? std::size_t(0) : (n - b < per ? n - b : per);
+      };
+      int j = mod(r - 1, P);
+      COLLX_TRY(p.send(next, a.send + begin(j), len(j)));
+      for (int k = 2; k < P; ++k) {
+        j = mod(r - k, P);
+        COLLX_TRY(p.recv_reduce_send(prev, next, a.send + begin(j), len(j)));
+      }
+      j = r;
+      COLLX_TRY(p.recv_reduce_copy_send(prev, next, a.send + begin(j), a.recv + begin(j), len(j)));
+      for (int k = 1; k < P - 1; ++k) {
+        j = mod(r - k, P);
+        COLLX_TRY(p.recv_copy_send(prev, next, a.recv + begin(j), len(j)));
+      }
+      j = mod(r + 1, P);
+      COLLX_TRY(p.recv(prev, a.recv + begin(j), len(j)));
+    }
+    return status::ok;
+  }
+
+  template <class Prims, class T>
+  COLLX_HOST_DEVICE static status all_gather(Prims& p, const schedule_args<T>& a) {
+    const int P = a.nranks, r = a.rank;
+    const std::size_t c = a.count;
+    if (P == 1) return p.local_copy(a.send, a.recv, c, false);
+    const int next = mod(r + 1, P), prev = mod(r - 1, P);
+    const std::size_t chunk = p.max_chunk();
+    for (std::size_t off = 0; off < c; off += chunk) {
+      const std::size_t n = c - off < chunk ? c - off : chunk;
+      COLLX_TRY(p.copy_send(next, a.send + off, a.recv + static_cast<std::size_t>(r) * c + off, n));
+      for (int k = 1; k < P - 1; ++k) {
+        const int j = mod(r - k, P);
+        COLLX_TRY(p.recv_copy_send(prev, next, a.recv + static_cast<std::size_t>(j) * c + off, n));
+      }
+      COLLX_TRY(p.recv(prev, a.recv + static_cast<std::size_t>(mod(r + 1, P)) * c + off, n));
+    }
+    return status::ok;
+  }
+
+  template <class Prims, class T>
+  COLLX_HOST_DEVICE static status reduce_scatter(Prims& p, const schedule_args<T>& a) {
+    const int P = a.nranks, r = a.rank;
+    const std::size_t c = a.count;
+    if (P == 1) return p.local_copy(a.send, a.recv, c, true);
+    const int next = mod(r + 1, P), prev = mod(r - 1, P);
+    const std::size_t chunk = p.max_chunk();
+    for (std::size_t off = 0; off < c; off += chunk) {
+      const std::size_t n = c - off < chunk ? c - off : chunk;
+      COLLX_TRY(p.send(next, a.send + static_cast<std::size_t>(mod(r - 1, P)) * c + off, n));
+      for (int k = 2; k < P; ++k) {
+        const int j = mod(r - k, P);
+        COLLX_TRY(p.recv_reduce_send(prev, next, a.send + static_cast<std::size_t>(j) * c + off, n));
+      }
+      COLLX_TRY(p.recv_reduce_copy(prev, a.send + static_cast<std::size_t>(r) * c + off, a.recv + off, n));
+    }
+    return status::ok;
+  }
+
+  template <class Prims, class T>
+  COLLX_HOST_DEVICE static status broadcast(Prims& p, const schedule_args<T>& a) {
+    const int P = a.nranks, r = a.rank;
+    if (P == 1) return p.local_copy(a.send, a.recv, a.count, false);
+    const int next = mod(r + 1, P), prev = mod(r - 1, P), pos = mod(r - a.root, P);
+    const std::size_t chunk = p.max_chunk();
+    for (std::size_t off = 0; off < a.count; off += chunk) {
+      const std::size_t n = a.count - off < chunk ? a.count - off : chunk;
+      if (pos == 0) COLLX_TRY(p.copy_send(next, a.send + off, a.recv + off, n));
+      else if (pos == P - 1) COLLX_TRY(p.recv(prev, a.recv + off, n));
+      else COLLX_TRY(p.recv_copy_send(prev, next, a.recv + off, n));
+    }
+    return status::ok;
+  }
+
+  template <class Prims, class T>
+  COLLX_HOST_DEVICE static status reduce(Prims& p, const schedule_args<T>& a) {
+    const int P = a.nranks, r = a.rank;
+    if (P == 1) return p.local_copy(a.send, a.recv, a.count, true);
+    // The chain runs root+1 → root+2 → … → root.
+    const int next = mod(r + 1, P), prev = mod(r - 1, P), pos = mod(r - a.root - 1, P);
+    const std::size_t chunk = p.max_chunk();
+    for (std::size_t off = 0; off < a.count; off += chunk) {
+      const std::size_t n = a.count - off < chunk ? a.count - off : chunk;
+      if (pos == 0) COLLX_TRY(p.send(next, a.send + off, n));
+      else if (pos == P - 1) COLLX_TRY(p.recv_reduce_copy(prev, a.send + off, a.recv + off, n));
+      else COLLX_TRY(p.recv_reduce_send(prev, next, a.send + off, n));
+    }
+    return status::ok;
+  }
+};
+
+}  // namespace collx::algo

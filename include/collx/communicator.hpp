@@ -1,0 +1,342 @@
+// collx/communicator.hpp — the host API: a rank's handle on a group of ranks.
+//
+// A communicator knows its rank and size, owns (a share of) the shared-memory
+// segment holding its connections, and runs collectives on host buffers with
+// NCCL's argument conventions:
+//
+//   all_reduce(send, recv, count, dtype, op)        in place: send == recv
+//   all_gather(send, recv, sendcount, dtype)        in place: send == recv + rank·sendcount
+//   reduce_scatter(send, recv, recvcount, dtype, op) in place: recv == send + rank·recvcount
+//   broadcast(send, recv, count, dtype, root)       send read on root only; in place: send == recv
+//   reduce(send, recv, count, dtype, op, root)      recv written on root only
+//
+// Every call is collective: all ranks call it in the same order with matching
+// arguments. Calls block until this rank's part is done. Arguments are checked
+// before any byte moves (collx::error with status::invalid_argument naming the
+// argument). A failure while moving data (timeout, abort) raises the shared
+// abort word so every rank's pending call fails promptly; the communicator then
+// stays in the error state (error() != ok) and later calls fail at once.
+//
+// Thread-safety: one communicator object is used by one thread at a time;
+// abort() may be called from any thread. Creation: create_thread_group (P
+// thread ranks of this process), init_rank (unique id; see collx/init.hpp), or
+// from_env (launcher environment; see collx/init.hpp).
+#pragma once
+
+#include <collx/coll.hpp>
+#include <collx/dtype.hpp>
+#include <collx/error.hpp>
+#include <collx/exec/host.hpp>
+#include <collx/options.hpp>
+#include <collx/prims.hpp>
+#include <collx/reduce_op.hpp>
+#include <collx/transport/shm.hpp>
+#include <collx/transport/shm_segment.hpp>
+#include <collx/variants.hpp>
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace collx {
+
+class communicator {
+ public:
+  communicator() = default;
+
+  /// P communicators over one anonymous shared mapping, one per thread rank.
+  static std::vector<communicator> create_thread_group(int nranks, const comm_options& opt = comm_options::from_env()) {
+    require(nranks >= 1 && nranks <= 4096, "create_thread_group",
+            "nranks must be in [1, 4096], got " + std::to_string(nranks));
+    opt.validate();
+    auto seg = transport::shm_segment::create_anonymous(layout_for(nranks, opt));
+    std::vector<communicator> comms;
+    comms.reserve(static_cast<std::size_t>(nranks));
+    for (int r = 0; r < nranks; ++r) comms.push_back(communicator(seg, r, nranks, opt));
+    return comms;
+  }
+
+  /// Wraps an already mapped segment; used by the process-rank initialisers.
+  static communicator adopt(std::shared_ptr<transport::shm_segment> seg, int rank, int nranks,
+                            const comm_options& opt, std::shared_ptr<void> keepalive = {}) {
+    communicator c(std::move(seg), rank, nranks, opt);
+    c.s_->keepalive = std::move(keepalive);
+    return c;
+  }
+
+  static transport::shm_layout layout_for(int nranks, const comm_options& opt) {
+    return transport::shm_layout{static_cast<std::uint32_t>(nranks), opt.fifo_slots, opt.slot_bytes};
+  }
+
+  bool valid() const { return s_ != nullptr && !s_->destroyed; }
+  int rank() const { return live("rank").rank; }
+  int size() const { return live("size").size; }
+  const comm_options& options() const { return live("options").opt; }
+  /// status::ok, or the failure that put the communicator in the error state.
+  status error() const { return live("error").err; }
+  const std::string& error_message() const { return live("error_message").err_msg; }
+  /// The variant the last collective ran with.
+  variant_choice last_variant() const { return live("last_variant").last; }
+
+  // ---- collectives (type-erased) ------------------------------------------------
+  void all_reduce(const void* send, void* recv, std::size_t count, dtype dt, reduce_op op, variant_choice v = {}) {
+    run(coll::all_reduce, send, recv, count, dt, op, 0, v);
+  }
+  void all_gather(const void* send, void* recv, std::size_t sendcount, dtype dt, variant_choice v = {}) {
+    run(coll::all_gather, send, recv, sendcount, dt, reduce_op::sum, 0, v);
+  }
+  void reduce_scatter(const void* send, void* recv, std::size_t recvcount, dtype dt, reduce_op op,
+                      variant_choice v = {}) {
+    run(coll::reduce_scatter, send, recv, recvcount, dt, op, 0, v);
+  }
+  void broadcast(const void* send, void* recv, std::size_t count, dtype dt, int root, variant_choice v = {}) {
+    run(coll::broadcast, send, recv, count, dt, reduce_op::sum, root, v);
+  }
+  void reduce(const void* send, void* recv, std::size_t count, dtype dt, reduce_op op, int root,
+              variant_choice v = {}) {
+    run(coll::reduce, send, recv, count, dt, op, root, v);
+  }
+
+  // ---- collectives (typed) ------------------------------------------------------
+  template <class T>
+  void all_reduce(const T* send, T* recv, std::size_t count, reduce_op op, variant_choice v = {}) {
+    all_reduce(send, recv, count, dtype_of<T>, op, v);
+  }
+  template <class T>
+  void all_gather(const T* send, T* recv, std::size_t sendcount, variant_choice v = {}) {
+    all_gather(send, recv, sendcount, dtype_of<T>, v);
+  }
+  template <class T>
+  void reduce_scatter(const T* send, T* recv, std::size_t recvcount, reduce_op op, variant_choice v = {}) {
+    reduce_scatter(send, recv, recvcount, dtype_of<T>, op, v);
+  }
+  template <class T>
+  void broadcast(const T* send, T* recv, std::size_t count, int root, variant_choice v = {}) {
+    broadcast(send, recv, count, dtype_of<T>, root, v);
+  }
+  template <class T>
+  void reduce(const T* send, T* recv, std::size_t count, reduce_op op, int root, variant_choice v = {}) {
+    reduce(send, recv, count, dtype_of<T>, op, root, v);
+  }
+
+  /// Runs collective C with the variant <Algo, Proto>, chosen at compile time.
+  template <class Algo, class Proto, coll C>
+  void execute(const void* send, void* recv, std::size_t count, dtype dt, reduce_op op, int root) {
+    static_assert(Algo::implements(C), "this algorithm does not implement the requested collective");
+    static_assert(composable<Algo, Proto, transport::shm>, "this protocol cannot run on the shm transport");
+    state& s = live(name(C));
+    validate(s, C, send, recv, count, dt, op, root);
+    launch<Algo, Proto, C>(s, send, recv, count, dt, op, root);
+  }
+
+  /// Raises the communicator's abort word: every rank's blocked or future call
+  /// fails with status::aborted. Safe from any thread; idempotent.
+  void abort() {
+    state& s = live("abort");
+    raise_abort(s, status::aborted, -1);
+  }
+
+  /// Releases this rank's share of the communicator. Later use throws.
+  void destroy() {
+    state& s = live("destroy");
+    s.destroyed = true;
+    s.seg.reset();
+    s.keepalive.reset();
+  }
+
+ private:
+  struct state {
+    std::shared_ptr<transport::shm_segment> seg;
+    transport::shm_view view{};
+    int rank = 0, size = 1;
+    comm_options opt{};
+    status err = status::ok;
+    std::string err_msg;
+    bool destroyed = false;
+    variant_choice last{};
+    std::shared_ptr<void> keepalive;  // e.g. the bootstrap session of process ranks
+  };
+
+  communicator(std::shared_ptr<transport::shm_segment> seg, int rank, int nranks, const comm_options& opt)
+      : s_(std::make_shared<state>()) {
+    s_->view = seg->view();
+    s_->seg = std::move(seg);
+    s_->rank = rank;
+    s_->size = nranks;
+    s_->opt = opt;
+  }
+
+  state& live(const char* op) const {
+    if (s_ == nullptr)
+      throw_error(status::invalid_argument, std::string(op) + ": communicator is not initialised (default-constructed or moved-from)");
+    if (s_->destroyed) throw_error(status::invalid_argument, std::string(op) + ": communicator used after destroy()");
+    return *s_;
+  }
+
+  static void raise_abort(state& s, status why, int rank) {
+    transport::shm_header* h = s.view.header();
+    std::uint32_t expected = 0;
+    // The first failure wins the reason; later ones only see the word set.
+    if (detail::compare_exchange(&h->abort, expected, 1u)) {
+      h->abort_reason = static_cast<std::uint32_t>(why);
+      h->abort_rank = rank;
+    }
+  }
+
+  static void validate(state& s, coll c, const void* send, const void* recv, std::size_t count, dtype dt,
+                       reduce_op op, int root) {
+    const char* cn = name(c);
+    const std::string where = std::string(cn) + " (rank " + std::to_string(s.rank) + ")";
+    if (s.err != status::ok)
+      throw_error(s.err, where + ": communicator is in the error state after an earlier failure: " + s.err_msg);
+    require(is_valid(dt), cn, "dtype " + std::to_string(static_cast<int>(dt)) + " is not a collx dtype");
+    if (is_reduction(c)) {
+      require(is_valid(op), cn, "reduce_op " + std::to_string(static_cast<int>(op)) + " is not a collx reduce_op");
+      if (!is_supported(op, dt))
+        throw_error(status::not_supported, where + ": reduce_op " + name(op) + " is not supported for dtype " + name(dt));
+    }
+    if (c == coll::broadcast || c == coll::reduce)
+      require(root >= 0 && root < s.size, cn,
+              "root " + std::to_string(root) + " is out of range for " + std::to_string(s.size) + " ranks");
+    // Element counts of each buffer, refusing products that overflow.
+    const std::size_t esz = size_of(dt), P = static_cast<std::size_t>(s.size);
+    const std::size_t limit = static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max());
+    require(count <= limit / esz / P, cn, "count " + std::to_string(count) + " overflows the addressable byte range");
+    std::size_t send_elems = count, recv_elems = count;
+    if (c == coll::all_gather) recv_elems = count * P;
+    if (c == coll::reduce_scatter) send_elems = count * P;
+    const bool reads_send = c != coll::broadcast || s.rank == root;
+    const bool writes_recv = c != coll::reduce || s.rank == root;
+    if (count > 0) {
+      require(!reads_send || send != nullptr, cn, "send buffer is null with count " + std::to_string(count));
+      require(!writes_recv || recv != nullptr, cn, "recv buffer is null with count " + std::to_string(count));
+    }
+    if (count == 0 || !reads_send || !writes_recv) return;
+    // Partial overlap of send and recv is never valid; only the in-place layout is.
+    const auto* sb = static_cast<const std::byte*>(send);
+    const auto* rb = static_cast<const std::byte*>(recv);
+    const std::size_t sbytes = send_elems * esz, rbytes = recv_elems * esz;
+    const bool overlap = sb < rb + rbytes && rb < sb + sbytes;
+    if (!overlap) return;
+    const std::size_t own = static_cast<std::size_t>(s.rank) * count * esz;
+    bool in_place = false;
+    switch (c) {
+      case coll::all_gather: in_place = sb == rb + own; break;
+      case coll::reduce_scatter: in_place = rb == sb + own; break;
+      default: in_place = sb == rb; break;
+    }
+    require(in_place, cn,
+            "send and recv buffers overlap without being the in-place layout (see collx/communicator.hpp)");
+  }
+
+  void run(coll c, const void* send, void* recv, std::size_t count, dtype dt, reduce_op op, int root,
+           variant_choice v) {
+    state& s = live(name(c));
+    validate(s, c, send, recv, count, dt, op, root);
+    if (v.algo == algo_id::automatic) v.algo = s.opt.variant.algo;
+    if (v.proto == proto_id::automatic) v.proto = s.opt.variant.proto;
+    if (v.algo == algo_id::automatic) v.algo = algo_id::ring;  // the only algorithm so far
+    if (v.proto == proto_id::automatic) v.proto = proto_id::simple;
+    bool found = false;
+    visit_variant<transport::shm>(c, v.algo, v.proto, [&]<class A, class Pr>() {
+      found = true;
+      switch (c) {
+        case coll::all_reduce: launch<A, Pr, coll::all_reduce>(s, send, recv, count, dt, op, root); break;
+        case coll::all_gather: launch<A, Pr, coll::all_gather>(s, send, recv, count, dt, op, root); break;
+        case coll::reduce_scatter: launch<A, Pr, coll::reduce_scatter>(s, send, recv, count, dt, op, root); break;
+        case coll::broadcast: launch<A, Pr, coll::broadcast>(s, send, recv, count, dt, op, root); break;
+        case coll::reduce: launch<A, Pr, coll::reduce>(s, send, recv, count, dt, op, root); break;
+      }
+    });
+    if (!found)
+      throw_error(status::not_supported, std::string(name(c)) + ": no compiled variant " + name(v.algo) + "/" +
+                                             name(v.proto) + " serves this collective on the shm transport");
+  }
+
+  template <class Algo, class Proto, coll C>
+  static void launch(state& s, const void* send, void* recv, std::size_t count, dtype dt, reduce_op op, int root) {
+    s.last = variant_choice{Algo::id, Proto::id};
+    exec::host ex;
+    ex.abort_word = s.view.abort_word();
+    ex.deadline_ns = exec::monotonic_ns() + static_cast<std::uint64_t>(s.opt.timeout.count()) * 1000000ull;
+    status st = status::ok;
+    if constexpr (is_reduction(C)) {
+      visit_dtype(dt, [&]<class T>(std::type_identity<T>) {
+        visit_reduce_op(op, [&]<reduce_op Op>(std::integral_constant<reduce_op, Op>) {
+          if constexpr (is_bitwise(Op) && !std::is_integral_v<T>) {
+            st = status::not_supported;  // rejected by validate(); never instantiated
+          } else {
+            reducer<T, Op> red{static_cast<std::uint32_t>(s.size)};
+            st = run_schedule<Algo, Proto, C>(s, ex, red, static_cast<const T*>(send), static_cast<T*>(recv),
+                                              count, root);
+          }
+        });
+      });
+    } else {
+      // Data movement only: one instantiation per element size is enough.
+      const std::size_t bytes = count * size_of(dt);
+      reducer<std::uint8_t, reduce_op::sum> red{};
+      st = run_schedule<Algo, Proto, C>(s, ex, red, static_cast<const std::uint8_t*>(send),
+                                        static_cast<std::uint8_t*>(recv), bytes, root);
+    }
+    if (st != status::ok) fail(s, C, st);
+  }
+
+  template <class Algo, class Proto, coll C, class T, class Red>
+  static status run_schedule(state& s, const exec::host& ex, const Red& red, const T* send, T* recv,
+                             std::size_t count, int root) {
+    prims<Proto, exec::host, transport::shm_view, T, Red> p(ex, s.view, s.rank, red);
+    schedule_args<T> a{send, recv, count, root, s.rank, s.size};
+    return Algo::template run<C>(p, a);
+  }
+
+  [[noreturn]] static void fail(state& s, coll c, status st) {
+    const transport::shm_header* h = s.view.header();
+    std::string msg = std::string(name(c)) + " (rank " + std::to_string(s.rank) + " of " + std::to_string(s.size) + "): ";
+    if (st == status::aborted) {
+      const auto reason = static_cast<status>(detail::load_relaxed(&h->abort_reason));
+      const int who = detail::load_relaxed(&h->abort_rank);
+      msg += who < 0 ? std::string("aborted by communicator::abort()")
+                     : "aborted because rank " + std::to_string(who) + " failed (" + to_string(reason) + ")";
+    } else if (st == status::timeout) {
+      msg += "timed out after " + std::to_string(s.opt.timeout.count()) +
+             " ms waiting for a peer (raise COLLX_TIMEOUT if the peers are merely slow)";
+    } else {
+      msg += to_string(st);
+    }
+    raise_abort(s, st, s.rank);
+    s.err = st;
+    s.err_msg = msg;
+    throw_error(st, msg);
+  }
+
+  std::shared_ptr<state> s_;
+};
+
+// ---- explicit composition ------------------------------------------------------
+template <class Algo, class Proto, class T>
+void all_reduce(communicator& c, const T* send, T* recv, std::size_t count, reduce_op op) {
+  c.execute<Algo, Proto, coll::all_reduce>(send, recv, count, dtype_of<T>, op, 0);
+}
+template <class Algo, class Proto, class T>
+void all_gather(communicator& c, const T* send, T* recv, std::size_t sendcount) {
+  c.execute<Algo, Proto, coll::all_gather>(send, recv, sendcount, dtype_of<T>, reduce_op::sum, 0);
+}
+template <class Algo, class Proto, class T>
+void reduce_scatter(communicator& c, const T* send, T* recv, std::size_t recvcount, reduce_op op) {
+  c.execute<Algo, Proto, coll::reduce_scatter>(send, recv, recvcount, dtype_of<T>, op, 0);
+}
+template <class Algo, class Proto, class T>
+void broadcast(communicator& c, const T* send, T* recv, std::size_t count, int root) {
+  c.execute<Algo, Proto, coll::broadcast>(send, recv, count, dtype_of<T>, reduce_op::sum, root);
+}
+template <class Algo, class Proto, class T>
+void reduce(communicator& c, const T* send, T* recv, std::size_t count, reduce_op op, int root) {
+  c.execute<Algo, Proto, coll::reduce>(send, recv, count, dtype_of<T>, op, root);
+}
+
+}  // namespace collx

@@ -1,0 +1,77 @@
+// collx/exec/host.hpp — the host executor: a rank is one CPU thread.
+//
+// Supplies the two things protocol code needs from where it runs: a worker
+// group (here: one worker) and a bounded wait. wait() spins briefly, then
+// yields the CPU on every poll so that more ranks than cores still progress,
+// and returns status::timeout at the deadline or status::aborted as soon as the
+// communicator's shared abort word is non-zero. Never waits unboundedly.
+#pragma once
+
+#include <collx/config.hpp>
+#include <collx/detail/atomic.hpp>
+#include <collx/error.hpp>
+
+#include <cstdint>
+#include <ctime>
+
+#include <sched.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace collx::exec {
+
+/// One worker: a host thread moves a whole slice by itself.
+struct host_group {
+  static constexpr int size() { return 1; }
+  static constexpr int index() { return 0; }
+  static constexpr bool leader() { return true; }
+  static void sync() {}
+};
+
+inline std::uint64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+struct host {
+  using group = host_group;
+
+  const std::uint32_t* abort_word = nullptr;  // shared by all ranks of the communicator
+  std::uint64_t deadline_ns = ~0ull;          // absolute, CLOCK_MONOTONIC
+  int spin_before_yield = 128;                // polls before the first sched_yield
+
+  static constexpr group workers() { return {}; }
+
+  /// Polls done() until it returns true. Memory ordering is done()'s business
+  /// (it loads with acquire); wait itself adds none.
+  template <class Pred>
+  status wait(Pred&& done) const {
+    for (int i = 0; i < spin_before_yield; ++i) {
+      if (done()) return status::ok;
+      cpu_relax();
+    }
+    for (std::uint32_t polls = 0;; ++polls) {
+      if (done()) return status::ok;
+      if (abort_word && detail::load_relaxed(abort_word) != 0) return status::aborted;
+      if ((polls & 15u) == 0 && monotonic_ns() > deadline_ns) return done() ? status::ok : status::timeout;
+      sched_yield();
+    }
+  }
+
+  /// Makes the preceding plain stores of this worker group visible before a
+  /// release store by the leader. A single host thread needs nothing extra.
+  static void fence_before_post() {}
+};
+
+}  // namespace collx::exec

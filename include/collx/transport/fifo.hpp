@@ -1,0 +1,40 @@
+// collx/transport/fifo.hpp — one directed connection's FIFO as protocols see it.
+//
+// A connection src→dst owns a ring of `slots` step slots of `slot_bytes` each
+// and two step counters on separate cache lines: `tail`, written only by the
+// sender (steps published), and `head`, written only by the receiver (steps
+// consumed). Counters are 64-bit and only ever increase, so they persist across
+// collectives and never wrap in practice (2^64 steps). Protocols decide what a
+// slot holds and how readiness is signalled; the transport only provides memory.
+#pragma once
+
+#include <collx/config.hpp>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace collx::transport {
+
+inline constexpr std::size_t cache_line = 128;  // also separates lines on prefetch-pair CPUs
+
+struct alignas(cache_line) fifo_ctrl {
+  std::uint64_t tail;  // sender → receiver: steps published
+  char pad0[cache_line - sizeof(std::uint64_t)];
+  std::uint64_t head;  // receiver → sender: steps consumed
+  char pad1[cache_line - sizeof(std::uint64_t)];
+};
+static_assert(sizeof(fifo_ctrl) == 2 * cache_line);
+
+/// Non-owning view of one connection. Trivially copyable (device-capable).
+struct fifo_ref {
+  fifo_ctrl* ctrl = nullptr;
+  std::byte* buffer = nullptr;
+  std::uint32_t slots = 0;
+  std::uint32_t slot_bytes = 0;
+
+  COLLX_HOST_DEVICE std::byte* slot(std::uint64_t step) const {
+    return buffer + static_cast<std::size_t>(step % slots) * slot_bytes;
+  }
+};
+
+}  // namespace collx::transport

@@ -1,0 +1,51 @@
+// collx/variants.hpp — the compiled set of (algorithm, protocol) variants and
+// the fold that turns a runtime choice into a call of the instantiated code.
+//
+// Adding an algorithm or protocol is adding its type to a list here; there is
+// no string-keyed registry. A variant that cannot serve a collective on a
+// transport is filtered by the same traits that reject explicit composition.
+#pragma once
+
+#include <collx/algo/ids.hpp>
+#include <collx/algo/ring.hpp>
+#include <collx/coll.hpp>
+#include <collx/proto/ids.hpp>
+#include <collx/proto/simple.hpp>
+
+namespace collx {
+
+template <class... Ts>
+struct type_list {};
+
+using algorithms = type_list<algo::ring>;
+using protocols = type_list<proto::simple>;
+
+/// A runtime request for a variant; `automatic` lets the communicator choose.
+struct variant_choice {
+  algo_id algo = algo_id::automatic;
+  proto_id proto = proto_id::automatic;
+};
+
+template <class Algo, class Proto, class Transport>
+inline constexpr bool composable = Proto::template usable_with<Transport>;
+
+namespace detail {
+template <class Transport, class F, class Algo, class... Protos>
+constexpr bool visit_protos(coll c, proto_id p, F& f, type_list<Protos...>) {
+  return ((Protos::id == p && Algo::implements(c) && composable<Algo, Protos, Transport>
+               ? (f.template operator()<Algo, Protos>(), true)
+               : false) ||
+          ...);
+}
+}  // namespace detail
+
+/// Calls f.template operator()<Algo, Proto>() for the compiled variant named
+/// by (a, p) if it serves collective c on Transport; returns whether one did.
+template <class Transport, class F>
+constexpr bool visit_variant(coll c, algo_id a, proto_id p, F&& f) {
+  return [&]<class... Algos>(type_list<Algos...>) {
+    return ((Algos::id == a && detail::visit_protos<Transport, F, Algos>(c, p, f, protocols{})) || ...);
+  }(algorithms{});
+}
+
+}  // namespace collx
