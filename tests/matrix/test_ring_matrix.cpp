@@ -1,0 +1,93 @@
+// The test matrix of the ring algorithm on thread ranks: every collective ×
+// dtype × op × P × count × in/out of place, checked against double references
+// with guard bytes and unchanged inputs.
+#include "../support/thread_ranks.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace collx;
+using namespace collx::test;
+
+namespace {
+
+constexpr coll all_colls[] = {coll::all_reduce, coll::all_gather, coll::reduce_scatter, coll::broadcast, coll::reduce};
+
+std::vector<case_desc> matrix(int P, const std::vector<std::size_t>& counts, bool all_pairs, variant_choice v) {
+  std::vector<case_desc> cases;
+  std::size_t k = 0;
+  for (coll kind : all_colls)
+    for (auto [dt, op] : all_dtype_ops()) {
+      if (!is_reduction(kind) && op != reduce_op::sum) continue;  // data movement: once per dtype
+      if (!all_pairs && !(op == reduce_op::sum || dt == dtype::float32 || dt == dtype::int32)) continue;
+      for (std::size_t count : counts)
+        for (bool in_place : {false, true}) {
+          case_desc c;
+          c.kind = kind;
+          c.dt = dt;
+          c.op = op;
+          c.count = count;
+          c.in_place = in_place;
+          c.root = static_cast<int>(k++ % static_cast<std::size_t>(P));
+          c.variant = v;
+          cases.push_back(c);
+        }
+    }
+  return cases;
+}
+
+void report(const std::vector<std::string>& failures) {
+  for (std::size_t i = 0; i < failures.size() && i < 8; ++i) UNSCOPED_INFO(failures[i]);
+  CHECK(failures.empty());
+}
+
+}  // namespace
+
+TEST_CASE("ring/simple: every collective, dtype and op at small and prime counts", "[ring][matrix]") {
+  const int P = GENERATE(1, 2, 3, 4, 5, 7, 8);
+  const std::vector<std::size_t> counts{0, 1, static_cast<std::size_t>(P - 1), static_cast<std::size_t>(P),
+                                        static_cast<std::size_t>(P + 1), 1009};
+  INFO("P = " << P);
+  report(run_on_threads(P, matrix(P, counts, true, {algo_id::ring, proto_id::simple})));
+}
+
+TEST_CASE("ring/simple: ~1M elements, every dtype with sum and every op for float32/int32", "[ring][matrix][large]") {
+  const int P = GENERATE(1, 2, 3, 4, 5, 7, 8);
+  INFO("P = " << P);
+  // all_gather/reduce_scatter count is per rank: keep the total near 1M.
+  auto cases = matrix(P, {(1u << 20) + 3}, false, {algo_id::ring, proto_id::simple});
+  for (auto& c : cases)
+    if (c.kind == coll::all_gather || c.kind == coll::reduce_scatter) c.count = ((1u << 20) + 3) / static_cast<std::size_t>(P);
+  report(run_on_threads(P, cases));
+}
+
+TEST_CASE("ring/simple: buffers off vector alignment", "[ring]") {
+  const int P = GENERATE(2, 3, 5);
+  std::vector<case_desc> cases;
+  for (coll kind : all_colls)
+    for (std::size_t mis : {1, 3, 7})
+      for (dtype dt : {dtype::float32, dtype::float16, dtype::int8, dtype::float64}) {
+        case_desc c;
+        c.kind = kind;
+        c.dt = dt;
+        c.count = 4099;
+        c.misalign = mis;
+        c.root = static_cast<int>(mis % static_cast<std::size_t>(P));
+        cases.push_back(c);
+      }
+  report(run_on_threads(P, cases));
+}
+
+TEST_CASE("back-to-back calls of different sizes reuse the connections' counters", "[ring]") {
+  const int P = 4;
+  std::vector<case_desc> cases;
+  for (int i = 0; i < 300; ++i) {
+    case_desc c;
+    c.kind = all_colls[i % 5];
+    c.dt = static_cast<dtype>(i % dtype_count);
+    c.count = static_cast<std::size_t>((i * 7919) % 70000);
+    c.in_place = i % 3 == 0;
+    c.root = i % P;
+    cases.push_back(c);
+  }
+  report(run_on_threads(P, cases));
+}

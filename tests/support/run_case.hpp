@@ -1,0 +1,195 @@
+// Test support: run one collective case on one rank and check it.
+//
+// Every rank fills its own inputs, runs the call, then checks its outputs
+// element by element against the double reference, checks the guard bytes
+// around every buffer, and (out of place) that its input is unchanged. Errors
+// are returned as strings so thread-rank tests can report them from the main
+// thread (Catch2 assertions are not thread-safe).
+#pragma once
+
+#include "reference.hpp"
+
+#include <collx/communicator.hpp>
+
+#include <barrier>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace collx::test {
+
+struct case_desc {
+  coll kind = coll::all_reduce;
+  dtype dt = dtype::float32;
+  reduce_op op = reduce_op::sum;
+  std::size_t count = 0;  // NCCL convention for `kind`
+  bool in_place = false;
+  int root = 0;
+  std::size_t misalign = 0;  // elements off a 64-byte boundary, applied to every buffer
+  variant_choice variant{};
+
+  std::string str(int nranks) const {
+    std::ostringstream s;
+    s << name(kind) << " P=" << nranks << " dtype=" << name(dt);
+    if (is_reduction(kind)) s << " op=" << name(op);
+    s << " count=" << count << (in_place ? " in-place" : " out-of-place");
+    if (kind == coll::broadcast || kind == coll::reduce) s << " root=" << root;
+    if (misalign) s << " misalign=" << misalign;
+    if (variant.algo != algo_id::automatic) s << " algo=" << name(variant.algo);
+    if (variant.proto != proto_id::automatic) s << " proto=" << name(variant.proto);
+    return s.str();
+  }
+};
+
+/// Reference values shared by the thread ranks of one group: each rank
+/// computes a 1/P share, so the check costs O(n) per rank instead of O(n·P).
+struct shared_reference {
+  explicit shared_reference(int nranks) : sync(nranks) {}
+  std::barrier<> sync;
+  std::vector<double> value, tolerance;
+  std::vector<std::uint64_t> bits;
+};
+
+namespace detail {
+
+template <class T>
+std::string run_typed(communicator& comm, const case_desc& c, shared_reference* shared) {
+  const int P = comm.size(), r = comm.rank();
+  const std::size_t n = c.count, Pn = n * static_cast<std::size_t>(P);
+  const std::size_t send_n = c.kind == coll::reduce_scatter ? Pn : n;
+  const std::size_t recv_n = c.kind == coll::all_gather ? Pn : n;
+  const bool reduction = is_reduction(c.kind);
+  std::ostringstream err;
+  int reported = 0;
+  auto fail = [&](const std::string& what) {
+    if (reported++ < 4) err << "  rank " << r << ": " << what << "\n";
+  };
+  // Rank r's input element i (i indexes the full send vector).
+  auto in = [&](int rank, std::size_t i) {
+    return reduction ? input<T>(c.op, rank, i, P) : movement_input<T>(rank, i);
+  };
+
+  // In place, one buffer holds both sides in NCCL's layout; out of place, two.
+  const std::size_t io_n = c.in_place ? (send_n > recv_n ? send_n : recv_n) : recv_n;
+  guarded_buffer recvbuf(io_n * sizeof(T), c.misalign * sizeof(T));
+  guarded_buffer sendbuf(c.in_place ? 0 : send_n * sizeof(T), c.misalign * sizeof(T));
+  T* io = recvbuf.as<T>();
+  std::memset(io, 0x5A, io_n * sizeof(T));  // no correct result has this pattern everywhere
+  T* send = c.in_place ? io : sendbuf.as<T>();
+  T* recv_ptr = io;
+  if (c.in_place && c.kind == coll::all_gather) send = io + static_cast<std::size_t>(r) * n;
+  if (c.in_place && c.kind == coll::reduce_scatter) recv_ptr = io + static_cast<std::size_t>(r) * n;
+  for (std::size_t i = 0; i < send_n; ++i) send[i] = in(r, i);
+  std::vector<unsigned char> send_copy;
+  if (!c.in_place) send_copy.assign(reinterpret_cast<unsigned char*>(send), reinterpret_cast<unsigned char*>(send) + send_n * sizeof(T));
+
+  switch (c.kind) {
+    case coll::all_reduce: comm.all_reduce(send, recv_ptr, n, c.op, c.variant); break;
+    case coll::all_gather: comm.all_gather(send, recv_ptr, n, c.variant); break;
+    case coll::reduce_scatter: comm.reduce_scatter(send, recv_ptr, n, c.op, c.variant); break;
+    case coll::broadcast: comm.broadcast(send, recv_ptr, n, c.root, c.variant); break;
+    case coll::reduce: comm.reduce(send, recv_ptr, n, c.op, c.root, c.variant); break;
+  }
+
+  // Reference for reductions over the whole result range [0, m).
+  const std::size_t m = c.kind == coll::reduce_scatter ? Pn : n;
+  if (shared != nullptr && reduction) {
+    if (r == 0) {
+      shared->value.resize(m);
+      shared->tolerance.resize(m);
+      shared->bits.resize(m);
+    }
+    shared->sync.arrive_and_wait();
+    const std::size_t lo = m * static_cast<std::size_t>(r) / P, hi = m * static_cast<std::size_t>(r + 1) / P;
+    for (std::size_t i = lo; i < hi; ++i) {
+      const auto ref = reduce_reference<T>(c.op, i, P);
+      shared->value[i] = ref.value;
+      shared->tolerance[i] = ref.tolerance;
+      shared->bits[i] = ref.bits;
+    }
+    shared->sync.arrive_and_wait();
+  }
+  auto reference_at = [&](std::size_t i) {
+    if (shared == nullptr) return reduce_reference<T>(c.op, i, P);
+    return reference_element<T>{shared->value[i], shared->tolerance[i], shared->bits[i]};
+  };
+  auto check_reduced = [&](const T* out, std::size_t count, std::size_t base) {
+    for (std::size_t i = 0; i < count; ++i) {
+      const auto ref = reference_at(base + i);
+      if (!matches(ref, c.op, out[i])) {
+        std::ostringstream s;
+        s << "element " << i << ": got " << to_double(out[i]) << ", expected " << ref.value << " ± " << ref.tolerance;
+        if (is_bitwise(c.op)) s << " (bits " << ref.bits << ")";
+        fail(s.str());
+      }
+    }
+  };
+  auto check_exact = [&](const T* out, std::size_t count, int src_rank, std::size_t base) {
+    for (std::size_t i = 0; i < count; ++i) {
+      const T want = in(src_rank, base + i);
+      if (std::memcmp(&out[i], &want, sizeof(T)) != 0) {
+        std::ostringstream s;
+        s << "element " << base + i << " from rank " << src_rank << ": got " << to_double(out[i]) << ", expected "
+          << to_double(want);
+        fail(s.str());
+      }
+    }
+  };
+
+  switch (c.kind) {
+    case coll::all_reduce: check_reduced(recv_ptr, n, 0); break;
+    case coll::reduce_scatter: check_reduced(recv_ptr, n, static_cast<std::size_t>(r) * n); break;
+    case coll::reduce:
+      if (r == c.root) check_reduced(recv_ptr, n, 0);
+      break;
+    case coll::broadcast: check_exact(recv_ptr, n, c.root, 0); break;
+    case coll::all_gather:
+      for (int q = 0; q < P; ++q) check_exact(recv_ptr + static_cast<std::size_t>(q) * n, n, q, 0);
+      break;
+  }
+  if (!recvbuf.guards_intact()) fail("guard bytes around the output buffer were overwritten");
+  if (!c.in_place) {
+    if (!sendbuf.guards_intact()) fail("guard bytes around the input buffer were overwritten");
+    if (std::memcmp(send_copy.data(), send, send_copy.size()) != 0) fail("the input buffer of an out-of-place call changed");
+    // Non-root ranks of reduce must not write recv at all.
+    if (c.kind == coll::reduce && r != c.root) {
+      const auto* b = reinterpret_cast<const unsigned char*>(recv_ptr);
+      for (std::size_t i = 0; i < recv_n * sizeof(T); ++i)
+        if (b[i] != 0x5A) {
+          fail("reduce wrote the recv buffer of a non-root rank");
+          break;
+        }
+    }
+  }
+  if (shared != nullptr && reduction) shared->sync.arrive_and_wait();  // vectors reused by the next case
+  if (reported == 0) return {};
+  std::ostringstream s;
+  s << c.str(P) << " — " << reported << " problem(s):\n" << err.str();
+  return s.str();
+}
+
+}  // namespace detail
+
+/// Runs case c on this rank; returns "" on success or a description of what was wrong.
+/// With `shared`, every rank of the group must run the same case sequence.
+inline std::string run_case(communicator& comm, const case_desc& c, shared_reference* shared = nullptr) {
+  std::string out;
+  try {
+    visit_dtype(c.dt, [&]<class T>(std::type_identity<T>) { out = detail::run_typed<T>(comm, c, shared); });
+  } catch (const std::exception& e) {
+    out = c.str(comm.size()) + " — threw: " + e.what();
+  }
+  return out;
+}
+
+/// The dtype/op pairs of the matrix.
+inline std::vector<std::pair<dtype, reduce_op>> all_dtype_ops() {
+  std::vector<std::pair<dtype, reduce_op>> v;
+  for (int d = 0; d < dtype_count; ++d)
+    for (int o = 0; o < reduce_op_count; ++o)
+      if (is_supported(static_cast<reduce_op>(o), static_cast<dtype>(d)))
+        v.emplace_back(static_cast<dtype>(d), static_cast<reduce_op>(o));
+  return v;
+}
+
+}  // namespace collx::test

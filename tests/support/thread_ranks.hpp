@@ -1,0 +1,39 @@
+// Test support: run a list of cases on P thread ranks of one communicator group.
+#pragma once
+
+#include "run_case.hpp"
+
+#include <collx/communicator.hpp>
+
+#include <thread>
+#include <vector>
+
+namespace collx::test {
+
+inline comm_options test_options() {
+  comm_options o = comm_options::from_env();
+  o.timeout = std::chrono::seconds(60);
+  return o;
+}
+
+/// Runs every case, in order, on every rank; returns all failure descriptions.
+inline std::vector<std::string> run_on_threads(int nranks, const std::vector<case_desc>& cases,
+                                               const comm_options& opt = test_options()) {
+  auto comms = communicator::create_thread_group(nranks, opt);
+  std::vector<std::vector<std::string>> per_rank(static_cast<std::size_t>(nranks));
+  shared_reference shared(nranks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < nranks; ++r)
+    threads.emplace_back([&, r] {
+      for (const case_desc& c : cases) {
+        std::string e = run_case(comms[static_cast<std::size_t>(r)], c, &shared);
+        if (!e.empty()) per_rank[static_cast<std::size_t>(r)].push_back(std::move(e));
+      }
+    });
+  for (auto& t : threads) t.join();
+  std::vector<std::string> all;
+  for (auto& v : per_rank) all.insert(all.end(), v.begin(), v.end());
+  return all;
+}
+
+}  // namespace collx::test

@@ -1,0 +1,162 @@
+// Bad input gets a clear error naming the argument, before any byte moves;
+// failures during a call abort every rank instead of hanging them.
+#include <collx/communicator.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+using namespace collx;
+using Catch::Matchers::Contains;
+
+namespace {
+comm_options quick(std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+  comm_options o;
+  o.timeout = timeout;
+  return o;
+}
+}  // namespace
+
+TEST_CASE("bad arguments are rejected with the argument named", "[errors]") {
+  auto comms = communicator::create_thread_group(2, quick());
+  communicator& c = comms[0];
+  std::vector<float> a(16, 1.0f), b(16, 0.0f);
+  const auto canary = b;
+
+  SECTION("null buffers with a non-zero count") {
+    CHECK_THROWS_WITH(c.all_reduce(static_cast<const float*>(nullptr), b.data(), 4, reduce_op::sum),
+                      Contains("send buffer is null"));
+    CHECK_THROWS_WITH(c.all_reduce(a.data(), static_cast<float*>(nullptr), 4, reduce_op::sum),
+                      Contains("recv buffer is null"));
+    CHECK_THROWS_WITH(c.all_gather(static_cast<const float*>(nullptr), b.data(), 1), Contains("send buffer is null"));
+  }
+  SECTION("count overflow") {
+    CHECK_THROWS_WITH(c.all_reduce(a.data(), b.data(), SIZE_MAX / 2, reduce_op::sum), Contains("count"));
+    CHECK_THROWS_WITH(c.all_gather(a.data(), b.data(), SIZE_MAX / 4), Contains("overflows"));
+  }
+  SECTION("root out of range") {
+    CHECK_THROWS_WITH(c.broadcast(a.data(), b.data(), 4, 2), Contains("root 2 is out of range"));
+    CHECK_THROWS_WITH(c.reduce(a.data(), b.data(), 4, reduce_op::sum, -1), Contains("root -1 is out of range"));
+  }
+  SECTION("op unsupported for the dtype, invalid dtype and op") {
+    try {
+      c.all_reduce(a.data(), b.data(), 4, reduce_op::band);
+      FAIL("band on float was accepted");
+    } catch (const collx::error& e) {
+      CHECK(e.code() == status::not_supported);
+      CHECK_THAT(e.what(), Contains("band") && Contains("float"));
+    }
+    CHECK_THROWS_WITH(c.all_reduce(a.data(), b.data(), 4, static_cast<dtype>(99), reduce_op::sum), Contains("dtype"));
+    CHECK_THROWS_WITH(c.all_reduce(a.data(), b.data(), 4, dtype::float32, static_cast<reduce_op>(42)),
+                      Contains("reduce_op"));
+  }
+  SECTION("partially overlapping buffers") {
+    CHECK_THROWS_WITH(c.all_reduce(a.data(), a.data() + 1, 8, reduce_op::sum), Contains("overlap"));
+  }
+  SECTION("a rejected call moves nothing and leaves the communicator usable") {
+    CHECK_THROWS(c.broadcast(a.data(), b.data(), 4, 7));
+    CHECK(b == canary);
+    CHECK(c.error() == status::ok);
+  }
+}
+
+TEST_CASE("use after destroy and of an empty communicator", "[errors]") {
+  auto comms = communicator::create_thread_group(1, quick());
+  float x = 1, y = 0;
+  comms[0].destroy();
+  CHECK_FALSE(comms[0].valid());
+  CHECK_THROWS_WITH(comms[0].all_reduce(&x, &y, 1, reduce_op::sum), Contains("after destroy"));
+  CHECK_THROWS_WITH(comms[0].rank(), Contains("after destroy"));
+  communicator empty;
+  CHECK_THROWS_WITH(empty.all_reduce(&x, &y, 1, reduce_op::sum), Contains("not initialised"));
+  communicator moved = std::move(comms[0]);
+  CHECK_THROWS(comms[0].size());
+}
+
+TEST_CASE("bad group sizes and options", "[errors]") {
+  CHECK_THROWS_WITH(communicator::create_thread_group(0), Contains("nranks"));
+  comm_options o;
+  o.fifo_slots = 1;
+  CHECK_THROWS_WITH(communicator::create_thread_group(2, o), Contains("fifo_slots"));
+  o = comm_options{};
+  o.slot_bytes = 100;
+  CHECK_THROWS_WITH(communicator::create_thread_group(2, o), Contains("slot_bytes"));
+  setenv("COLLX_TIMEOUT", "soon", 1);
+  CHECK_THROWS_WITH(comm_options::from_env(), Contains("COLLX_TIMEOUT"));
+  unsetenv("COLLX_TIMEOUT");
+  setenv("COLLX_BUFFSIZE", "12345", 1);
+  CHECK_THROWS_WITH(comm_options::from_env(), Contains("COLLX_BUFFSIZE"));
+  unsetenv("COLLX_BUFFSIZE");
+}
+
+TEST_CASE("a rank that never arrives makes its peers time out, not hang", "[errors]") {
+  auto comms = communicator::create_thread_group(2, quick(std::chrono::milliseconds(300)));
+  std::vector<float> a(1000, 1.0f), b(1000);
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    comms[0].all_reduce(a.data(), b.data(), a.size(), reduce_op::sum);
+    FAIL("all_reduce returned without its peer");
+  } catch (const collx::error& e) {
+    CHECK(e.code() == status::timeout);
+    CHECK_THAT(e.what(), Contains("timed out"));
+  }
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+  CHECK(comms[0].error() == status::timeout);
+  // The failure aborted the group: the other rank fails fast, naming rank 0.
+  try {
+    comms[1].all_reduce(a.data(), b.data(), a.size(), reduce_op::sum);
+    FAIL("the peer's call succeeded after the group was aborted");
+  } catch (const collx::error& e) {
+    CHECK(e.code() == status::aborted);
+    CHECK_THAT(e.what(), Contains("rank 0 failed"));
+  }
+  // And the failed communicator refuses further work at once.
+  CHECK_THROWS_WITH(comms[0].all_reduce(a.data(), b.data(), 4, reduce_op::sum), Contains("error state"));
+}
+
+TEST_CASE("abort() from another thread releases blocked ranks", "[errors]") {
+  auto comms = communicator::create_thread_group(3, quick(std::chrono::seconds(60)));
+  std::atomic<int> aborted{0};
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; ++r)  // rank 2 never joins
+    ts.emplace_back([&, r] {
+      std::vector<double> a(4096, 1.0), b(4096);
+      try {
+        comms[r].all_reduce(a.data(), b.data(), a.size(), reduce_op::sum);
+      } catch (const collx::error& e) {
+        if (e.code() == status::aborted) ++aborted;
+      }
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto t0 = std::chrono::steady_clock::now();
+  comms[2].abort();
+  for (auto& t : ts) t.join();
+  CHECK(aborted == 2);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+}
+
+TEST_CASE("explicit composition and runtime variant choice", "[api]") {
+  auto comms = communicator::create_thread_group(3, quick());
+  std::vector<std::thread> ts;
+  std::atomic<int> good{0};
+  for (int r = 0; r < 3; ++r)
+    ts.emplace_back([&, r] {
+      std::vector<std::int32_t> a(100, r + 1), b(100, 0);
+      collx::all_reduce<algo::ring, proto::simple>(comms[r], a.data(), b.data(), a.size(), reduce_op::sum);
+      bool ok = std::all_of(b.begin(), b.end(), [](std::int32_t v) { return v == 6; });
+      comms[r].all_reduce(a.data(), b.data(), a.size(), reduce_op::max, variant_choice{algo_id::ring, proto_id::simple});
+      ok = ok && std::all_of(b.begin(), b.end(), [](std::int32_t v) { return v == 3; });
+      ok = ok && comms[r].last_variant().algo == algo_id::ring && comms[r].last_variant().proto == proto_id::simple;
+      if (ok) ++good;
+    });
+  for (auto& t : ts) t.join();
+  CHECK(good == 3);
+  // A variant that is not compiled in is refused, not silently replaced.
+  std::vector<float> x(4), y(4);
+  auto one = communicator::create_thread_group(1, quick());
+  CHECK_THROWS_WITH(one[0].all_reduce(x.data(), y.data(), 4, reduce_op::sum, variant_choice{algo_id::bruck, proto_id::simple}),
+                    Contains("no compiled variant"));
+}
