@@ -1,0 +1,29 @@
+#!/bin/sh
+# Usage: rank_behavior.sh FAIL_RANK ACTION [OTHERS]
+#
+# A rank started by collxrun (COLLX_RANK set). Rank FAIL_RANK does ACTION:
+#   exit:N       exit with code N
+#   signal:NAME  kill itself with signal NAME (e.g. KILL, SEGV)
+# every other rank does OTHERS:
+#   sleep     sleep 30 s (default): must be terminated by the launcher
+#   stubborn  ignore SIGTERM, then sleep 30 s: needs SIGKILL
+#   talk      print "out R/N" on stdout, "err R" on stderr, then "tail R"
+#             without a newline, and exit 0
+set -u
+if [ "$COLLX_RANK" = "$1" ]; then
+  case $2 in
+    exit:*) exit "${2#exit:}" ;;
+    signal:*) kill -s "${2#signal:}" $$; sleep 5; exit 99 ;;
+  esac
+  echo "rank_behavior.sh: unknown action $2" >&2
+  exit 98
+fi
+case ${3:-sleep} in
+  sleep) exec sleep 30 ;;
+  stubborn) trap '' TERM; sleep 30 ;;  # sleep inherits the ignored SIGTERM
+  talk)
+    echo "out $COLLX_RANK/$COLLX_SIZE"
+    echo "err $COLLX_RANK" >&2
+    printf 'tail %s' "$COLLX_RANK"
+    ;;
+esac
