@@ -19,10 +19,15 @@
 //
 // Thread-safety: one communicator object is used by one thread at a time;
 // abort() may be called from any thread. Creation: create_thread_group (P
-// thread ranks of this process), init_rank (unique id; see collx/init.hpp), or
-// from_env (launcher environment; see collx/init.hpp).
+// thread ranks of this process), init_rank (every rank passes the unique id
+// that one process got from collx::get_unique_id()), or from_env (the
+// environment of collxrun, torchrun, Open MPI, PMI or Slurm; see
+// collx/bootstrap/env.hpp). Process ranks must share one host for now.
 #pragma once
 
+#include <collx/bootstrap/env.hpp>
+#include <collx/bootstrap/root.hpp>
+#include <collx/bootstrap/session.hpp>
 #include <collx/coll.hpp>
 #include <collx/dtype.hpp>
 #include <collx/error.hpp>
@@ -35,7 +40,10 @@
 #include <collx/variants.hpp>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <limits>
+#include <random>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -58,6 +66,27 @@ class communicator {
     comms.reserve(static_cast<std::size_t>(nranks));
     for (int r = 0; r < nranks; ++r) comms.push_back(communicator(seg, r, nranks, opt));
     return comms;
+  }
+
+  /// Rank `rank` of `nranks` processes that all pass the same id.
+  static communicator init_rank(int nranks, const unique_id& id, int rank,
+                                const comm_options& opt = comm_options::from_env()) {
+    require(nranks >= 1 && rank >= 0 && rank < nranks, "init_rank",
+            "rank " + std::to_string(rank) + " / nranks " + std::to_string(nranks) + " are out of range");
+    opt.validate();
+    return join(bootstrap::session::connect(id, rank, nranks, opt.timeout), opt);
+  }
+
+  /// The rank this process was started as by a launcher (collxrun, torchrun,
+  /// mpirun, srun, a PMI launcher); throws if none is detected.
+  static communicator from_env(const comm_options& opt = comm_options::from_env()) {
+    opt.validate();
+    const auto env = bootstrap::detect_launch_env();
+    if (!env)
+      throw_error(status::invalid_argument,
+                  "from_env: no launcher environment found (COLLX_RANK/COLLX_SIZE, RANK/WORLD_SIZE, "
+                  "OMPI_COMM_WORLD_*, PMI_RANK/PMI_SIZE or SLURM_PROCID/SLURM_NTASKS)");
+    return join(bootstrap::connect_from_env(*env, opt.timeout), opt);
   }
 
   /// Wraps an already mapped segment; used by the process-rank initialisers.
@@ -160,6 +189,57 @@ class communicator {
     variant_choice last{};
     std::shared_ptr<void> keepalive;  // e.g. the bootstrap session of process ranks
   };
+
+  // What each process rank tells the others through the bootstrap.
+  struct join_info {
+    char host[64];
+    char boot_id[40];
+    char segment[64];  // rank 0's shm object name
+    std::uint32_t slots, slot_bytes;
+  };
+
+  /// Process ranks of one host: rank 0 creates the segment, the others map it,
+  /// and rank 0 unlinks the name once all have (nothing left in /dev/shm even
+  /// if every process is later killed). The session stays open for later use.
+  static communicator join(bootstrap::session s, const comm_options& opt) {
+    const int rank = s.rank(), nranks = s.size();
+    join_info mine{};
+    ::gethostname(mine.host, sizeof mine.host - 1);
+    if (std::FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+      if (std::fgets(mine.boot_id, sizeof mine.boot_id, f) == nullptr) mine.boot_id[0] = '\0';
+      std::fclose(f);
+    }
+    mine.slots = opt.fifo_slots;
+    mine.slot_bytes = opt.slot_bytes;
+    const auto layout = layout_for(nranks, opt);
+    std::shared_ptr<transport::shm_segment> seg;
+    if (rank == 0) {
+      std::random_device rd;
+      std::snprintf(mine.segment, sizeof mine.segment, "/collx-%d-%08x%08x", static_cast<int>(::getpid()), rd(), rd());
+      seg = transport::shm_segment::create_named(layout, mine.segment);
+    }
+    const std::vector<std::byte> all = s.allgather(&mine, sizeof mine);
+    std::vector<join_info> infos(static_cast<std::size_t>(nranks));
+    std::memcpy(infos.data(), all.data(), all.size());
+    for (int r = 0; r < nranks; ++r) {
+      const join_info& o = infos[static_cast<std::size_t>(r)];
+      if (std::strncmp(o.host, infos[0].host, sizeof o.host) != 0 || std::strncmp(o.boot_id, infos[0].boot_id, sizeof o.boot_id) != 0)
+        throw_error(status::not_supported, "init: rank " + std::to_string(r) + " runs on host '" + std::string(o.host) +
+                                               "', rank 0 on '" + infos[0].host +
+                                               "': ranks on several hosts need a network transport, which collx does "
+                                               "not provide yet");
+      if (o.slots != infos[0].slots || o.slot_bytes != infos[0].slot_bytes)
+        throw_error(status::mismatch, "init: rank " + std::to_string(r) + " uses FIFOs of " + std::to_string(o.slots) +
+                                          " × " + std::to_string(o.slot_bytes) + " bytes, rank 0 " +
+                                          std::to_string(infos[0].slots) + " × " + std::to_string(infos[0].slot_bytes) +
+                                          " (set COLLX_BUFFSIZE/COLLX_NSLOTS alike on every rank)");
+    }
+    if (rank != 0) seg = transport::shm_segment::open_named(layout, infos[0].segment);
+    s.barrier();  // every rank has mapped the segment
+    if (rank == 0) seg->unlink();
+    auto keep = std::make_shared<bootstrap::session>(std::move(s));
+    return adopt(std::move(seg), rank, nranks, opt, std::move(keep));
+  }
 
   communicator(std::shared_ptr<transport::shm_segment> seg, int rank, int nranks, const comm_options& opt)
       : s_(std::make_shared<state>()) {

@@ -1,0 +1,69 @@
+// Process ranks: each rank is a process started by a launcher (collxrun, or a
+// torchrun/Open MPI-style environment); they share the segment through a
+// POSIX shm object. Runs a representative subset of the matrix and exits
+// non-zero, naming every failed case, if anything is wrong.
+//
+//   proc_matrix [quick]
+#include "../support/run_case.hpp"
+
+#include <collx/communicator.hpp>
+
+#include <cstdio>
+#include <cstring>
+
+using namespace collx;
+using namespace collx::test;
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "quick") == 0;
+  comm_options opt = comm_options::from_env();
+  opt.timeout = std::chrono::seconds(60);
+  communicator comm;
+  try {
+    comm = communicator::from_env(opt);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "proc_matrix: %s\n", e.what());
+    return 1;
+  }
+  const int P = comm.size();
+  std::vector<case_desc> cases;
+  const coll colls[] = {coll::all_reduce, coll::all_gather, coll::reduce_scatter, coll::broadcast, coll::reduce};
+  const std::vector<std::size_t> counts = quick ? std::vector<std::size_t>{0, 1, static_cast<std::size_t>(P + 1), 1009}
+                                                : std::vector<std::size_t>{0, 1, static_cast<std::size_t>(P - 1),
+                                                                           static_cast<std::size_t>(P),
+                                                                           static_cast<std::size_t>(P + 1), 1009, 262147};
+  const std::pair<dtype, reduce_op> pairs[] = {
+      {dtype::float32, reduce_op::sum},  {dtype::float16, reduce_op::sum}, {dtype::bfloat16, reduce_op::max},
+      {dtype::int32, reduce_op::prod},   {dtype::uint8, reduce_op::min},   {dtype::float64, reduce_op::avg},
+      {dtype::int64, reduce_op::bxor},   {dtype::float8_e4m3, reduce_op::sum}, {dtype::float8_e5m2, reduce_op::max}};
+  int k = 0;
+  for (coll kind : colls)
+    for (auto [dt, op] : pairs) {
+      if (quick && k % 3 != 0 && kind != coll::all_reduce) {
+        ++k;
+        continue;
+      }
+      for (std::size_t n : counts)
+        for (bool in_place : {false, true}) {
+          case_desc c;
+          c.kind = kind;
+          c.dt = dt;
+          c.op = op;
+          c.count = n;
+          c.in_place = in_place;
+          c.root = k % P;
+          cases.push_back(c);
+        }
+      ++k;
+    }
+  int failed = 0;
+  for (const auto& c : cases) {
+    const std::string e = run_case(comm, c);
+    if (!e.empty()) {
+      ++failed;
+      std::fprintf(stderr, "FAILED %s\n", e.c_str());
+    }
+  }
+  std::printf("rank %d/%d: %zu cases, %d failed\n", comm.rank(), P, cases.size(), failed);
+  return failed == 0 ? 0 : 1;
+}
