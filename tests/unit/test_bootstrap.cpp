@@ -202,6 +202,44 @@ TEST_CASE("ranks rendezvous and allgather rounds byte-exactly", "[bootstrap]") {
   }
 }
 
+TEST_CASE("rendezvous over IPv6 loopback", "[bootstrap]") {
+  bs::root_handle root;
+  try {
+    root = bs::start_root("::1", 0, bs::random_secret(), quick());
+  } catch (const collx::error& e) {
+    WARN("no IPv6 loopback here, skipped: " << e.what());
+    return;
+  }
+  CHECK(root.info().address == "::1");
+  auto id = collx::unique_id_from_string(collx::to_string(root.id()));
+  auto out = run_ranks(2, [&](int rank) {
+    auto s = bs::session::connect(id, rank, 2, 3000ms);
+    int v = rank + 40;
+    auto all = s.allgather(&v, sizeof v);
+    int second;
+    std::memcpy(&second, all.data() + sizeof v, sizeof second);
+    if (second != 41) throw std::runtime_error("data");
+  });
+  require_all_ok(out);
+}
+
+TEST_CASE("a host that is taken is reported by address", "[bootstrap]") {
+  auto root = bs::start_root("127.0.0.1", 0, bs::random_secret(), quick(500ms));
+  bs::launch_env e;
+  e.source = "torchrun";
+  e.size = 2;
+  e.root_address = "127.0.0.1";
+  e.root_port = root.info().port;  // someone already listens there
+  try {
+    bs::connect_from_env(e, 200ms);
+    FAIL("bound a port in use");
+  } catch (const collx::error& x) {
+    CHECK(x.code() == status::system_error);
+    CHECK_THAT(x.what(), Catch::Contains("rank 0 cannot host the root at 127.0.0.1:" + std::to_string(e.root_port)));
+    CHECK_THAT(x.what(), Catch::Contains("Address already in use"));
+  }
+}
+
 TEST_CASE("a large blob at the limit goes through", "[bootstrap]") {
   auto id = collx::get_unique_id(quick());
   const std::size_t len = std::size_t{1} << 20;

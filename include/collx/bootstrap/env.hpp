@@ -222,7 +222,12 @@ inline session connect_from_env(const launch_env& e, std::chrono::milliseconds t
   if (e.rank == 0) {
     bootstrap_options opt;
     opt.timeout = std::max(opt.timeout, timeout);
-    start_root(e.root_address, e.root_port, e.secret, opt);
+    try {
+      start_root(e.root_address, e.root_port, e.secret, opt);
+    } catch (const error& x) {
+      throw_error(x.code(), "bootstrap: rank 0 cannot host the root at " + to_string(endpoint{e.root_address, e.root_port}) +
+                                " (COLLX_ROOT_ADDR, else MASTER_ADDR and MASTER_PORT+1): " + x.what());
+    }
   }
   return session::connect(endpoint{e.root_address, e.root_port}, e.secret, e.rank, e.size, timeout);
 }
