@@ -6,6 +6,8 @@
 // engines implement run<Flags>() once for all of them.
 #pragma once
 
+#include <collx/config.hpp>
+
 namespace collx::proto {
 
 enum step_flags : unsigned {
@@ -17,6 +19,6 @@ enum step_flags : unsigned {
   post_op = 1u << 5,    // finish elements (avg's division)
 };
 
-constexpr bool has(unsigned flags, unsigned bit) { return (flags & bit) != 0; }
+COLLX_HOST_DEVICE constexpr bool has(unsigned flags, unsigned bit) { return (flags & bit) != 0; }
 
 }  // namespace collx::proto
