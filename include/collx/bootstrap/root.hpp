@@ -203,6 +203,7 @@ class root_loop {
     if (!formed_ && !failed_) d = std::min(d, start_ + opt_.timeout);
     if (formed_ && !failed_ && contributed_ > 0) d = std::min(d, round_start_ + opt_.timeout);
     if (failed_) d = std::min(d, failed_at_ + opt_.timeout);
+    if (accept_paused_until_ > clock::now()) d = std::min(d, accept_paused_until_);
     return d;
   }
 
@@ -212,7 +213,9 @@ class root_loop {
     std::vector<pollfd> fds;
     fds.reserve(conns_.size() + 2);
     fds.push_back({s_.wake.get(), POLLIN, 0});
-    fds.push_back({listener_.get(), POLLIN, 0});
+    // While accept() fails for lack of descriptors the pending connection
+    // stays readable; pausing the listener avoids spinning on it.
+    fds.push_back({listener_.get(), static_cast<short>(clock::now() < accept_paused_until_ ? 0 : POLLIN), 0});
     for (auto& c : conns_) {
       short ev = POLLIN;
       if (!c->out.empty()) ev |= POLLOUT;
@@ -240,8 +243,13 @@ class root_loop {
 
   void accept_all() {
     for (int i = 0; i < 64; ++i) {
+      errno = 0;
       socket_fd fd = accept_connection(listener_.get());
-      if (!fd) return;
+      if (!fd) {
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+          accept_paused_until_ = clock::now() + std::chrono::milliseconds(100);
+        return;
+      }
       const auto pending = std::count_if(conns_.begin(), conns_.end(), [](const std::unique_ptr<conn>& c) {
         return c->fd && c->ph == phase::hello;
       });
@@ -546,7 +554,7 @@ class root_loop {
   int size_ = -1, size_from_ = -1, joined_ = 0, left_ = 0, contributed_ = 0;
   bool formed_ = false, failed_ = false;
   std::uint64_t round_ = 0;
-  clock::time_point start_, round_start_, failed_at_;
+  clock::time_point start_, round_start_, failed_at_, accept_paused_until_;
   std::string outcome_;
 };
 

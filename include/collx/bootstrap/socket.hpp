@@ -233,7 +233,8 @@ inline socket_fd listen_on(const endpoint& e, int backlog = 128) {
 }
 
 /// Accepts one pending connection (non-blocking, close-on-exec, no Nagle).
-/// Returns an empty socket_fd when none is pending.
+/// Returns an empty socket_fd when none is pending or accept failed; errno
+/// then tells which (EAGAIN: none pending).
 inline socket_fd accept_connection(int listener) {
   for (;;) {
     int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
