@@ -355,19 +355,27 @@ inline int run_local(int nranks, const std::vector<std::string>& argv, const lau
     for (auto& k : kids)  // also ranks that moved to another process group
       if (k.alive) ::kill(k.pid, sig);
   };
+  // Starting rank r failed: kill and reap the ranks already started, close
+  // every descriptor, and report.
+  auto abandon = [&](int (&pipes)[2][2], const char* what, int err) {
+    for (auto& p : pipes)
+      for (int fd : p)
+        if (fd >= 0) ::close(fd);
+    kill_all(SIGKILL);
+    for (auto& k : kids) {
+      if (k.alive) ::waitpid(k.pid, nullptr, 0);
+      for (auto& st : k.streams)
+        if (st.fd >= 0) ::close(st.fd);
+    }
+    bootstrap::detail::throw_errno(what, err);
+  };
 
   for (int r = 0; r < nranks; ++r) {
     auto& k = kids[static_cast<std::size_t>(r)];
     int pipes[2][2] = {{-1, -1}, {-1, -1}};
     if (opt.prefix_output)
       for (auto& p : pipes)
-        if (::pipe2(p, O_CLOEXEC) != 0) {
-          const int err = errno;
-          kill_all(SIGKILL);
-          for (auto& kk : kids)
-            if (kk.alive) ::waitpid(kk.pid, nullptr, 0);
-          bootstrap::detail::throw_errno("run_local: pipe2", err);
-        }
+        if (::pipe2(p, O_CLOEXEC) != 0) abandon(pipes, "run_local: pipe2", errno);
     char** child_argv = args.get();
     char** child_env = envs[static_cast<std::size_t>(r)].get();
     // Signals are blocked across fork so that no handler runs in the child
@@ -391,16 +399,9 @@ inline int run_local(int nranks, const std::vector<std::string>& argv, const lau
     }
     const int fork_err = errno;
     ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+    if (pid < 0) abandon(pipes, "run_local: fork", fork_err);
     for (auto& p : pipes)
       if (p[1] >= 0) ::close(p[1]);
-    if (pid < 0) {
-      for (auto& p : pipes)
-        if (p[0] >= 0) ::close(p[0]);
-      kill_all(SIGKILL);
-      for (auto& kk : kids)
-        if (kk.alive) ::waitpid(kk.pid, nullptr, 0);
-      bootstrap::detail::throw_errno("run_local: fork", fork_err);
-    }
     // Both sides call setpgid so the group exists whichever runs first.
     ::setpgid(pid, pgid);
     if (pgid == 0) pgid = pid;
