@@ -1,0 +1,280 @@
+// bench/peers/mpi_bench.cpp — mpi-bench: collx-perf's table for an MPI library.
+//
+//   mpirun -np 2 mpi-bench all_reduce -b 8 -e 64M -f 2 -d float -o sum
+//
+// Same flags, sizes, columns, bus-bandwidth factors, timing policy (warmup
+// iterations, then the mean of -n timed iterations, the maximum over ranks)
+// and correctness check as collx-perf (tools/perf_common.hpp), so the two
+// tables compare line by line. The collectives map to MPI_Allreduce,
+// MPI_Allgather, MPI_Reduce_scatter_block, MPI_Bcast and MPI_Reduce; in place
+// means MPI_IN_PLACE. MPI has no 16-bit/8-bit floats and no avg: those are
+// refused. Exit status: 0 ok, 1 wrong results, 2 bad command line.
+#include "perf_common.hpp"
+
+// The C API only: the deprecated C++ bindings are neither used nor warning-clean.
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <tuple>
+#include <type_traits>
+
+namespace {
+
+using namespace collx;
+using perf::options;
+
+void usage(std::FILE* f, const char* prog) {
+  std::fprintf(f,
+               "usage: mpirun -np <P> %s <all_reduce|all_gather|reduce_scatter|broadcast|reduce> [flags]\n"
+               "\n"
+               "  -b, --minbytes <size>      smallest size (default 8; K/M/G suffixes)\n"
+               "  -e, --maxbytes <size>      largest size (default 64M)\n"
+               "  -f, --stepfactor <n>       multiply the size by n each step (default 2)\n"
+               "  -i, --stepbytes <size>     with -f 1: add this many bytes each step (default 1M)\n"
+               "  -n, --iters <n>            timed iterations per size (default 20)\n"
+               "  -w, --warmup_iters <n>     untimed iterations before them (default 5)\n"
+               "  -c, --check <0|1>          check results before timing each size (default 1)\n"
+               "  -o, --op <op>              sum prod min max band bor bxor (default sum)\n"
+               "  -d, --datatype <type>      int8 uint8 int32 uint32 int64 uint64 float double (default float)\n"
+               "  -r, --root <rank>          root of broadcast and reduce (default 0)\n"
+               "  -p, --nranks <n>           optional; must equal the number of MPI processes\n"
+               "  -h, --help                 this text\n"
+               "\n"
+               "Columns, bus-bandwidth factors and the check are those of collx-perf (see its --help).\n"
+               "Out-of-place broadcast copies the root's send buffer into its receive buffer and\n"
+               "broadcasts that (NCCL's semantics); in-place reduce_scatter finds its result at the\n"
+               "start of the buffer (MPI_Reduce_scatter_block's MPI_IN_PLACE semantics).\n",
+               prog);
+}
+
+bool mpi_type(dtype d, MPI_Datatype& t) {
+  switch (d) {
+    case dtype::int8: t = MPI_INT8_T; return true;
+    case dtype::uint8: t = MPI_UINT8_T; return true;
+    case dtype::int32: t = MPI_INT32_T; return true;
+    case dtype::uint32: t = MPI_UINT32_T; return true;
+    case dtype::int64: t = MPI_INT64_T; return true;
+    case dtype::uint64: t = MPI_UINT64_T; return true;
+    case dtype::float32: t = MPI_FLOAT; return true;
+    case dtype::float64: t = MPI_DOUBLE; return true;
+    default: return false;
+  }
+}
+
+bool mpi_op(reduce_op op, MPI_Op& m) {
+  switch (op) {
+    case reduce_op::sum: m = MPI_SUM; return true;
+    case reduce_op::prod: m = MPI_PROD; return true;
+    case reduce_op::min: m = MPI_MIN; return true;
+    case reduce_op::max: m = MPI_MAX; return true;
+    case reduce_op::band: m = MPI_BAND; return true;
+    case reduce_op::bor: m = MPI_BOR; return true;
+    case reduce_op::bxor: m = MPI_BXOR; return true;
+    default: return false;
+  }
+}
+
+/// Calls f(std::type_identity<T>{}) for the MPI-supported dtypes.
+template <class F>
+void visit_mpi_dtype(dtype d, F&& f) {
+  switch (d) {
+    case dtype::int8: f(std::type_identity<std::int8_t>{}); break;
+    case dtype::uint8: f(std::type_identity<std::uint8_t>{}); break;
+    case dtype::int32: f(std::type_identity<std::int32_t>{}); break;
+    case dtype::uint32: f(std::type_identity<std::uint32_t>{}); break;
+    case dtype::int64: f(std::type_identity<std::int64_t>{}); break;
+    case dtype::uint64: f(std::type_identity<std::uint64_t>{}); break;
+    case dtype::float32: f(std::type_identity<float>{}); break;
+    case dtype::float64: f(std::type_identity<double>{}); break;
+    default: break;
+  }
+}
+
+struct mpi_caller {
+  const options& o;
+  MPI_Datatype type;
+  MPI_Op op;
+  int rank;
+  std::size_t elt;
+
+  /// One collective. send == nullptr means in place (recv holds the input, in
+  /// the layout of collx-perf's in-place calls).
+  void operator()(const void* send, void* recv, std::size_t count) const {
+    const int n = static_cast<int>(count);
+    switch (o.collective) {
+      case coll::all_reduce:
+        MPI_Allreduce(send ? send : MPI_IN_PLACE, recv, n, type, op, MPI_COMM_WORLD);
+        break;
+      case coll::all_gather:
+        if (send) MPI_Allgather(send, n, type, recv, n, type, MPI_COMM_WORLD);
+        else MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, n, type, MPI_COMM_WORLD);
+        break;
+      case coll::reduce_scatter:
+        MPI_Reduce_scatter_block(send ? send : MPI_IN_PLACE, recv, n, type, op, MPI_COMM_WORLD);
+        break;
+      case coll::broadcast:
+        if (send && rank == o.root && count > 0) std::memcpy(recv, send, count * elt);
+        MPI_Bcast(recv, n, type, o.root, MPI_COMM_WORLD);
+        break;
+      case coll::reduce:
+        if (send) MPI_Reduce(send, recv, n, type, op, o.root, MPI_COMM_WORLD);
+        else if (rank == o.root) MPI_Reduce(MPI_IN_PLACE, recv, n, type, op, o.root, MPI_COMM_WORLD);
+        else MPI_Reduce(recv, nullptr, n, type, op, o.root, MPI_COMM_WORLD);
+        break;
+    }
+  }
+};
+
+int run(const options& o, int rank, int P) {
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  MPI_Op op = MPI_SUM;
+  mpi_type(o.type, type);
+  mpi_op(o.op, op);
+  const std::size_t elt = size_of(o.type);
+  const perf::data_spec spec = perf::make_spec(o.collective, o.type, o.op, P);
+  const mpi_caller call{o, type, op, rank, elt};
+  const bool print = rank == 0;
+  std::FILE* out = stdout;
+
+  const perf::buffer_bytes need = perf::buffers_for(o, P);
+  perf::page_buffer sendbuf = perf::page_alloc(need.send);
+  perf::page_buffer recvbuf = perf::page_alloc(need.recv);
+  std::byte* const sb = sendbuf.get();
+  std::byte* const rb = recvbuf.get();
+
+  if (print) {
+    char host[256] = "?";
+    gethostname(host, sizeof host - 1);
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+    int len = 0;
+    MPI_Get_library_version(lib, &len);
+    if (char* nl = std::strchr(lib, '\n')) *nl = '\0';
+    if (char* comma = std::strchr(lib, ',')) *comma = '\0';
+    std::fprintf(out, "# mpi-bench %s  nranks %d  mode processes  pid %d on %s\n", name(o.collective), P,
+                 static_cast<int>(getpid()), host);
+    std::fprintf(out, "# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d validation: %d\n",
+                 o.min_bytes, o.max_bytes, o.step_factor > 1 ? o.step_factor : o.step_bytes,
+                 o.step_factor > 1 ? "factor" : "bytes", o.warmup_iters, o.iters, o.check);
+    std::fprintf(out, "# dtype %s  op %s  root %d  library %s\n", name(o.type), perf::op_column(o.collective, o.op),
+                 perf::root_column(o.collective, o.root), lib);
+    perf::print_columns(out);
+    std::fflush(out);
+  }
+
+  perf::sweep_totals totals;
+  visit_mpi_dtype(o.type, [&]<class T>(std::type_identity<T>) {
+    // As nccl-tests: warm up at the largest, then the smallest size, before the sweep.
+    const std::vector<std::size_t> sizes = perf::sweep_sizes(o);
+    for (std::size_t bytes : {sizes.back(), sizes.front()}) {
+      const std::size_t param = perf::counts_for(o.collective, bytes, elt, P).param;
+      for (int i = 0; i < o.warmup_iters; ++i) call(sb, rb, param);
+    }
+    for (std::size_t bytes : sizes) {
+      const perf::coll_counts k = perf::counts_for(o.collective, bytes, elt, P);
+      if (print)
+        perf::print_row_start(out, k.bytes(elt), k.param, name(o.type), perf::op_column(o.collective, o.op),
+                              perf::root_column(o.collective, o.root));
+      for (int in_place = 0; in_place < 2; ++in_place) {
+        perf::call_plan plan = perf::plan_for(k, elt, rank, in_place != 0);
+        // MPI_Reduce_scatter_block with MPI_IN_PLACE leaves the result at the
+        // start of the buffer, not at the rank's block.
+        if (in_place && o.collective == coll::reduce_scatter) plan.recv_off = 0;
+        // In place, MPI reads rank's all_gather piece at recv + rank·n, where
+        // prepare_check puts it (plan.send_off), as collx does.
+        const void* send = in_place ? nullptr : static_cast<const void*>(sb);
+        void* recv = rb + plan.recv_off;
+
+        long long counts[2] = {0, 0};
+        if (o.check > 0) {
+          perf::prepare_check<T>(spec, k, plan, rank, o.root, sb, rb);
+          call(send, recv, k.param);
+          std::tie(counts[0], counts[1]) = perf::check_result<T>(spec, k, plan, rank, o.root, rb);
+        } else {
+          call(send, recv, k.param);
+        }
+        for (int i = 0; i < o.warmup_iters; ++i) call(send, recv, k.param);
+        MPI_Barrier(MPI_COMM_WORLD);
+
+        const double t0 = MPI_Wtime();
+        for (int i = 0; i < o.iters; ++i) call(send, recv, k.param);
+        const double t1 = MPI_Wtime();
+
+        double sec = (t1 - t0) / o.iters;
+        MPI_Allreduce(MPI_IN_PLACE, &sec, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+
+        perf::block_result r;
+        std::tie(r.algbw, r.busbw) = perf::bandwidth(o.collective, k.param, elt, sec, P);
+        r.usec = sec * 1e6;
+        r.wrong = o.check > 0 ? counts[0] : -1;
+        r.out_of_bounds = counts[1];
+        totals.add(r);
+        if (print) perf::print_row_block(out, r.usec, r.algbw, r.busbw, r.wrong);
+      }
+      if (print) {
+        std::fprintf(out, "\n");
+        std::fflush(out);
+      }
+    }
+  });
+
+  if (print) {
+    perf::print_footer(out, totals.out_of_bounds, totals.avg_busbw());
+    if (totals.wrong > 0) std::fprintf(out, "# %lld wrong elements in total: FAILED\n", totals.wrong);
+    std::fprintf(out, "#\n");
+    std::fflush(out);
+  }
+  return totals.failed() ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  const char* prog = "mpi-bench";
+  MPI_Init(&argc, &argv);
+  int rank = 0, P = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &P);
+
+  // Every rank parses the same command line, so every rank reaches the same verdict.
+  options o;
+  const perf::parse_outcome parsed = perf::parse_command_line(argc, argv, o, {/*mode=*/false, /*variant=*/false});
+  std::string error;
+  MPI_Datatype t;
+  MPI_Op m;
+  if (parsed.what == perf::parse_outcome::error) error = parsed.message;
+  else if (parsed.what == perf::parse_outcome::ok) {
+    if (!mpi_type(o.type, t)) error = std::string("datatype ") + name(o.type) + " has no MPI equivalent";
+    else if (is_reduction(o.collective) && !mpi_op(o.op, m))
+      error = std::string("op ") + name(o.op) + " has no MPI equivalent";
+    else if (o.nranks_given && o.nranks != P)
+      error = "-p " + std::to_string(o.nranks) + " does not match the " + std::to_string(P) + " MPI processes";
+    else if ((o.collective == coll::broadcast || o.collective == coll::reduce) && o.root >= P)
+      error = "root " + std::to_string(o.root) + " is out of range for " + std::to_string(P) + " ranks";
+  }
+  int rc = 0;
+  if (parsed.what == perf::parse_outcome::help) {
+    if (rank == 0) usage(stdout, prog);
+  } else if (!error.empty()) {
+    if (rank == 0) {
+      std::fprintf(stderr, "%s: %s\n\n", prog, error.c_str());
+      usage(stderr, prog);
+    }
+    rc = 2;
+  } else {
+    rc = run(o, rank, P);
+  }
+  MPI_Finalize();
+  return rc;
+}

@@ -1,0 +1,409 @@
+// tools/collx_perf.cpp — collx-perf: the nccl-tests of collx, on CPU ranks.
+//
+//   collx-perf all_reduce -b 8 -e 64M -f 2 -p 4            4 thread ranks
+//   collx-perf all_gather -d bf16 -p 3 --procs             3 process ranks
+//
+// Flags, columns, bus-bandwidth factors and the footer follow nccl-tests (see
+// tools/perf_common.hpp, shared with the peer drivers in bench/peers/); the
+// footer also names the variant (algorithm/protocol) that ran. Exit status:
+// 0 all results right, 1 a wrong result, a clobbered guard byte or a collx
+// error, 2 a bad command line.
+#include "perf_common.hpp"
+
+#include <collx/communicator.hpp>
+#include <collx/launch/local.hpp>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+namespace {
+
+using namespace collx;
+using perf::options;
+
+// ---- variant names ------------------------------------------------------------
+
+template <class Id>
+std::vector<std::string> id_names() {
+  std::vector<std::string> v;
+  for (int i = 0; i < 256; ++i) {
+    const std::string n = name(static_cast<Id>(i));
+    if (n != "invalid") v.push_back(n);
+  }
+  return v;
+}
+
+template <class Id>
+bool parse_id(const std::string& s, Id& out) {
+  for (int i = 0; i < 256; ++i)
+    if (s == name(static_cast<Id>(i))) {
+      out = static_cast<Id>(i);
+      return true;
+    }
+  return false;
+}
+
+template <class Id>
+std::string joined_names() {
+  std::string r;
+  for (const std::string& n : id_names<Id>()) r += (r.empty() ? "" : ", ") + n;
+  return r;
+}
+
+std::string variant_name(variant_choice v) { return std::string(name(v.algo)) + "/" + name(v.proto); }
+
+void usage(std::FILE* f, const char* prog) {
+  std::fprintf(f,
+               "usage: %s <all_reduce|all_gather|reduce_scatter|broadcast|reduce> [flags]\n"
+               "\n"
+               "  -b, --minbytes <size>      smallest size (default 8; K/M/G suffixes)\n"
+               "  -e, --maxbytes <size>      largest size (default 64M)\n"
+               "  -f, --stepfactor <n>       multiply the size by n each step (default 2)\n"
+               "  -i, --stepbytes <size>     with -f 1: add this many bytes each step (default 1M)\n"
+               "  -n, --iters <n>            timed iterations per size (default 20)\n"
+               "  -w, --warmup_iters <n>     untimed iterations before them (default 5)\n"
+               "  -c, --check <0|1>          check results before timing each size (default 1)\n"
+               "  -o, --op <op>              %s (default sum)\n"
+               "  -d, --datatype <type>      int8 uint8 int32 uint32 int64 uint64 half bfloat16 float\n"
+               "                             double f8e4m3 f8e5m2 (default float; also float16 fp16\n"
+               "                             bf16 float32 fp32 float64 fp64 fp8_e4m3 fp8_e5m2)\n"
+               "  -r, --root <rank>          root of broadcast and reduce (default 0)\n"
+               "  -p, --nranks <n>           number of ranks (default 2)\n"
+               "      --threads              ranks are threads of this process (default)\n"
+               "      --procs                ranks are processes started by collx's local launcher\n"
+               "      --algo <name>          algorithm: %s\n"
+               "      --proto <name>         protocol: %s\n"
+               "  -h, --help                 this text\n"
+               "\n"
+               "Columns as nccl-tests: size = bytes of the larger of one rank's send and receive\n"
+               "buffers, count = the count argument of the call, time = mean microseconds per\n"
+               "iteration, the maximum over ranks; algbw = size / time (all_reduce, broadcast,\n"
+               "reduce) or count*P*elt / time (all_gather, reduce_scatter); busbw = algbw * 2(P-1)/P\n"
+               "(all_reduce), (P-1)/P (all_gather, reduce_scatter), 1 (broadcast, reduce).\n"
+               "#wrong = wrong elements over all ranks, checked once per size before timing;\n"
+               "'Out of bounds values' = bytes written past a rank's output.\n"
+               "\n"
+               "Process ranks: with --procs the tool starts -p copies of itself; a copy runs as\n"
+               "one rank whenever COLLX_RANK is set in its environment (so it can also be started\n"
+               "by collxrun or any launcher that sets COLLX_RANK, COLLX_SIZE and COLLX_UNIQUE_ID),\n"
+               "and then takes the number of ranks from COLLX_SIZE. Rank 0 prints the table.\n"
+               "\n"
+               "Exit status: 0 ok, 1 wrong results or a collx error, 2 bad command line.\n",
+               prog, perf::op_choices, joined_names<algo_id>().c_str(),
+               joined_names<proto_id>().c_str());
+}
+
+// ---- one rank's sweep ------------------------------------------------------------
+
+struct variant_span {
+  variant_choice v;
+  std::size_t first_bytes, last_bytes;
+};
+
+void note_variant(std::vector<variant_span>& spans, variant_choice v, std::size_t bytes) {
+  if (!spans.empty() && spans.back().v.algo == v.algo && spans.back().v.proto == v.proto) {
+    spans.back().last_bytes = bytes;
+    return;
+  }
+  spans.push_back({v, bytes, bytes});
+}
+
+std::string variants_line(const std::vector<variant_span>& spans) {
+  if (spans.empty()) return "none ran";
+  if (spans.size() == 1) return variant_name(spans[0].v);
+  std::string r;
+  for (const variant_span& s : spans) {
+    if (!r.empty()) r += ", ";
+    r += variant_name(s.v) + " (" + std::to_string(s.first_bytes) + "-" + std::to_string(s.last_bytes) + " B)";
+  }
+  return r;
+}
+
+/// A collective call with the benchmark's collective, type and op.
+struct caller {
+  communicator& comm;
+  const options& o;
+  variant_choice want;
+
+  void operator()(const void* send, void* recv, std::size_t count) const {
+    switch (o.collective) {
+      case coll::all_reduce: comm.all_reduce(send, recv, count, o.type, o.op, want); break;
+      case coll::all_gather: comm.all_gather(send, recv, count, o.type, want); break;
+      case coll::reduce_scatter: comm.reduce_scatter(send, recv, count, o.type, o.op, want); break;
+      case coll::broadcast: comm.broadcast(send, recv, count, o.type, o.root, want); break;
+      case coll::reduce: comm.reduce(send, recv, count, o.type, o.op, o.root, want); break;
+    }
+  }
+};
+
+void barrier(communicator& comm) {
+  std::int32_t x = 0;
+  comm.all_reduce(&x, &x, 1, dtype::int32, reduce_op::sum);
+}
+
+/// Runs the sweep on one rank. Rank 0 prints when `print` is set. Returns the
+/// totals (identical on every rank: the counts and times are all-reduced).
+perf::sweep_totals run_rank(communicator& comm, const options& o, variant_choice want, const char* mode,
+                            bool print) {
+  const int P = comm.size(), rank = comm.rank();
+  const std::size_t elt = size_of(o.type);
+  const perf::data_spec spec = perf::make_spec(o.collective, o.type, o.op, P);
+  const caller call{comm, o, want};
+
+  // Fails here, before any output, on every rank alike, if the variant does
+  // not serve the collective: a zero-count call checks everything but bytes.
+  call(nullptr, nullptr, 0);
+
+  const perf::buffer_bytes need = perf::buffers_for(o, P);
+  perf::page_buffer sendbuf = perf::page_alloc(need.send);
+  perf::page_buffer recvbuf = perf::page_alloc(need.recv);
+  std::byte* const sb = sendbuf.get();
+  std::byte* const rb = recvbuf.get();
+
+  std::FILE* out = stdout;
+  if (print) {
+    char host[256] = "?";
+    gethostname(host, sizeof host - 1);
+    std::fprintf(out, "# collx-perf %s  nranks %d  mode %s  pid %d on %s\n", name(o.collective), P, mode,
+                 static_cast<int>(getpid()), host);
+    std::fprintf(out, "# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d validation: %d\n",
+                 o.min_bytes, o.max_bytes, o.step_factor > 1 ? o.step_factor : o.step_bytes,
+                 o.step_factor > 1 ? "factor" : "bytes", o.warmup_iters, o.iters, o.check);
+    std::fprintf(out, "# dtype %s  op %s  root %d  variant %s\n", name(o.type), perf::op_column(o.collective, o.op),
+                 perf::root_column(o.collective, o.root), variant_name(want).c_str());
+    perf::print_columns(out);
+    std::fflush(out);
+  }
+
+  perf::sweep_totals totals;
+  std::vector<variant_span> spans;
+
+  visit_dtype(o.type, [&]<class T>(std::type_identity<T>) {
+    // As nccl-tests: warm up at the largest, then the smallest size, before the sweep.
+    const std::vector<std::size_t> sizes = perf::sweep_sizes(o);
+    for (std::size_t bytes : {sizes.back(), sizes.front()}) {
+      const std::size_t param = perf::counts_for(o.collective, bytes, elt, P).param;
+      for (int i = 0; i < o.warmup_iters; ++i) call(sb, rb, param);
+    }
+    for (std::size_t bytes : sizes) {
+      const perf::coll_counts k = perf::counts_for(o.collective, bytes, elt, P);
+      if (print)
+        perf::print_row_start(out, k.bytes(elt), k.param, name(o.type), perf::op_column(o.collective, o.op),
+                              perf::root_column(o.collective, o.root));
+      for (int in_place = 0; in_place < 2; ++in_place) {
+        const perf::call_plan plan = perf::plan_for(k, elt, rank, in_place != 0);
+        const void* send = in_place ? static_cast<const void*>(rb + plan.send_off) : sb;
+        void* recv = rb + plan.recv_off;
+
+        std::int64_t counts[2] = {0, 0};  // wrong elements, clobbered guard bytes
+        if (o.check > 0) {
+          perf::prepare_check<T>(spec, k, plan, rank, o.root, sb, rb);
+          call(send, recv, k.param);
+          const auto [wrong, oob] = perf::check_result<T>(spec, k, plan, rank, o.root, rb);
+          counts[0] = wrong;
+          counts[1] = oob;
+        } else {
+          call(send, recv, k.param);
+        }
+        for (int i = 0; i < o.warmup_iters; ++i) call(send, recv, k.param);
+        barrier(comm);
+
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < o.iters; ++i) call(send, recv, k.param);
+        const auto t1 = std::chrono::steady_clock::now();
+        const variant_choice ran = comm.last_variant();
+
+        double sec = std::chrono::duration<double>(t1 - t0).count() / o.iters;
+        comm.all_reduce(&sec, &sec, 1, dtype::float64, reduce_op::max);
+        comm.all_reduce(counts, counts, 2, dtype::int64, reduce_op::sum);
+
+        perf::block_result r;
+        std::tie(r.algbw, r.busbw) = perf::bandwidth(o.collective, k.param, elt, sec, P);
+        r.usec = sec * 1e6;
+        r.wrong = o.check > 0 ? counts[0] : -1;
+        r.out_of_bounds = counts[1];
+        totals.add(r);
+        note_variant(spans, ran, k.bytes(elt));
+        if (print) perf::print_row_block(out, r.usec, r.algbw, r.busbw, r.wrong);
+      }
+      if (print) {
+        std::fprintf(out, "\n");
+        std::fflush(out);
+      }
+    }
+  });
+
+  if (print) {
+    perf::print_footer(out, totals.out_of_bounds, totals.avg_busbw());
+    std::fprintf(out, "# variant: %s\n", variants_line(spans).c_str());
+    if (totals.wrong > 0) std::fprintf(out, "# %lld wrong elements in total: FAILED\n", totals.wrong);
+    std::fprintf(out, "#\n");
+    std::fflush(out);
+  }
+  return totals;
+}
+
+struct rank_failure {
+  bool failed = false;
+  status code = status::ok;
+  std::string what;
+};
+
+rank_failure describe(const std::exception_ptr& e) {
+  rank_failure f;
+  f.failed = true;
+  try {
+    std::rethrow_exception(e);
+  } catch (const collx::error& x) {
+    f.code = x.code();
+    f.what = x.what();
+  } catch (const std::exception& x) {
+    f.code = status::internal_error;
+    f.what = x.what();
+  } catch (...) {
+    f.code = status::internal_error;
+    f.what = "unknown exception";
+  }
+  return f;
+}
+
+// ---- thread ranks ------------------------------------------------------------------
+
+int run_threads(const options& o, variant_choice want) {
+  std::vector<communicator> comms = communicator::create_thread_group(o.nranks);
+  std::vector<rank_failure> failures(static_cast<std::size_t>(o.nranks));
+  std::vector<perf::sweep_totals> totals(static_cast<std::size_t>(o.nranks));
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(o.nranks));
+  for (int r = 0; r < o.nranks; ++r) {
+    threads.emplace_back([&, r] {
+      const auto i = static_cast<std::size_t>(r);
+      try {
+        totals[i] = run_rank(comms[i], o, want, "threads", r == 0);
+      } catch (...) {
+        failures[i] = describe(std::current_exception());
+        try {
+          comms[i].abort();  // the other ranks fail promptly instead of timing out
+        } catch (...) {
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+
+  // Report the root cause: a rank's own failure rather than the aborts it caused.
+  const rank_failure* first = nullptr;
+  for (const rank_failure& f : failures)
+    if (f.failed && (first == nullptr || (first->code == status::aborted && f.code != status::aborted))) first = &f;
+  if (first != nullptr) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "collx-perf: %s\n", first->what.c_str());
+    return 1;
+  }
+  return totals[0].failed() ? 1 : 0;
+}
+
+// ---- process ranks -----------------------------------------------------------------
+
+bool is_child_process() { return std::getenv("COLLX_RANK") != nullptr; }
+
+int run_child(const options& o, variant_choice want) {
+  communicator comm;
+  try {
+    comm = communicator::from_env();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "collx-perf: %s\n", e.what());
+    return 1;
+  }
+  const int rank = comm.rank();
+  if ((o.collective == coll::broadcast || o.collective == coll::reduce) && o.root >= comm.size()) {
+    if (rank == 0)
+      std::fprintf(stderr, "collx-perf: root %d is out of range for %d ranks\n", o.root, comm.size());
+    return 2;
+  }
+  try {
+    const perf::sweep_totals t = run_rank(comm, o, want, "processes", rank == 0);
+    return t.failed() ? 1 : 0;
+  } catch (...) {
+    const rank_failure f = describe(std::current_exception());
+    try {
+      comm.abort();
+    } catch (...) {
+    }
+    // Argument errors are the same on every rank: rank 0 says it once. A
+    // rank's own failure is printed where it happened.
+    const bool symmetric = f.code == status::invalid_argument || f.code == status::not_supported;
+    if (rank == 0 || (!symmetric && f.code != status::aborted)) {
+      std::fflush(stdout);
+      std::fprintf(stderr, "collx-perf: %s\n", f.what.c_str());
+    }
+    // The launcher terminates the other ranks as soon as one exits non-zero:
+    // give rank 0 the time to say why before that happens.
+    if (rank != 0 && symmetric) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    return 1;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  const char* prog = "collx-perf";
+
+  options o;
+  const perf::parse_outcome parsed = perf::parse_command_line(argc, argv, o, {/*mode=*/true, /*variant=*/true});
+  if (parsed.what == perf::parse_outcome::help) {
+    usage(stdout, prog);
+    return 0;
+  }
+  if (parsed.what == perf::parse_outcome::error) {
+    std::fprintf(stderr, "%s: %s\n\n", prog, parsed.message.c_str());
+    usage(stderr, prog);
+    return 2;
+  }
+
+  variant_choice want;
+  if (!parse_id(o.algo, want.algo)) {
+    std::fprintf(stderr, "%s: unknown algorithm '%s'; valid names: %s\n", prog, o.algo.c_str(),
+                 joined_names<algo_id>().c_str());
+    return 2;
+  }
+  if (!parse_id(o.proto, want.proto)) {
+    std::fprintf(stderr, "%s: unknown protocol '%s'; valid names: %s\n", prog, o.proto.c_str(),
+                 joined_names<proto_id>().c_str());
+    return 2;
+  }
+
+  try {
+    if (is_child_process()) return run_child(o, want);
+    if ((o.collective == coll::broadcast || o.collective == coll::reduce) && o.root >= o.nranks) {
+      std::fprintf(stderr, "%s: root %d is out of range for %d ranks (-p)\n", prog, o.root, o.nranks);
+      return 2;
+    }
+    if (o.mode == perf::rank_mode::procs) {
+      // The children are copies of this very binary, whatever argv[0] says.
+      std::vector<std::string> args(argv, argv + argc);
+      char self[4096];
+      const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+      if (n > 0) args[0].assign(self, static_cast<std::size_t>(n));
+      launch::launch_options lo;
+      lo.prefix_output = false;  // rank 0's table comes out as is
+      lo.name = prog;
+      return launch::run_local(o.nranks, args, lo);
+    }
+    return run_threads(o, want);
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s: %s\n", prog, e.what());
+    return 1;
+  }
+}
