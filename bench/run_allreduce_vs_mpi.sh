@@ -15,7 +15,8 @@
 # every raw output.
 #
 # Binaries default to the `cpu` preset's build tree (build/cpu/tools/collx-perf,
-# build/cpu/bench/mpi-bench); COLLX_PERF / MPI_BENCH / MPIRUN override them.
+# build/cpu/bench/mpi-bench); COLLX_PERF / MPI_BENCH / MPIRUN override them, and
+# COLLX_COMMIT names the commit they were built from (default: this tree's HEAD).
 # MPI_BIND (default "core", Open MPI's own default for 2 ranks) is passed to
 # mpirun --bind-to. Run it on an otherwise idle machine: it warns if the load
 # average is above 0.5 per core.
@@ -39,7 +40,7 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --collx-perf) collx_perf=$2; shift 2 ;;
     --mpi-bench) mpi_bench=$2; shift 2 ;;
-    -h|--help) sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_allreduce_vs_mpi.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -89,8 +90,12 @@ for rep in $(seq 1 "$repeats"); do
 done
 end=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
 
-commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
-if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then commit="$commit (with uncommitted changes)"; fi
+if [ -n "${COLLX_COMMIT:-}" ]; then
+  commit=$COLLX_COMMIT
+else
+  commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+  if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then commit="$commit (with uncommitted changes)"; fi
+fi
 model=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)
 cpus=$(lscpu | sed -n 's/^CPU(s):[[:space:]]*//p' | head -1)
 cores=$(lscpu | sed -n 's/^Core(s) per socket:[[:space:]]*//p' | head -1)
