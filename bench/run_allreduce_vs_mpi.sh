@@ -40,7 +40,7 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --collx-perf) collx_perf=$2; shift 2 ;;
     --mpi-bench) mpi_bench=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_allreduce_vs_mpi.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
