@@ -43,8 +43,8 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
-#include <random>
 #include <memory>
+#include <random>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -57,7 +57,8 @@ class communicator {
   communicator() = default;
 
   /// P communicators over one anonymous shared mapping, one per thread rank.
-  static std::vector<communicator> create_thread_group(int nranks, const comm_options& opt = comm_options::from_env()) {
+  static std::vector<communicator> create_thread_group(int nranks,
+                                                       const comm_options& opt = comm_options::from_env()) {
     require(nranks >= 1 && nranks <= 4096, "create_thread_group",
             "nranks must be in [1, 4096], got " + std::to_string(nranks));
     opt.validate();
@@ -112,7 +113,8 @@ class communicator {
   variant_choice last_variant() const { return live("last_variant").last; }
 
   // ---- collectives (type-erased) ------------------------------------------------
-  void all_reduce(const void* send, void* recv, std::size_t count, dtype dt, reduce_op op, variant_choice v = {}) {
+  void all_reduce(const void* send, void* recv, std::size_t count, dtype dt, reduce_op op,
+                  variant_choice v = {}) {
     run(coll::all_reduce, send, recv, count, dt, op, 0, v);
   }
   void all_gather(const void* send, void* recv, std::size_t sendcount, dtype dt, variant_choice v = {}) {
@@ -215,7 +217,8 @@ class communicator {
     std::shared_ptr<transport::shm_segment> seg;
     if (rank == 0) {
       std::random_device rd;
-      std::snprintf(mine.segment, sizeof mine.segment, "/collx-%d-%08x%08x", static_cast<int>(::getpid()), rd(), rd());
+      std::snprintf(mine.segment, sizeof mine.segment, "/collx-%d-%08x%08x", static_cast<int>(::getpid()),
+                    rd(), rd());
       seg = transport::shm_segment::create_named(layout, mine.segment);
     }
     const std::vector<std::byte> all = s.allgather(&mine, sizeof mine);
@@ -223,15 +226,18 @@ class communicator {
     std::memcpy(infos.data(), all.data(), all.size());
     for (int r = 0; r < nranks; ++r) {
       const join_info& o = infos[static_cast<std::size_t>(r)];
-      if (std::strncmp(o.host, infos[0].host, sizeof o.host) != 0 || std::strncmp(o.boot_id, infos[0].boot_id, sizeof o.boot_id) != 0)
-        throw_error(status::not_supported, "init: rank " + std::to_string(r) + " runs on host '" + std::string(o.host) +
-                                               "', rank 0 on '" + infos[0].host +
-                                               "': ranks on several hosts need a network transport, which collx does "
-                                               "not provide yet");
+      if (std::strncmp(o.host, infos[0].host, sizeof o.host) != 0 ||
+          std::strncmp(o.boot_id, infos[0].boot_id, sizeof o.boot_id) != 0)
+        throw_error(status::not_supported,
+                    "init: rank " + std::to_string(r) + " runs on host '" + std::string(o.host) +
+                        "', rank 0 on '" + infos[0].host +
+                        "': ranks on several hosts need a network transport, which collx does "
+                        "not provide yet");
       if (o.slots != infos[0].slots || o.slot_bytes != infos[0].slot_bytes)
-        throw_error(status::mismatch, "init: rank " + std::to_string(r) + " uses FIFOs of " + std::to_string(o.slots) +
-                                          " × " + std::to_string(o.slot_bytes) + " bytes, rank 0 " +
-                                          std::to_string(infos[0].slots) + " × " + std::to_string(infos[0].slot_bytes) +
+        throw_error(status::mismatch, "init: rank " + std::to_string(r) + " uses FIFOs of " +
+                                          std::to_string(o.slots) + " × " + std::to_string(o.slot_bytes) +
+                                          " bytes, rank 0 " + std::to_string(infos[0].slots) + " × " +
+                                          std::to_string(infos[0].slot_bytes) +
                                           " (set COLLX_BUFFSIZE/COLLX_NSLOTS alike on every rank)");
     }
     if (rank != 0) seg = transport::shm_segment::open_named(layout, infos[0].segment);
@@ -252,8 +258,10 @@ class communicator {
 
   state& live(const char* op) const {
     if (s_ == nullptr)
-      throw_error(status::invalid_argument, std::string(op) + ": communicator is not initialised (default-constructed or moved-from)");
-    if (s_->destroyed) throw_error(status::invalid_argument, std::string(op) + ": communicator used after destroy()");
+      throw_error(status::invalid_argument,
+                  std::string(op) + ": communicator is not initialised (default-constructed or moved-from)");
+    if (s_->destroyed)
+      throw_error(status::invalid_argument, std::string(op) + ": communicator used after destroy()");
     return *s_;
   }
 
@@ -270,30 +278,43 @@ class communicator {
   static void validate(state& s, coll c, const void* send, const void* recv, std::size_t count, dtype dt,
                        reduce_op op, int root) {
     const char* cn = name(c);
-    const std::string where = std::string(cn) + " (rank " + std::to_string(s.rank) + ")";
+    // Messages are built only on failure: this runs on every call.
+    auto where = [&] { return std::string(cn) + " (rank " + std::to_string(s.rank) + ")"; };
     if (s.err != status::ok)
-      throw_error(s.err, where + ": communicator is in the error state after an earlier failure: " + s.err_msg);
-    require(is_valid(dt), cn, "dtype " + std::to_string(static_cast<int>(dt)) + " is not a collx dtype");
+      throw_error(s.err,
+                  where() + ": communicator is in the error state after an earlier failure: " + s.err_msg);
+    require(is_valid(dt), cn, [&] {
+      return std::string("dtype " + std::to_string(static_cast<int>(dt)) + " is not a collx dtype");
+    });
     if (is_reduction(c)) {
-      require(is_valid(op), cn, "reduce_op " + std::to_string(static_cast<int>(op)) + " is not a collx reduce_op");
+      require(is_valid(op), cn, [&] {
+        return std::string("reduce_op " + std::to_string(static_cast<int>(op)) + " is not a collx reduce_op");
+      });
       if (!is_supported(op, dt))
-        throw_error(status::not_supported, where + ": reduce_op " + name(op) + " is not supported for dtype " + name(dt));
+        throw_error(status::not_supported,
+                    where() + ": reduce_op " + name(op) + " is not supported for dtype " + name(dt));
     }
     if (c == coll::broadcast || c == coll::reduce)
-      require(root >= 0 && root < s.size, cn,
-              "root " + std::to_string(root) + " is out of range for " + std::to_string(s.size) + " ranks");
+      require(root >= 0 && root < s.size, cn, [&] {
+        return std::string("root " + std::to_string(root) + " is out of range for " + std::to_string(s.size) +
+                           " ranks");
+      });
     // Element counts of each buffer, refusing products that overflow.
     const std::size_t esz = size_of(dt), P = static_cast<std::size_t>(s.size);
     const std::size_t limit = static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max());
-    require(count <= limit / esz / P, cn, "count " + std::to_string(count) + " overflows the addressable byte range");
+    require(count <= limit / esz / P, cn, [&] {
+      return std::string("count " + std::to_string(count) + " overflows the addressable byte range");
+    });
     std::size_t send_elems = count, recv_elems = count;
     if (c == coll::all_gather) recv_elems = count * P;
     if (c == coll::reduce_scatter) send_elems = count * P;
     const bool reads_send = c != coll::broadcast || s.rank == root;
     const bool writes_recv = c != coll::reduce || s.rank == root;
     if (count > 0) {
-      require(!reads_send || send != nullptr, cn, "send buffer is null with count " + std::to_string(count));
-      require(!writes_recv || recv != nullptr, cn, "recv buffer is null with count " + std::to_string(count));
+      require(!reads_send || send != nullptr, cn,
+              [&] { return std::string("send buffer is null with count " + std::to_string(count)); });
+      require(!writes_recv || recv != nullptr, cn,
+              [&] { return std::string("recv buffer is null with count " + std::to_string(count)); });
     }
     if (count == 0 || !reads_send || !writes_recv) return;
     // Partial overlap of send and recv is never valid; only the in-place layout is.
@@ -309,8 +330,10 @@ class communicator {
       case coll::reduce_scatter: in_place = rb == sb + own; break;
       default: in_place = sb == rb; break;
     }
-    require(in_place, cn,
-            "send and recv buffers overlap without being the in-place layout (see collx/communicator.hpp)");
+    require(in_place, cn, [&] {
+      return std::string(
+          "send and recv buffers overlap without being the in-place layout (see collx/communicator.hpp)");
+    });
   }
 
   void run(coll c, const void* send, void* recv, std::size_t count, dtype dt, reduce_op op, int root,
@@ -327,18 +350,22 @@ class communicator {
       switch (c) {
         case coll::all_reduce: launch<A, Pr, coll::all_reduce>(s, send, recv, count, dt, op, root); break;
         case coll::all_gather: launch<A, Pr, coll::all_gather>(s, send, recv, count, dt, op, root); break;
-        case coll::reduce_scatter: launch<A, Pr, coll::reduce_scatter>(s, send, recv, count, dt, op, root); break;
+        case coll::reduce_scatter:
+          launch<A, Pr, coll::reduce_scatter>(s, send, recv, count, dt, op, root);
+          break;
         case coll::broadcast: launch<A, Pr, coll::broadcast>(s, send, recv, count, dt, op, root); break;
         case coll::reduce: launch<A, Pr, coll::reduce>(s, send, recv, count, dt, op, root); break;
       }
     });
     if (!found)
-      throw_error(status::not_supported, std::string(name(c)) + ": no compiled variant " + name(v.algo) + "/" +
-                                             name(v.proto) + " serves this collective on the shm transport");
+      throw_error(status::not_supported, std::string(name(c)) + ": no compiled variant " + name(v.algo) +
+                                             "/" + name(v.proto) +
+                                             " serves this collective on the shm transport");
   }
 
   template <class Algo, class Proto, coll C>
-  static void launch(state& s, const void* send, void* recv, std::size_t count, dtype dt, reduce_op op, int root) {
+  static void launch(state& s, const void* send, void* recv, std::size_t count, dtype dt, reduce_op op,
+                     int root) {
     s.last = variant_choice{Algo::id, Proto::id};
     exec::host ex;
     ex.abort_word = s.view.abort_word();
@@ -376,7 +403,8 @@ class communicator {
 
   [[noreturn]] static void fail(state& s, coll c, status st) {
     const transport::shm_header* h = s.view.header();
-    std::string msg = std::string(name(c)) + " (rank " + std::to_string(s.rank) + " of " + std::to_string(s.size) + "): ";
+    std::string msg =
+        std::string(name(c)) + " (rank " + std::to_string(s.rank) + " of " + std::to_string(s.size) + "): ";
     if (st == status::aborted) {
       const auto reason = static_cast<status>(detail::load_relaxed(&h->abort_reason));
       const int who = detail::load_relaxed(&h->abort_rank);

@@ -10,6 +10,7 @@
 #ifndef __CUDACC_RTC__
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #endif
 
 namespace collx {
@@ -58,6 +59,13 @@ class error : public std::runtime_error {
 /// Throws collx::error(invalid_argument) naming the argument when cond is false.
 inline void require(bool cond, const char* op, const std::string& detail) {
   if (!cond) throw_error(status::invalid_argument, std::string(op) + ": " + detail);
+}
+
+/// Same, with the message built only on failure (for per-call checks on hot paths).
+template <class MakeDetail>
+  requires std::is_invocable_r_v<std::string, MakeDetail>
+inline void require(bool cond, const char* op, MakeDetail&& detail) {
+  if (!cond) throw_error(status::invalid_argument, std::string(op) + ": " + detail());
 }
 #endif
 

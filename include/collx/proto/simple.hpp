@@ -30,6 +30,8 @@ struct simple {
   template <class Transport>
   static constexpr bool usable_with = true;
 
+  /// View: a transport's connection table, providing fifo(src, dst) and the
+  /// FIFO geometry (fifo_slots(), fifo_slot_bytes()); see transport/shm.hpp.
   template <class Exec, class View>
   class engine {
    public:
@@ -40,8 +42,8 @@ struct simple {
     /// FIFO at once (which would deadlock).
     template <class T>
     COLLX_HOST_DEVICE std::size_t max_chunk_elems() const {
-      const std::size_t per_slot = view_.layout.slot_bytes / sizeof(T);
-      const std::size_t half = view_.layout.slots / 2 > 0 ? view_.layout.slots / 2 : 1;
+      const std::size_t per_slot = view_.fifo_slot_bytes() / sizeof(T);
+      const std::size_t half = view_.fifo_slots() / 2 > 0 ? view_.fifo_slots() / 2 : 1;
       return per_slot * half;
     }
 

@@ -60,6 +60,9 @@ struct shm_view {
   COLLX_HOST_DEVICE shm_header* header() const { return reinterpret_cast<shm_header*>(base); }
   COLLX_HOST_DEVICE std::uint32_t* abort_word() const { return &header()->abort; }
   COLLX_HOST_DEVICE int nranks() const { return static_cast<int>(layout.nranks); }
+  /// FIFO geometry, the same for every connection of this view.
+  COLLX_HOST_DEVICE std::uint32_t fifo_slots() const { return layout.slots; }
+  COLLX_HOST_DEVICE std::uint32_t fifo_slot_bytes() const { return layout.slot_bytes; }
 
   /// The connection carrying data from rank src to rank dst.
   COLLX_HOST_DEVICE fifo_ref fifo(int src, int dst) const {
