@@ -21,7 +21,6 @@
 #include <exception>
 #include <string>
 #include <thread>
-#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -145,18 +144,33 @@ struct caller {
   }
 };
 
-void barrier(communicator& comm) {
-  std::int32_t x = 0;
-  comm.all_reduce(&x, &x, 1, dtype::int32, reduce_op::sum);
-}
+/// What perf::run_sweep needs from collx: NCCL's in-place pointers, the
+/// communicator's reductions for the maximum time and the counts, and the
+/// variant that ran each block.
+struct collx_driver {
+  communicator& comm;
+  caller call;
+  std::vector<variant_span>& spans;
+
+  const void* in_place_send(perf::call_plan&, const std::byte* input) const { return input; }
+  void barrier() {
+    std::int32_t x = 0;
+    comm.all_reduce(&x, &x, 1, dtype::int32, reduce_op::sum);
+  }
+  static std::chrono::steady_clock::time_point now() { return std::chrono::steady_clock::now(); }
+  void after_timing(std::size_t bytes) { note_variant(spans, comm.last_variant(), bytes); }
+  void max_over_ranks(double& v) { comm.all_reduce(&v, &v, 1, dtype::float64, reduce_op::max); }
+  void sum_over_ranks(long long* v, int n) {
+    static_assert(sizeof(long long) == sizeof(std::int64_t));
+    comm.all_reduce(v, v, static_cast<std::size_t>(n), dtype::int64, reduce_op::sum);
+  }
+};
 
 /// Runs the sweep on one rank. Rank 0 prints when `print` is set. Returns the
 /// totals (identical on every rank: the counts and times are all-reduced).
 perf::sweep_totals run_rank(communicator& comm, const options& o, variant_choice want, const char* mode,
                             bool print) {
   const int P = comm.size(), rank = comm.rank();
-  const std::size_t elt = size_of(o.type);
-  const perf::data_spec spec = perf::make_spec(o.collective, o.type, o.op, P);
   const caller call{comm, o, want};
 
   // Fails here, before any output, on every rank alike, if the variant does
@@ -184,62 +198,11 @@ perf::sweep_totals run_rank(communicator& comm, const options& o, variant_choice
     std::fflush(out);
   }
 
-  perf::sweep_totals totals;
   std::vector<variant_span> spans;
-
+  collx_driver driver{comm, call, spans};
+  perf::sweep_totals totals;
   visit_dtype(o.type, [&]<class T>(std::type_identity<T>) {
-    // As nccl-tests: warm up at the largest, then the smallest size, before the sweep.
-    const std::vector<std::size_t> sizes = perf::sweep_sizes(o);
-    for (std::size_t bytes : {sizes.back(), sizes.front()}) {
-      const std::size_t param = perf::counts_for(o.collective, bytes, elt, P).param;
-      for (int i = 0; i < o.warmup_iters; ++i) call(sb, rb, param);
-    }
-    for (std::size_t bytes : sizes) {
-      const perf::coll_counts k = perf::counts_for(o.collective, bytes, elt, P);
-      if (print)
-        perf::print_row_start(out, k.bytes(elt), k.param, name(o.type), perf::op_column(o.collective, o.op),
-                              perf::root_column(o.collective, o.root));
-      for (int in_place = 0; in_place < 2; ++in_place) {
-        const perf::call_plan plan = perf::plan_for(k, elt, rank, in_place != 0);
-        const void* send = in_place ? static_cast<const void*>(rb + plan.send_off) : sb;
-        void* recv = rb + plan.recv_off;
-
-        std::int64_t counts[2] = {0, 0};  // wrong elements, clobbered guard bytes
-        if (o.check > 0) {
-          perf::prepare_check<T>(spec, k, plan, rank, o.root, sb, rb);
-          call(send, recv, k.param);
-          const auto [wrong, oob] = perf::check_result<T>(spec, k, plan, rank, o.root, rb);
-          counts[0] = wrong;
-          counts[1] = oob;
-        } else {
-          call(send, recv, k.param);
-        }
-        for (int i = 0; i < o.warmup_iters; ++i) call(send, recv, k.param);
-        barrier(comm);
-
-        const auto t0 = std::chrono::steady_clock::now();
-        for (int i = 0; i < o.iters; ++i) call(send, recv, k.param);
-        const auto t1 = std::chrono::steady_clock::now();
-        const variant_choice ran = comm.last_variant();
-
-        double sec = std::chrono::duration<double>(t1 - t0).count() / o.iters;
-        comm.all_reduce(&sec, &sec, 1, dtype::float64, reduce_op::max);
-        comm.all_reduce(counts, counts, 2, dtype::int64, reduce_op::sum);
-
-        perf::block_result r;
-        std::tie(r.algbw, r.busbw) = perf::bandwidth(o.collective, k.param, elt, sec, P);
-        r.usec = sec * 1e6;
-        r.wrong = o.check > 0 ? counts[0] : -1;
-        r.out_of_bounds = counts[1];
-        totals.add(r);
-        note_variant(spans, ran, k.bytes(elt));
-        if (print) perf::print_row_block(out, r.usec, r.algbw, r.busbw, r.wrong);
-      }
-      if (print) {
-        std::fprintf(out, "\n");
-        std::fflush(out);
-      }
-    }
+    totals = perf::run_sweep<T>(o, rank, P, sb, rb, driver, print ? out : nullptr);
   });
 
   if (print) {

@@ -12,7 +12,9 @@
 //     index) chosen so that every result is exact in the element type (small
 //     integers for arithmetic, bit patterns for bitwise ops and integer copies);
 //     the expected value is folded in double (uint64 for bit patterns) and
-//     compared with a per-dtype tolerance × max(1, P−1), as nccl-tests does.
+//     compared with a per-dtype tolerance × max(1, P−1), as nccl-tests does,
+//   * the size sweep and its timing policy (run_sweep), with the library's
+//     calls, clock and reductions supplied by a small driver object.
 //
 // Depends only on collx's dtype/op/collective enumerations, never on the
 // communicator, so a driver built against another library can include it.
@@ -23,6 +25,7 @@
 #include <collx/reduce_op.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -33,6 +36,7 @@
 #include <new>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -713,5 +717,98 @@ struct sweep_totals {
   double avg_busbw() const { return blocks ? busbw_sum / blocks : 0.0; }
   bool failed() const { return wrong > 0 || out_of_bounds > 0; }
 };
+
+// ---------------------------------------------------------------------------
+// The sweep: what every driver runs, with nccl-tests' timing policy
+// ---------------------------------------------------------------------------
+
+/// Seconds between two readings of a driver's clock: a std::chrono time point
+/// or a double in seconds (MPI_Wtime).
+template <class Time>
+inline double seconds_between(const Time& t0, const Time& t1) {
+  if constexpr (std::is_arithmetic_v<Time>) return static_cast<double>(t1 - t0);
+  else return std::chrono::duration<double>(t1 - t0).count();
+}
+
+/// Runs the size sweep of one rank with element type T and returns the totals
+/// (the same on every rank: times and counts are reduced over the ranks). Rows
+/// go to `table` when it is not null (the printing rank); the header before
+/// and the footer after are the caller's.
+///
+/// As nccl-tests: warm-up iterations at the largest, then the smallest size;
+/// then per size, out of place and in place: one checked call (with -c),
+/// the warm-up iterations, a barrier, the timed iterations, and the mean time
+/// per iteration, the maximum over the ranks.
+///
+/// The driver supplies what differs between libraries:
+///   d.call(send, recv, count)         one collective;
+///   d.in_place_send(plan, input)      in place: the send argument, given where
+///                                     the rank's input lies (recvbuf +
+///                                     plan.send_off); may move plan.recv_off
+///                                     to where the library leaves the result;
+///   d.barrier()                       all ranks arrive before timing starts;
+///   d.now()                           a clock reading (see seconds_between);
+///   d.max_over_ranks(double&)         in place;
+///   d.sum_over_ranks(long long*, n)   in place;
+///   d.after_timing(bytes)             optional: right after the timed calls
+///                                     of a block, before any other call.
+template <class T, class Driver>
+sweep_totals run_sweep(const options& o, int rank, int nranks, std::byte* sendbuf, std::byte* recvbuf, Driver& d,
+                       std::FILE* table) {
+  const std::size_t elt = sizeof(T);
+  const data_spec spec = make_spec(o.collective, o.type, o.op, nranks);
+  sweep_totals totals;
+
+  const std::vector<std::size_t> sizes = sweep_sizes(o);
+  for (std::size_t bytes : {sizes.back(), sizes.front()}) {
+    const std::size_t param = counts_for(o.collective, bytes, elt, nranks).param;
+    for (int i = 0; i < o.warmup_iters; ++i) d.call(sendbuf, recvbuf, param);
+  }
+  for (std::size_t bytes : sizes) {
+    const coll_counts k = counts_for(o.collective, bytes, elt, nranks);
+    if (table)
+      print_row_start(table, k.bytes(elt), k.param, name(o.type), op_column(o.collective, o.op),
+                      root_column(o.collective, o.root));
+    for (int in_place = 0; in_place < 2; ++in_place) {
+      call_plan plan = plan_for(k, elt, rank, in_place != 0);
+      const void* send = in_place ? d.in_place_send(plan, recvbuf + plan.send_off)
+                                  : static_cast<const void*>(sendbuf);
+      void* recv = recvbuf + plan.recv_off;
+
+      long long counts[2] = {0, 0};  // wrong elements, clobbered guard bytes
+      if (o.check > 0) {
+        prepare_check<T>(spec, k, plan, rank, o.root, sendbuf, recvbuf);
+        d.call(send, recv, k.param);
+        std::tie(counts[0], counts[1]) = check_result<T>(spec, k, plan, rank, o.root, recvbuf);
+      } else {
+        d.call(send, recv, k.param);
+      }
+      for (int i = 0; i < o.warmup_iters; ++i) d.call(send, recv, k.param);
+      d.barrier();
+
+      const auto t0 = d.now();
+      for (int i = 0; i < o.iters; ++i) d.call(send, recv, k.param);
+      const auto t1 = d.now();
+      if constexpr (requires { d.after_timing(k.bytes(elt)); }) d.after_timing(k.bytes(elt));
+
+      double sec = seconds_between(t0, t1) / o.iters;
+      d.max_over_ranks(sec);
+      d.sum_over_ranks(counts, 2);
+
+      block_result r;
+      std::tie(r.algbw, r.busbw) = bandwidth(o.collective, k.param, elt, sec, nranks);
+      r.usec = sec * 1e6;
+      r.wrong = o.check > 0 ? counts[0] : -1;
+      r.out_of_bounds = counts[1];
+      totals.add(r);
+      if (table) print_row_block(table, r.usec, r.algbw, r.busbw, r.wrong);
+    }
+    if (table) {
+      std::fprintf(table, "\n");
+      std::fflush(table);
+    }
+  }
+  return totals;
+}
 
 }  // namespace collx::perf

@@ -25,7 +25,6 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
-#include <tuple>
 #include <type_traits>
 
 namespace {
@@ -135,14 +134,33 @@ struct mpi_caller {
   }
 };
 
+/// What perf::run_sweep needs from MPI: MPI_IN_PLACE, MPI's reductions and
+/// barrier, MPI_Wtime.
+struct mpi_driver {
+  mpi_caller call;
+
+  /// In place, MPI reads rank's all_gather piece at recv + rank·n, where
+  /// prepare_check puts it (plan.send_off), as collx does; but
+  /// MPI_Reduce_scatter_block leaves the result at the start of the buffer,
+  /// not at the rank's block.
+  const void* in_place_send(perf::call_plan& plan, const std::byte*) const {
+    if (call.o.collective == coll::reduce_scatter) plan.recv_off = 0;
+    return nullptr;
+  }
+  static void barrier() { MPI_Barrier(MPI_COMM_WORLD); }
+  static double now() { return MPI_Wtime(); }
+  static void max_over_ranks(double& v) { MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); }
+  static void sum_over_ranks(long long* v, int n) {
+    MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+  }
+};
+
 int run(const options& o, int rank, int P) {
   MPI_Datatype type = MPI_DATATYPE_NULL;
   MPI_Op op = MPI_SUM;
   mpi_type(o.type, type);
   mpi_op(o.op, op);
-  const std::size_t elt = size_of(o.type);
-  const perf::data_spec spec = perf::make_spec(o.collective, o.type, o.op, P);
-  const mpi_caller call{o, type, op, rank, elt};
+  mpi_driver driver{{o, type, op, rank, size_of(o.type)}};
   const bool print = rank == 0;
   std::FILE* out = stdout;
 
@@ -173,59 +191,7 @@ int run(const options& o, int rank, int P) {
 
   perf::sweep_totals totals;
   visit_mpi_dtype(o.type, [&]<class T>(std::type_identity<T>) {
-    // As nccl-tests: warm up at the largest, then the smallest size, before the sweep.
-    const std::vector<std::size_t> sizes = perf::sweep_sizes(o);
-    for (std::size_t bytes : {sizes.back(), sizes.front()}) {
-      const std::size_t param = perf::counts_for(o.collective, bytes, elt, P).param;
-      for (int i = 0; i < o.warmup_iters; ++i) call(sb, rb, param);
-    }
-    for (std::size_t bytes : sizes) {
-      const perf::coll_counts k = perf::counts_for(o.collective, bytes, elt, P);
-      if (print)
-        perf::print_row_start(out, k.bytes(elt), k.param, name(o.type), perf::op_column(o.collective, o.op),
-                              perf::root_column(o.collective, o.root));
-      for (int in_place = 0; in_place < 2; ++in_place) {
-        perf::call_plan plan = perf::plan_for(k, elt, rank, in_place != 0);
-        // MPI_Reduce_scatter_block with MPI_IN_PLACE leaves the result at the
-        // start of the buffer, not at the rank's block.
-        if (in_place && o.collective == coll::reduce_scatter) plan.recv_off = 0;
-        // In place, MPI reads rank's all_gather piece at recv + rank·n, where
-        // prepare_check puts it (plan.send_off), as collx does.
-        const void* send = in_place ? nullptr : static_cast<const void*>(sb);
-        void* recv = rb + plan.recv_off;
-
-        long long counts[2] = {0, 0};
-        if (o.check > 0) {
-          perf::prepare_check<T>(spec, k, plan, rank, o.root, sb, rb);
-          call(send, recv, k.param);
-          std::tie(counts[0], counts[1]) = perf::check_result<T>(spec, k, plan, rank, o.root, rb);
-        } else {
-          call(send, recv, k.param);
-        }
-        for (int i = 0; i < o.warmup_iters; ++i) call(send, recv, k.param);
-        MPI_Barrier(MPI_COMM_WORLD);
-
-        const double t0 = MPI_Wtime();
-        for (int i = 0; i < o.iters; ++i) call(send, recv, k.param);
-        const double t1 = MPI_Wtime();
-
-        double sec = (t1 - t0) / o.iters;
-        MPI_Allreduce(MPI_IN_PLACE, &sec, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-
-        perf::block_result r;
-        std::tie(r.algbw, r.busbw) = perf::bandwidth(o.collective, k.param, elt, sec, P);
-        r.usec = sec * 1e6;
-        r.wrong = o.check > 0 ? counts[0] : -1;
-        r.out_of_bounds = counts[1];
-        totals.add(r);
-        if (print) perf::print_row_block(out, r.usec, r.algbw, r.busbw, r.wrong);
-      }
-      if (print) {
-        std::fprintf(out, "\n");
-        std::fflush(out);
-      }
-    }
+    totals = perf::run_sweep<T>(o, rank, P, sb, rb, driver, print ? out : nullptr);
   });
 
   if (print) {
