@@ -34,6 +34,48 @@ static_assert(layout_ok<bfloat16_t, 2>);
 static_assert(layout_ok<float8_e4m3_t, 1>);
 static_assert(layout_ok<float8_e5m2_t, 1>);
 
+// Four distinct types (dtype and compute_type specialize on each), with only
+// explicit conversions, no comparison, and the factories returning the type.
+template <class T, class U>
+concept has_equality = requires(const T& a, const U& b) { a == b; };
+template <class T>
+constexpr bool value_type_ok =
+    std::is_same_v<decltype(T::from_bits(0)), T> && std::is_same_v<decltype(T::max()), T> &&
+    std::is_same_v<decltype(T::lowest()), T> && std::is_same_v<decltype(T::epsilon()), T> &&
+    std::is_constructible_v<T, float> && !std::is_convertible_v<float, T> &&
+    std::is_constructible_v<T, double> && !std::is_convertible_v<double, T> &&
+    std::is_constructible_v<float, T> && !std::is_convertible_v<T, float> &&
+    std::is_constructible_v<double, T> && !std::is_convertible_v<T, double> &&
+    !has_equality<T, T>;
+static_assert(value_type_ok<half_t> && value_type_ok<bfloat16_t> &&
+              value_type_ok<float8_e4m3_t> && value_type_ok<float8_e5m2_t>);
+static_assert(!std::is_same_v<half_t, bfloat16_t> && !std::is_same_v<float8_e4m3_t, float8_e5m2_t>);
+static_assert(!std::is_constructible_v<half_t, bfloat16_t> &&
+              !std::is_constructible_v<float8_e4m3_t, float8_e5m2_t> &&
+              !std::is_constructible_v<bfloat16_t, half_t>);
+static_assert(std::is_same_v<decltype(half_t{}.bits), std::uint16_t> &&
+              std::is_same_v<decltype(bfloat16_t{}.bits), std::uint16_t> &&
+              std::is_same_v<decltype(float8_e4m3_t{}.bits), std::uint8_t> &&
+              std::is_same_v<decltype(float8_e5m2_t{}.bits), std::uint8_t>);
+static_assert(half_t{}.bits == 0 && float8_e5m2_t{}.bits == 0);
+static_assert(half_t::lowest().bits == 0xFBFF && half_t::epsilon().bits == 0x1400);
+static_assert(bfloat16_t::lowest().bits == 0xFF7F && bfloat16_t::epsilon().bits == 0x3C00);
+static_assert(float8_e4m3_t::lowest().bits == 0xFE && float8_e4m3_t::epsilon().bits == 0x20);
+static_assert(float8_e5m2_t::lowest().bits == 0xFB && float8_e5m2_t::epsilon().bits == 0x34);
+static_assert(float(bfloat16_t::from_bits(0x0001)) == 0x1p-133f);  // subnormal widens exactly
+
+// The format parameters the encoder derives: largest finite, quiet NaN, and
+// what overflow and infinity become.
+template <class F>
+constexpr bool patterns(std::uint32_t max_finite, std::uint32_t nan, std::uint32_t overflow) {
+  return F::max_finite == max_finite && F::nan == nan && F::overflow == overflow;
+}
+namespace lowp = collx::detail::lowp;
+static_assert(patterns<lowp::half_format>(0x7BFF, 0x7E00, 0x7C00));
+static_assert(patterns<lowp::bfloat16_format>(0x7F7F, 0x7FC0, 0x7F80));
+static_assert(patterns<lowp::e4m3_format>(0x7E, 0x7F, 0x7E));
+static_assert(patterns<lowp::e5m2_format>(0x7B, 0x7E, 0x7B));
+
 static_assert(half_t::from_bits(0x3C00).bits == 0x3C00);
 static_assert(half_t::max().bits == 0x7BFF);
 static_assert(float(half_t::max()) == 65504.0f);

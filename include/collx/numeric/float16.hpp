@@ -28,23 +28,34 @@ COLLX_HOST_DEVICE constexpr To bit_cast(const From& from) noexcept {
   return __builtin_bit_cast(To, from);
 }
 
-// A narrow format as the encoder and decoder see it. `overflow` is what a
-// finite value rounding beyond max_finite, or a source infinity, becomes:
-// infinity for IEEE-style formats, max_finite for saturating ones. `nan` is
-// the positive quiet NaN written for a NaN source. `ieee` says the all-ones
-// exponent encodes inf/NaN (otherwise only the all-ones pattern is NaN).
-struct half_format {
-  static constexpr int exp_bits = 5, mant = 10, bias = 15;
-  static constexpr bool ieee = true;
-  static constexpr std::uint32_t sign = 0x8000, max_finite = 0x7BFF, overflow = 0x7C00,
-                                 nan = 0x7E00;
+// A narrow format as the encoder and decoder see it: sign, exp_bits exponent
+// bits with bias 2^(exp_bits-1) - 1, mant mantissa bits, held in `storage`.
+// With `specials::ieee` the all-ones exponent encodes inf (mantissa 0) and NaN;
+// with `specials::nan_only` (OCP "fn") only the all-ones pattern is NaN and
+// every other pattern is finite. `overflow` is what a finite value rounding
+// beyond max_finite, or a source infinity, becomes: infinity, or max_finite
+// for a saturating conversion. `nan` is the positive quiet NaN written for a
+// NaN source.
+enum class specials { ieee, nan_only };
+enum class on_overflow { to_inf, saturate };
+
+template <class Storage, int ExpBits, int Mant, specials Specials, on_overflow Overflow>
+struct format {
+  static_assert(Specials == specials::ieee || Overflow == on_overflow::saturate,
+                "a format without infinity must saturate");
+  using storage = Storage;
+  static constexpr int exp_bits = ExpBits, mant = Mant, bias = (1 << (ExpBits - 1)) - 1;
+  static constexpr bool ieee = Specials == specials::ieee;
+  static constexpr std::uint32_t sign = 1u << (ExpBits + Mant);
+  // The all-ones exponent with mantissa 0: infinity when ieee.
+  static constexpr std::uint32_t top_exp = ((1u << ExpBits) - 1) << Mant;
+  static constexpr std::uint32_t max_finite = ieee ? top_exp - 1 : sign - 2;
+  static constexpr std::uint32_t overflow = Overflow == on_overflow::to_inf ? top_exp : max_finite;
+  static constexpr std::uint32_t nan = ieee ? top_exp | (1u << (Mant - 1)) : sign - 1;
 };
-struct bfloat16_format {
-  static constexpr int exp_bits = 8, mant = 7, bias = 127;
-  static constexpr bool ieee = true;
-  static constexpr std::uint32_t sign = 0x8000, max_finite = 0x7F7F, overflow = 0x7F80,
-                                 nan = 0x7FC0;
-};
+
+using half_format = format<std::uint16_t, 5, 10, specials::ieee, on_overflow::to_inf>;
+using bfloat16_format = format<std::uint16_t, 8, 7, specials::ieee, on_overflow::to_inf>;
 
 // Rounds a binary32 (U = uint32_t) or binary64 (U = uint64_t) bit pattern to
 // format F, nearest-even, in one step.
@@ -84,9 +95,14 @@ COLLX_HOST_DEVICE constexpr std::uint32_t encode(U x) noexcept {
 
 // Exact widening of format F to binary32. Every value of half and of both fp8
 // formats is zero or a binary32 normal, so no float subnormal is produced and
-// the result is the same under flush-to-zero. (bfloat16 widens by a shift.)
+// the result is the same under flush-to-zero. A format with binary32's
+// exponent (bfloat16) is binary32's leading bits and widens by a shift.
 template <class F>
 COLLX_HOST_DEVICE constexpr float decode(std::uint32_t b) noexcept {
+  if constexpr (F::exp_bits == 8) {
+    static_assert(F::bias == 127 && F::ieee);
+    return bit_cast<float>(b << (23 - F::mant));
+  }
   constexpr std::uint32_t exp_ones = (1u << F::exp_bits) - 1, mant_ones = (1u << F::mant) - 1;
   const std::uint32_t sign = (b & F::sign) ? 0x80000000u : 0u;
   const std::uint32_t exp = (b >> F::mant) & exp_ones;
@@ -110,60 +126,60 @@ COLLX_HOST_DEVICE constexpr float decode(std::uint32_t b) noexcept {
 
 }  // namespace detail::lowp
 
-struct half_t {
-  std::uint16_t bits;
+// A namespace of its own: a base class's namespace joins the argument-dependent
+// lookup of the types derived from it, and this one declares no functions.
+namespace detail::lowp_value {
 
-  half_t() = default;
-  COLLX_HOST_DEVICE constexpr explicit half_t(float f) noexcept
-      : bits(std::uint16_t(detail::lowp::encode<detail::lowp::half_format>(
-            detail::lowp::bit_cast<std::uint32_t>(f)))) {}
-  COLLX_HOST_DEVICE constexpr explicit half_t(double d) noexcept
-      : bits(std::uint16_t(detail::lowp::encode<detail::lowp::half_format>(
-            detail::lowp::bit_cast<std::uint64_t>(d)))) {}
+// The members shared by every narrow float type. Derived is the public type
+// (half_t, ...), which adds nothing but its name, so from_bits and the limits
+// return it; Format (a detail::lowp format) gives the encoding. Derived is
+// standard layout and trivially copyable, with a trivial default constructor
+// that leaves `bits` uninitialized; `T{}` is +0.
+template <class Derived, class Format>
+struct base {
+  typename Format::storage bits;
+
+  base() = default;
+  COLLX_HOST_DEVICE constexpr explicit base(float f) noexcept
+      : bits(typename Format::storage(
+            lowp::encode<Format>(lowp::bit_cast<std::uint32_t>(f)))) {}
+  COLLX_HOST_DEVICE constexpr explicit base(double d) noexcept
+      : bits(typename Format::storage(
+            lowp::encode<Format>(lowp::bit_cast<std::uint64_t>(d)))) {}
 
   COLLX_HOST_DEVICE constexpr explicit operator float() const noexcept {
-    return detail::lowp::decode<detail::lowp::half_format>(bits);
+    return lowp::decode<Format>(bits);
   }
   COLLX_HOST_DEVICE constexpr explicit operator double() const noexcept {
-    return double(static_cast<float>(*this));
+    return double(lowp::decode<Format>(bits));
   }
 
-  COLLX_HOST_DEVICE static constexpr half_t from_bits(std::uint16_t b) noexcept {
-    half_t h{};
-    h.bits = b;
-    return h;
+  COLLX_HOST_DEVICE static constexpr Derived from_bits(typename Format::storage b) noexcept {
+    Derived v{};
+    v.bits = b;
+    return v;
   }
-  COLLX_HOST_DEVICE static constexpr half_t lowest() noexcept { return from_bits(0xFBFF); }
-  COLLX_HOST_DEVICE static constexpr half_t max() noexcept { return from_bits(0x7BFF); }  // 65504
-  COLLX_HOST_DEVICE static constexpr half_t epsilon() noexcept { return from_bits(0x1400); }  // 2^-10
+  // The most negative and the largest finite value, and the gap between 1 and
+  // the next value up: 2^-mant, whose biased exponent is bias - mant.
+  COLLX_HOST_DEVICE static constexpr Derived lowest() noexcept {
+    return from_bits(typename Format::storage(Format::sign | Format::max_finite));
+  }
+  COLLX_HOST_DEVICE static constexpr Derived max() noexcept {
+    return from_bits(typename Format::storage(Format::max_finite));
+  }
+  COLLX_HOST_DEVICE static constexpr Derived epsilon() noexcept {
+    return from_bits(typename Format::storage((Format::bias - Format::mant) << Format::mant));
+  }
 };
 
-struct bfloat16_t {
-  std::uint16_t bits;
+}  // namespace detail::lowp_value
 
-  bfloat16_t() = default;
-  COLLX_HOST_DEVICE constexpr explicit bfloat16_t(float f) noexcept
-      : bits(std::uint16_t(detail::lowp::encode<detail::lowp::bfloat16_format>(
-            detail::lowp::bit_cast<std::uint32_t>(f)))) {}
-  COLLX_HOST_DEVICE constexpr explicit bfloat16_t(double d) noexcept
-      : bits(std::uint16_t(detail::lowp::encode<detail::lowp::bfloat16_format>(
-            detail::lowp::bit_cast<std::uint64_t>(d)))) {}
+struct half_t : detail::lowp_value::base<half_t, detail::lowp::half_format> {
+  using base::base;
+};
 
-  COLLX_HOST_DEVICE constexpr explicit operator float() const noexcept {
-    return detail::lowp::bit_cast<float>(std::uint32_t(bits) << 16);
-  }
-  COLLX_HOST_DEVICE constexpr explicit operator double() const noexcept {
-    return double(static_cast<float>(*this));
-  }
-
-  COLLX_HOST_DEVICE static constexpr bfloat16_t from_bits(std::uint16_t b) noexcept {
-    bfloat16_t h{};
-    h.bits = b;
-    return h;
-  }
-  COLLX_HOST_DEVICE static constexpr bfloat16_t lowest() noexcept { return from_bits(0xFF7F); }
-  COLLX_HOST_DEVICE static constexpr bfloat16_t max() noexcept { return from_bits(0x7F7F); }
-  COLLX_HOST_DEVICE static constexpr bfloat16_t epsilon() noexcept { return from_bits(0x3C00); }  // 2^-7
+struct bfloat16_t : detail::lowp_value::base<bfloat16_t, detail::lowp::bfloat16_format> {
+  using base::base;
 };
 
 }  // namespace collx

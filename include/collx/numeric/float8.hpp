@@ -16,79 +16,23 @@
 #include <cstdint>
 
 #include "collx/config.hpp"
-#include "collx/numeric/float16.hpp"  // shared encoder/decoder in detail::lowp
+#include "collx/numeric/float16.hpp"  // detail::lowp and the shared base
 
 namespace collx {
 namespace detail::lowp {
 
-// Saturating: overflow (and a source infinity) maps to max_finite.
-struct e4m3_format {
-  static constexpr int exp_bits = 4, mant = 3, bias = 7;
-  static constexpr bool ieee = false;
-  static constexpr std::uint32_t sign = 0x80, max_finite = 0x7E, overflow = 0x7E, nan = 0x7F;
-};
-struct e5m2_format {
-  static constexpr int exp_bits = 5, mant = 2, bias = 15;
-  static constexpr bool ieee = true;
-  static constexpr std::uint32_t sign = 0x80, max_finite = 0x7B, overflow = 0x7B, nan = 0x7E;
-};
+// Both convert saturating: overflow (and a source infinity) maps to max_finite.
+using e4m3_format = format<std::uint8_t, 4, 3, specials::nan_only, on_overflow::saturate>;
+using e5m2_format = format<std::uint8_t, 5, 2, specials::ieee, on_overflow::saturate>;
 
 }  // namespace detail::lowp
 
-struct float8_e4m3_t {
-  std::uint8_t bits;
-
-  float8_e4m3_t() = default;
-  COLLX_HOST_DEVICE constexpr explicit float8_e4m3_t(float f) noexcept
-      : bits(std::uint8_t(detail::lowp::encode<detail::lowp::e4m3_format>(
-            detail::lowp::bit_cast<std::uint32_t>(f)))) {}
-  COLLX_HOST_DEVICE constexpr explicit float8_e4m3_t(double d) noexcept
-      : bits(std::uint8_t(detail::lowp::encode<detail::lowp::e4m3_format>(
-            detail::lowp::bit_cast<std::uint64_t>(d)))) {}
-
-  COLLX_HOST_DEVICE constexpr explicit operator float() const noexcept {
-    return detail::lowp::decode<detail::lowp::e4m3_format>(bits);
-  }
-  COLLX_HOST_DEVICE constexpr explicit operator double() const noexcept {
-    return double(static_cast<float>(*this));
-  }
-
-  COLLX_HOST_DEVICE static constexpr float8_e4m3_t from_bits(std::uint8_t b) noexcept {
-    float8_e4m3_t v{};
-    v.bits = b;
-    return v;
-  }
-  COLLX_HOST_DEVICE static constexpr float8_e4m3_t lowest() noexcept { return from_bits(0xFE); }
-  COLLX_HOST_DEVICE static constexpr float8_e4m3_t max() noexcept { return from_bits(0x7E); }  // 448
-  COLLX_HOST_DEVICE static constexpr float8_e4m3_t epsilon() noexcept { return from_bits(0x20); }  // 2^-3
+struct float8_e4m3_t : detail::lowp_value::base<float8_e4m3_t, detail::lowp::e4m3_format> {
+  using base::base;
 };
 
-struct float8_e5m2_t {
-  std::uint8_t bits;
-
-  float8_e5m2_t() = default;
-  COLLX_HOST_DEVICE constexpr explicit float8_e5m2_t(float f) noexcept
-      : bits(std::uint8_t(detail::lowp::encode<detail::lowp::e5m2_format>(
-            detail::lowp::bit_cast<std::uint32_t>(f)))) {}
-  COLLX_HOST_DEVICE constexpr explicit float8_e5m2_t(double d) noexcept
-      : bits(std::uint8_t(detail::lowp::encode<detail::lowp::e5m2_format>(
-            detail::lowp::bit_cast<std::uint64_t>(d)))) {}
-
-  COLLX_HOST_DEVICE constexpr explicit operator float() const noexcept {
-    return detail::lowp::decode<detail::lowp::e5m2_format>(bits);
-  }
-  COLLX_HOST_DEVICE constexpr explicit operator double() const noexcept {
-    return double(static_cast<float>(*this));
-  }
-
-  COLLX_HOST_DEVICE static constexpr float8_e5m2_t from_bits(std::uint8_t b) noexcept {
-    float8_e5m2_t v{};
-    v.bits = b;
-    return v;
-  }
-  COLLX_HOST_DEVICE static constexpr float8_e5m2_t lowest() noexcept { return from_bits(0xFB); }
-  COLLX_HOST_DEVICE static constexpr float8_e5m2_t max() noexcept { return from_bits(0x7B); }  // 57344
-  COLLX_HOST_DEVICE static constexpr float8_e5m2_t epsilon() noexcept { return from_bits(0x34); }  // 2^-2
+struct float8_e5m2_t : detail::lowp_value::base<float8_e5m2_t, detail::lowp::e5m2_format> {
+  using base::base;
 };
 
 }  // namespace collx
