@@ -1,6 +1,6 @@
 // collxrun — start N ranks of a program on this machine.
 //
-//   collxrun -n N [--timeout SECONDS] [--no-prefix] [--] prog [args...]
+//   collxrun -n N [--timeout SECONDS] [--no-prefix] [--bind-to core|none] [--] prog [args...]
 //
 // Each rank gets COLLX_RANK, COLLX_SIZE, COLLX_LOCAL_RANK, COLLX_LOCAL_SIZE
 // and COLLX_UNIQUE_ID; the rendezvous root runs inside collxrun. Exit status:
@@ -19,10 +19,11 @@
 namespace {
 
 constexpr const char* usage_text =
-    "usage: collxrun -n N [--timeout SECONDS] [--no-prefix] [--] prog [args...]\n"
+    "usage: collxrun -n N [--timeout SECONDS] [--no-prefix] [--bind-to core|none] [--] prog [args...]\n"
     "  -n N               number of ranks (1..4096)\n"
     "  --timeout SECONDS  terminate all ranks after SECONDS (decimals allowed), exit 124\n"
     "  --no-prefix        do not prefix output lines with \"[rank] \"\n"
+    "  --bind-to core|none  pin rank r to the r-th usable CPU (default: core when the ranks fit)\n"
     "  -h, --help         show this help\n";
 
 int usage(const std::string& problem) {
@@ -69,6 +70,12 @@ int main(int argc, char** argv) {
     } else if (a == "--timeout") {
       const char* v = value();
       if (!v || !parse_seconds(v, opt.timeout)) return usage("--timeout needs a positive number of seconds");
+    } else if (a == "--bind-to") {
+      const char* v = value();
+      const std::string b = v ? v : "";
+      if (b == "core") opt.bind = collx::launch::launch_options::binding::core;
+      else if (b == "none") opt.bind = collx::launch::launch_options::binding::none;
+      else return usage("--bind-to needs 'core' or 'none'");
     } else if (a == "--no-prefix") {
       opt.prefix_output = false;
     } else if (!a.empty() && a[0] == '-') {

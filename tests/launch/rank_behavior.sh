@@ -11,6 +11,9 @@
 #             without a newline, and exit 0
 set -u
 if [ "$COLLX_RANK" = "$1" ]; then
+  # Let the other ranks reach their steady state (e.g. install their SIGTERM
+  # trap) before failing; otherwise the test races the shells' start-up.
+  sleep 0.5
   case $2 in
     exit:*) exit "${2#exit:}" ;;
     signal:*) kill -s "${2#signal:}" $$; sleep 5; exit 99 ;;

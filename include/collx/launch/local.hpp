@@ -44,6 +44,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -74,6 +75,11 @@ struct launch_options {
   bootstrap_options bootstrap;
   /// Names the launcher in its own messages.
   std::string name = "collxrun";
+  /// Pin rank r to the r-th CPU this launcher may use (as mpirun's default
+  /// --bind-to core): ranks that wait on each other then never share a core
+  /// while another core is free. `automatic` binds only when the ranks fit on
+  /// the CPUs; `none` leaves placement to the scheduler.
+  enum class binding { automatic, core, none } bind = binding::automatic;
 };
 
 namespace detail {
@@ -370,8 +376,22 @@ inline int run_local(int nranks, const std::vector<std::string>& argv, const lau
     bootstrap::detail::throw_errno(what, err);
   };
 
+  // CPUs to bind to, chosen before fork (the child only makes the syscall).
+  std::vector<int> cpus;
+  if (opt.bind != launch_options::binding::none) {
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (::sched_getaffinity(0, sizeof allowed, &allowed) == 0)
+      for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+    if (opt.bind == launch_options::binding::automatic && static_cast<int>(cpus.size()) < nranks) cpus.clear();
+  }
+
   for (int r = 0; r < nranks; ++r) {
     auto& k = kids[static_cast<std::size_t>(r)];
+    cpu_set_t bind_set;
+    CPU_ZERO(&bind_set);
+    if (!cpus.empty()) CPU_SET(cpus[static_cast<std::size_t>(r) % cpus.size()], &bind_set);
     int pipes[2][2] = {{-1, -1}, {-1, -1}};
     if (opt.prefix_output)
       for (auto& p : pipes)
@@ -386,6 +406,7 @@ inline int run_local(int nranks, const std::vector<std::string>& argv, const lau
       ::setpgid(0, pgid);
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != launcher) ::_exit(127);  // the launcher died before prctl
+      if (!cpus.empty()) ::sched_setaffinity(0, sizeof bind_set, &bind_set);  // best effort
       signals.restore_in_child();
       ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
       if (r != 0 || !pass_stdin) ::dup2(devnull, STDIN_FILENO);
