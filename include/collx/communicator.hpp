@@ -41,6 +41,8 @@
 
 #include <cstdint>
 #include <cstdio>
+
+#include <sched.h>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -189,6 +191,7 @@ class communicator {
     std::string err_msg;
     bool destroyed = false;
     variant_choice last{};
+    std::uint64_t spin_ns = 0;        // resolved comm_options::spin
     std::shared_ptr<void> keepalive;  // e.g. the bootstrap session of process ranks
   };
 
@@ -254,6 +257,14 @@ class communicator {
     s_->rank = rank;
     s_->size = nranks;
     s_->opt = opt;
+    s_->spin_ns = static_cast<std::uint64_t>(opt.spin.count());
+    if (s_->spin_ns == 0) {
+      // All ranks of a communicator share this host: spin long only if they fit on its CPUs.
+      cpu_set_t cpus;
+      CPU_ZERO(&cpus);
+      const int ncpu = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+      s_->spin_ns = nranks <= ncpu ? 100'000 : 2'000;
+    }
   }
 
   state& live(const char* op) const {
@@ -370,6 +381,7 @@ class communicator {
     exec::host ex;
     ex.abort_word = s.view.abort_word();
     ex.deadline_ns = exec::monotonic_ns() + static_cast<std::uint64_t>(s.opt.timeout.count()) * 1000000ull;
+    ex.spin_ns = s.spin_ns;
     status st = status::ok;
     if constexpr (is_reduction(C)) {
       visit_dtype(dt, [&]<class T>(std::type_identity<T>) {

@@ -10,6 +10,7 @@
 #include <collx/error.hpp>
 #include <collx/variants.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -26,6 +27,12 @@ struct comm_options {
   /// pipeline; measured with collx-perf all_reduce on 2 processes.
   std::uint32_t fifo_slots = 8;
   std::uint32_t slot_bytes = 64 * 1024;
+  /// How long a wait busy-polls before it starts yielding the CPU. 0 = choose:
+  /// long (100 µs) when this node's ranks fit on the CPUs this process may
+  /// use, so a running peer is answered without a context switch; short (2 µs)
+  /// when ranks outnumber CPUs, so a waiting rank hands its core to the peer it
+  /// waits for. COLLX_SPIN_US overrides.
+  std::chrono::nanoseconds spin{0};
   /// Variant used when a call does not name one.
   variant_choice variant{};
 
@@ -39,6 +46,9 @@ struct comm_options {
               std::string("expected a positive number of seconds, got '") + v + "'");
       o.timeout = std::chrono::milliseconds(static_cast<long long>(s * 1000));
     }
+    if (const char* v = std::getenv("COLLX_SPIN_US"))
+      o.spin = std::max<std::chrono::nanoseconds>(std::chrono::microseconds(parse_u32("COLLX_SPIN_US", v, 0, 10'000'000)),
+                                                  std::chrono::nanoseconds(1));  // 0 asks for no spinning, not "choose"
     if (const char* v = std::getenv("COLLX_NSLOTS")) o.fifo_slots = parse_u32("COLLX_NSLOTS", v, 2, 1024);
     if (const char* v = std::getenv("COLLX_BUFFSIZE")) {
       const std::uint32_t b = parse_u32("COLLX_BUFFSIZE", v, 1024, 1u << 30);

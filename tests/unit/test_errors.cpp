@@ -87,6 +87,9 @@ TEST_CASE("bad group sizes and options", "[errors]") {
   setenv("COLLX_TIMEOUT", "soon", 1);
   CHECK_THROWS_WITH(comm_options::from_env(), Contains("COLLX_TIMEOUT"));
   unsetenv("COLLX_TIMEOUT");
+  setenv("COLLX_SPIN_US", "-5", 1);
+  CHECK_THROWS_WITH(comm_options::from_env(), Contains("COLLX_SPIN_US"));
+  unsetenv("COLLX_SPIN_US");
   setenv("COLLX_BUFFSIZE", "12345", 1);
   CHECK_THROWS_WITH(comm_options::from_env(), Contains("COLLX_BUFFSIZE"));
   unsetenv("COLLX_BUFFSIZE");

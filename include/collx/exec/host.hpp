@@ -1,8 +1,8 @@
 // collx/exec/host.hpp — the host executor: a rank is one CPU thread.
 //
 // Supplies the two things protocol code needs from where it runs: a worker
-// group (here: one worker) and a bounded wait. wait() spins briefly, then
-// yields the CPU on every poll so that more ranks than cores still progress,
+// group (here: one worker) and a bounded wait. wait() busy-polls for spin_ns,
+// then yields the CPU on every poll so that more ranks than cores still progress,
 // and returns status::timeout at the deadline or status::aborted as soon as the
 // communicator's shared abort word is non-zero. Never waits unboundedly.
 #pragma once
@@ -49,16 +49,28 @@ struct host {
 
   const std::uint32_t* abort_word = nullptr;  // shared by all ranks of the communicator
   std::uint64_t deadline_ns = ~0ull;          // absolute, CLOCK_MONOTONIC
-  int spin_before_yield = 128;                // polls before the first sched_yield
+  std::uint64_t spin_ns = 2000;               // busy-poll this long before yielding the CPU
 
   static constexpr group workers() { return {}; }
 
-  /// Polls done() until it returns true. Memory ordering is done()'s business
-  /// (it loads with acquire); wait itself adds none.
+  /// Polls done() until it returns true: busy for spin_ns (a peer that is
+  /// running answers within that), then yielding the CPU on every poll (a peer
+  /// that needs this core gets it). Memory ordering is done()'s business (it
+  /// loads with acquire); wait itself adds none.
   template <class Pred>
   status wait(Pred&& done) const {
-    for (int i = 0; i < spin_before_yield; ++i) {
+    for (int i = 0; i < 64; ++i) {
       if (done()) return status::ok;
+      cpu_relax();
+    }
+    const std::uint64_t start = monotonic_ns();
+    const std::uint64_t spin_until = start + spin_ns < deadline_ns ? start + spin_ns : deadline_ns;
+    for (std::uint32_t polls = 1;; ++polls) {
+      if (done()) return status::ok;
+      if ((polls & 63u) == 0) {
+        if (abort_word && detail::load_relaxed(abort_word) != 0) return status::aborted;
+        if (monotonic_ns() >= spin_until) break;
+      }
       cpu_relax();
     }
     for (std::uint32_t polls = 0;; ++polls) {

@@ -1,8 +1,10 @@
 // collx/proto/simple.hpp — the Simple protocol: payload-only slots, credit
 // flow control through the connection's head/tail step counters.
 //
-// Sender: wait until head + slots > tail (a free slot), write the payload with
-// plain stores, then publish with a release store of tail + 1. Receiver: wait
+// Sender: wait until head + slots > tail (a free slot; checked against a cached
+// copy of head first, reloading head with acquire only when that copy says the
+// FIFO is full), write the payload with plain stores, then publish with a
+// release store of tail + 1. Receiver: wait
 // until tail (acquire) > head, read the slot, then hand it back with a release
 // store of head + 1. 100 % payload, one counter round trip of latency per slot.
 // Counters are the connection's own and persist across calls.
@@ -62,9 +64,11 @@ struct simple {
         in = view_.fifo(from, rank_);
         rstep = detail::load_relaxed(&in.ctrl->head);  // this rank is its only writer
       }
+      std::uint64_t head_seen = 0;
       if constexpr (S) {
         out = view_.fifo(rank_, to);
         sstep = detail::load_relaxed(&out.ctrl->tail);
+        head_seen = detail::load_relaxed(&out.ctrl->head_seen);  // sender-owned, like tail
       }
       const std::size_t per_slot = (R ? in.slot_bytes : out.slot_bytes) / sizeof(T);
       const auto g = ex_.workers();
@@ -77,9 +81,18 @@ struct simple {
           if (st != status::ok) return st;
         }
         if constexpr (S) {
+          // Credit check against the sender's cached head first: the receiver's
+          // head line is only loaded (a cross-core miss) when the cache says full.
           const std::uint64_t want = sstep, slots = out.slots;
-          const status st = ex_.wait([&] { return detail::load_acquire(&out.ctrl->head) + slots > want; });
-          if (st != status::ok) return st;
+          if (head_seen + slots <= want) {
+            const status st = ex_.wait([&] { return detail::load_acquire(&out.ctrl->head) + slots > want; });
+            if (st != status::ok) return st;
+            // One worker refreshes the cache; after the sync every worker reads the
+            // same value, so the whole group keeps taking the same branches.
+            if (g.leader()) detail::store_relaxed(&out.ctrl->head_seen, detail::load_acquire(&out.ctrl->head));
+            g.sync();
+            head_seen = detail::load_relaxed(&out.ctrl->head_seen);
+          }
         }
         const T* rin = R ? reinterpret_cast<const T*>(in.slot(rstep)) : nullptr;
         T* sout = S ? reinterpret_cast<T*>(out.slot(sstep)) : nullptr;

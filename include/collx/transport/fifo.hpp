@@ -18,8 +18,9 @@ namespace collx::transport {
 inline constexpr std::size_t cache_line = 128;  // also separates lines on prefetch-pair CPUs
 
 struct alignas(cache_line) fifo_ctrl {
-  std::uint64_t tail;  // sender → receiver: steps published
-  char pad0[cache_line - sizeof(std::uint64_t)];
+  std::uint64_t tail;       // sender → receiver: steps published
+  std::uint64_t head_seen;  // sender's private copy of the last head it loaded (saves a remote load per step)
+  char pad0[cache_line - 2 * sizeof(std::uint64_t)];
   std::uint64_t head;  // receiver → sender: steps consumed
   char pad1[cache_line - sizeof(std::uint64_t)];
 };
