@@ -9,6 +9,7 @@
 #include <collx/config.hpp>
 
 #include <cstddef>
+#include <cstring>
 #include <type_traits>
 
 namespace collx::detail {
@@ -18,6 +19,14 @@ COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void reduce_copy(const Group& g, const T* 
                                                        std::type_identity_t<T*> d1,
                                                        std::size_t n, const Red& red) {
   static_assert(NDst == 1 || NDst == 2);
+#if !COLLX_DEVICE_CODE
+  if constexpr (!Reduce && !Post && Group::size() == 1) {
+    // A plain host copy: the C library's memcpy picks the widest moves the CPU has.
+    if (d0 != a) std::memcpy(d0, a, n * sizeof(T));
+    if constexpr (NDst == 2) std::memcpy(d1, a, n * sizeof(T));
+    return;
+  }
+#endif
   const std::size_t stride = static_cast<std::size_t>(g.size());
   for (std::size_t i = static_cast<std::size_t>(g.index()); i < n; i += stride) {
     T v = a[i];
