@@ -210,7 +210,7 @@ md += ["## Method", "",
        "- Both tools time the mean of 20 iterations after 5 warmups per size and report the maximum over ranks;",
        "  results are checked once per size before timing (the #wrong columns). busbw = algbw x 2(P-1)/P (nccl-tests),",
        "  which is size / time for P = 2; the tables compute it from the median times.",
-       f"- Open MPI runs with `--bind-to {env['BIND']}` (its default for 2 ranks); collx's ranks are not pinned.",
+       f"- Open MPI runs with `--bind-to {env['BIND']}` (its default for 2 ranks); collx's launcher pins rank r to CPU r likewise when the ranks fit.",
        "- Ratios > 1 favour collx for busbw; latency ratios < 1 favour collx.", ""]
 md += ["## Targets (out-of-place)", ""] + verdict(oop) + [""]
 md += ["In-place:", ""] + verdict(ip) + [""]
