@@ -97,8 +97,7 @@ void usage(std::FILE* f, const char* prog) {
                "and then takes the number of ranks from COLLX_SIZE. Rank 0 prints the table.\n"
                "\n"
                "Exit status: 0 ok, 1 wrong results or a collx error, 2 bad command line.\n",
-               prog, perf::op_choices, joined_names<algo_id>().c_str(),
-               joined_names<proto_id>().c_str());
+               prog, perf::op_choices, joined_names<algo_id>().c_str(), joined_names<proto_id>().c_str());
 }
 
 // ---- one rank's sweep ------------------------------------------------------------
@@ -122,7 +121,8 @@ std::string variants_line(const std::vector<variant_span>& spans) {
   std::string r;
   for (const variant_span& s : spans) {
     if (!r.empty()) r += ", ";
-    r += variant_name(s.v) + " (" + std::to_string(s.first_bytes) + "-" + std::to_string(s.last_bytes) + " B)";
+    r +=
+        variant_name(s.v) + " (" + std::to_string(s.first_bytes) + "-" + std::to_string(s.last_bytes) + " B)";
   }
   return r;
 }
@@ -192,8 +192,9 @@ perf::sweep_totals run_rank(communicator& comm, const options& o, variant_choice
     std::fprintf(out, "# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d validation: %d\n",
                  o.min_bytes, o.max_bytes, o.step_factor > 1 ? o.step_factor : o.step_bytes,
                  o.step_factor > 1 ? "factor" : "bytes", o.warmup_iters, o.iters, o.check);
-    std::fprintf(out, "# dtype %s  op %s  root %d  variant %s\n", name(o.type), perf::op_column(o.collective, o.op),
-                 perf::root_column(o.collective, o.root), variant_name(want).c_str());
+    std::fprintf(out, "# dtype %s  op %s  root %d  variant %s\n", name(o.type),
+                 perf::op_column(o.collective, o.op), perf::root_column(o.collective, o.root),
+                 variant_name(want).c_str());
     perf::print_columns(out);
     std::fflush(out);
   }
@@ -266,7 +267,8 @@ int run_threads(const options& o, variant_choice want) {
   // Report the root cause: a rank's own failure rather than the aborts it caused.
   const rank_failure* first = nullptr;
   for (const rank_failure& f : failures)
-    if (f.failed && (first == nullptr || (first->code == status::aborted && f.code != status::aborted))) first = &f;
+    if (f.failed && (first == nullptr || (first->code == status::aborted && f.code != status::aborted)))
+      first = &f;
   if (first != nullptr) {
     std::fflush(stdout);
     std::fprintf(stderr, "collx-perf: %s\n", first->what.c_str());
@@ -323,7 +325,8 @@ int main(int argc, char** argv) {
   const char* prog = "collx-perf";
 
   options o;
-  const perf::parse_outcome parsed = perf::parse_command_line(argc, argv, o, {/*mode=*/true, /*variant=*/true});
+  const perf::parse_outcome parsed =
+      perf::parse_command_line(argc, argv, o, {/*mode=*/true, /*variant=*/true});
   if (parsed.what == perf::parse_outcome::help) {
     usage(stdout, prog);
     return 0;

@@ -66,14 +66,30 @@ inline bool parse_dtype(std::string_view s, dtype& out) {
     dtype d;
   };
   static constexpr alias table[] = {
-      {"int8", dtype::int8},          {"char", dtype::int8},           {"uint8", dtype::uint8},
-      {"int32", dtype::int32},        {"int", dtype::int32},           {"uint32", dtype::uint32},
-      {"int64", dtype::int64},        {"uint64", dtype::uint64},       {"half", dtype::float16},
-      {"float16", dtype::float16},    {"fp16", dtype::float16},        {"bfloat16", dtype::bfloat16},
-      {"bf16", dtype::bfloat16},      {"float", dtype::float32},       {"float32", dtype::float32},
-      {"fp32", dtype::float32},       {"double", dtype::float64},      {"float64", dtype::float64},
-      {"fp64", dtype::float64},       {"f8e4m3", dtype::float8_e4m3},  {"fp8_e4m3", dtype::float8_e4m3},
-      {"float8_e4m3", dtype::float8_e4m3}, {"f8e5m2", dtype::float8_e5m2}, {"fp8_e5m2", dtype::float8_e5m2},
+      {"int8", dtype::int8},
+      {"char", dtype::int8},
+      {"uint8", dtype::uint8},
+      {"int32", dtype::int32},
+      {"int", dtype::int32},
+      {"uint32", dtype::uint32},
+      {"int64", dtype::int64},
+      {"uint64", dtype::uint64},
+      {"half", dtype::float16},
+      {"float16", dtype::float16},
+      {"fp16", dtype::float16},
+      {"bfloat16", dtype::bfloat16},
+      {"bf16", dtype::bfloat16},
+      {"float", dtype::float32},
+      {"float32", dtype::float32},
+      {"fp32", dtype::float32},
+      {"double", dtype::float64},
+      {"float64", dtype::float64},
+      {"fp64", dtype::float64},
+      {"f8e4m3", dtype::float8_e4m3},
+      {"fp8_e4m3", dtype::float8_e4m3},
+      {"float8_e4m3", dtype::float8_e4m3},
+      {"f8e5m2", dtype::float8_e5m2},
+      {"fp8_e5m2", dtype::float8_e5m2},
       {"float8_e5m2", dtype::float8_e5m2},
   };
   for (const alias& a : table)
@@ -110,9 +126,12 @@ inline bool parse_size(const char* s, std::size_t& out) {
   double unit = 1;
   if (*end != '\0') {
     switch (*end) {
-      case 'k': case 'K': unit = 1024.0; break;
-      case 'm': case 'M': unit = 1024.0 * 1024; break;
-      case 'g': case 'G': unit = 1024.0 * 1024 * 1024; break;
+      case 'k':
+      case 'K': unit = 1024.0; break;
+      case 'm':
+      case 'M': unit = 1024.0 * 1024; break;
+      case 'g':
+      case 'G': unit = 1024.0 * 1024 * 1024; break;
       default: return false;
     }
     ++end;
@@ -180,7 +199,8 @@ inline parse_outcome parse_command_line(int argc, char** argv, options& o, flag_
     if (arg.empty() || arg[0] != '-' || arg == "-") {
       if (have_coll) return fail("unexpected argument '" + arg + "'");
       if (!parse_coll(arg, o.collective))
-        return fail("unknown collective '" + arg + "' (all_reduce, all_gather, reduce_scatter, broadcast, reduce)");
+        return fail("unknown collective '" + arg +
+                    "' (all_reduce, all_gather, reduce_scatter, broadcast, reduce)");
       have_coll = true;
       continue;
     }
@@ -210,7 +230,7 @@ inline parse_outcome parse_command_line(int argc, char** argv, options& o, flag_
       const char* s;
       const char* l;
     };
-    static constexpr flag valued[] = {{"-b", "--minbytes"}, {"-e", "--maxbytes"}, {"-f", "--stepfactor"},
+    static constexpr flag valued[] = {{"-b", "--minbytes"},  {"-e", "--maxbytes"}, {"-f", "--stepfactor"},
                                       {"-i", "--stepbytes"}, {"-n", "--iters"},    {"-w", "--warmup_iters"},
                                       {"-c", "--check"},     {"-o", "--op"},       {"-d", "--datatype"},
                                       {"-r", "--root"},      {"-p", "--nranks"},   {"", "--algo"},
@@ -242,14 +262,16 @@ inline parse_outcome parse_command_line(int argc, char** argv, options& o, flag_
         o.step_factor = static_cast<std::size_t>(n);
         break;
       case 'i':
-        if (!parse_size(v, o.step_bytes) || o.step_bytes == 0) return fail("invalid stepbytes '" + value + "'");
+        if (!parse_size(v, o.step_bytes) || o.step_bytes == 0)
+          return fail("invalid stepbytes '" + value + "'");
         break;
       case 'n':
         if (!parse_int(v, 1, 1L << 30, n)) return fail("invalid iters '" + value + "' (an integer >= 1)");
         o.iters = static_cast<int>(n);
         break;
       case 'w':
-        if (!parse_int(v, 0, 1L << 30, n)) return fail("invalid warmup_iters '" + value + "' (an integer >= 0)");
+        if (!parse_int(v, 0, 1L << 30, n))
+          return fail("invalid warmup_iters '" + value + "' (an integer >= 0)");
         o.warmup_iters = static_cast<int>(n);
         break;
       case 'c':
@@ -260,14 +282,16 @@ inline parse_outcome parse_command_line(int argc, char** argv, options& o, flag_
         if (!parse_op(value, o.op)) return fail("unknown op '" + value + "' (" + op_choices + ")");
         break;
       case 'd':
-        if (!parse_dtype(value, o.type)) return fail("unknown datatype '" + value + "' (" + dtype_choices + ")");
+        if (!parse_dtype(value, o.type))
+          return fail("unknown datatype '" + value + "' (" + dtype_choices + ")");
         break;
       case 'r':
         if (!parse_int(v, 0, 4095, n)) return fail("invalid root '" + value + "' (an integer >= 0)");
         o.root = static_cast<int>(n);
         break;
       case 'p':
-        if (!parse_int(v, 1, 4096, n)) return fail("invalid nranks '" + value + "' (an integer in [1, 4096])");
+        if (!parse_int(v, 1, 4096, n))
+          return fail("invalid nranks '" + value + "' (an integer in [1, 4096])");
         o.nranks = static_cast<int>(n);
         o.nranks_given = true;
         break;
@@ -276,7 +300,8 @@ inline parse_outcome parse_command_line(int argc, char** argv, options& o, flag_
       default: return fail("unknown flag '" + arg + "'");
     }
   }
-  if (!have_coll) return fail("missing the collective (all_reduce, all_gather, reduce_scatter, broadcast, reduce)");
+  if (!have_coll)
+    return fail("missing the collective (all_reduce, all_gather, reduce_scatter, broadcast, reduce)");
   if (o.min_bytes > o.max_bytes)
     return fail("minbytes (" + std::to_string(o.min_bytes) + ") is larger than maxbytes (" +
                 std::to_string(o.max_bytes) + ")");
@@ -303,11 +328,11 @@ inline std::vector<std::size_t> sweep_sizes(const options& o) {
 
 /// Element counts of one rank for a sweep size of `bytes`.
 struct coll_counts {
-  std::size_t send = 0;             // elements of the send buffer
-  std::size_t recv = 0;             // elements of the receive buffer
-  std::size_t param = 0;            // the count argument of the call
-  std::size_t send_inplace = 0;     // in place: send = recvbuf + rank·send_inplace
-  std::size_t recv_inplace = 0;     // in place: recv = recvbuf + rank·recv_inplace
+  std::size_t send = 0;          // elements of the send buffer
+  std::size_t recv = 0;          // elements of the receive buffer
+  std::size_t param = 0;         // the count argument of the call
+  std::size_t send_inplace = 0;  // in place: send = recvbuf + rank·send_inplace
+  std::size_t recv_inplace = 0;  // in place: recv = recvbuf + rank·recv_inplace
   std::size_t bytes(std::size_t elt) const { return std::max(send, recv) * elt; }
 };
 
@@ -343,7 +368,8 @@ inline double busbw_factor(coll c, int nranks) {
 }
 
 /// algbw and busbw in GB/s for a call with count argument `param`.
-inline std::pair<double, double> bandwidth(coll c, std::size_t param, std::size_t elt, double seconds, int nranks) {
+inline std::pair<double, double> bandwidth(coll c, std::size_t param, std::size_t elt, double seconds,
+                                           int nranks) {
   double bytes = static_cast<double>(param) * static_cast<double>(elt);
   if (c == coll::all_gather || c == coll::reduce_scatter) bytes *= nranks;
   const double alg = seconds > 0 ? bytes / 1.0e9 / seconds : 0.0;
@@ -356,12 +382,14 @@ inline std::pair<double, double> bandwidth(coll c, std::size_t param, std::size_
 
 inline void print_columns(std::FILE* f) {
   std::fprintf(f, "#\n");
-  std::fprintf(f, "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n", "", "",
-               "", "", "");
-  std::fprintf(f, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n", "size", "count", "type",
-               "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-  std::fprintf(f, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s\n", "(B)", "(elements)", "",
-               "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  std::fprintf(
+      f, "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n", "",
+      "", "", "", "");
+  std::fprintf(f, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n", "size", "count",
+               "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
+               "#wrong");
+  std::fprintf(f, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s\n", "(B)",
+               "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
 }
 
 /// The op column: the op for reductions, "none" otherwise; the root column:
@@ -369,8 +397,8 @@ inline void print_columns(std::FILE* f) {
 inline const char* op_column(coll c, reduce_op op) { return is_reduction(c) ? name(op) : "none"; }
 inline int root_column(coll c, int root) { return c == coll::broadcast || c == coll::reduce ? root : -1; }
 
-inline void print_row_start(std::FILE* f, std::size_t bytes, std::size_t count, const char* type, const char* op,
-                            int root) {
+inline void print_row_start(std::FILE* f, std::size_t bytes, std::size_t count, const char* type,
+                            const char* op, int root) {
   std::fprintf(f, "%12zu  %12zu  %8s  %6s  %6i", bytes, count, type, op, root);
 }
 
@@ -431,8 +459,8 @@ struct data_spec {
   dtype type = dtype::float32;
   reduce_op op = reduce_op::sum;
   int nranks = 1;
-  bool bits = false;        // bit patterns (bitwise ops; integer data movement)
-  bool product = false;     // prod: mostly ones, so products stay tiny
+  bool bits = false;            // bit patterns (bitwise ops; integer data movement)
+  bool product = false;         // prod: mostly ones, so products stay tiny
   std::int64_t lo = 0, hi = 0;  // arithmetic inputs are integers in [lo, hi]
   std::uint64_t mask = ~0ull;   // bit width of the type
   double tolerance = 0;         // allowed |got − expected| / max(1, |expected|)
@@ -446,7 +474,9 @@ inline std::int64_t exact_integer_limit(dtype d) {
     case dtype::uint8: return 255;
     case dtype::int32: return 2147483647LL;
     case dtype::uint32: return 4294967295LL;
-    case dtype::int64: case dtype::uint64: case dtype::float64: return 1LL << 53;
+    case dtype::int64:
+    case dtype::uint64:
+    case dtype::float64: return 1LL << 53;
     case dtype::float16: return 2048;
     case dtype::bfloat16: return 256;
     case dtype::float32: return 1LL << 24;
@@ -456,9 +486,7 @@ inline std::int64_t exact_integer_limit(dtype d) {
   return 1;
 }
 
-inline bool is_signed_type(dtype d) {
-  return d != dtype::uint8 && d != dtype::uint32 && d != dtype::uint64;
-}
+inline bool is_signed_type(dtype d) { return d != dtype::uint8 && d != dtype::uint32 && d != dtype::uint64; }
 
 /// nccl-tests' per-dtype bound; scaled by max(1, P−1) in make_spec.
 inline double dtype_tolerance(dtype d) {
@@ -527,7 +555,9 @@ inline double input_value(const data_spec& s, int rank, std::size_t idx) {
 }
 
 /// Input element idx of `rank`, bit-pattern kind.
-inline std::uint64_t input_bits(const data_spec& s, int rank, std::size_t idx) { return mix(rank, idx) & s.mask; }
+inline std::uint64_t input_bits(const data_spec& s, int rank, std::size_t idx) {
+  return mix(rank, idx) & s.mask;
+}
 
 template <class T>
 inline T from_bits(std::uint64_t b) {
@@ -598,11 +628,13 @@ long long count_wrong_reduced(const data_spec& s, const T* got, std::size_t n, s
 /// Number of wrong elements among n results that must equal src_rank's inputs
 /// at global indices [idx0, idx0 + n).
 template <class T>
-long long count_wrong_copied(const data_spec& s, const T* got, std::size_t n, int src_rank, std::size_t idx0) {
+long long count_wrong_copied(const data_spec& s, const T* got, std::size_t n, int src_rank,
+                             std::size_t idx0) {
   long long wrong = 0;
   if (s.bits) {
     if constexpr (std::is_integral_v<T>)
-      for (std::size_t i = 0; i < n; ++i) wrong += to_bits(got[i], s.mask) != input_bits(s, src_rank, idx0 + i);
+      for (std::size_t i = 0; i < n; ++i)
+        wrong += to_bits(got[i], s.mask) != input_bits(s, src_rank, idx0 + i);
     return wrong;
   }
   for (std::size_t i = 0; i < n; ++i) wrong += !matches(s, got[i], input_value(s, src_rank, idx0 + i));
@@ -617,9 +649,9 @@ long long count_wrong_copied(const data_spec& s, const T* got, std::size_t n, in
 /// NCCL's in-place layouts. Offsets are bytes from the start of each buffer.
 struct call_plan {
   bool in_place = false;
-  std::size_t send_off = 0;    // from sendbuf (out of place) or recvbuf (in place)
-  std::size_t recv_off = 0;    // from recvbuf
-  std::size_t guard_off = 0;   // from recvbuf: the guard after everything the call may write
+  std::size_t send_off = 0;   // from sendbuf (out of place) or recvbuf (in place)
+  std::size_t recv_off = 0;   // from recvbuf
+  std::size_t guard_off = 0;  // from recvbuf: the guard after everything the call may write
 };
 
 inline call_plan plan_for(const coll_counts& k, std::size_t elt, int rank, bool in_place) {
@@ -655,8 +687,8 @@ void prepare_check(const data_spec& s, const coll_counts& k, const call_plan& p,
 /// Counts wrong result elements of rank after the checked call, and the
 /// guard bytes it clobbered.
 template <class T>
-std::pair<long long, long long> check_result(const data_spec& s, const coll_counts& k, const call_plan& p, int rank,
-                                             int root, const std::byte* recvbuf) {
+std::pair<long long, long long> check_result(const data_spec& s, const coll_counts& k, const call_plan& p,
+                                             int rank, int root, const std::byte* recvbuf) {
   const T* out = reinterpret_cast<const T*>(recvbuf + p.recv_off);
   long long wrong = 0;
   switch (s.c) {
@@ -753,8 +785,8 @@ inline double seconds_between(const Time& t0, const Time& t1) {
 ///   d.after_timing(bytes)             optional: right after the timed calls
 ///                                     of a block, before any other call.
 template <class T, class Driver>
-sweep_totals run_sweep(const options& o, int rank, int nranks, std::byte* sendbuf, std::byte* recvbuf, Driver& d,
-                       std::FILE* table) {
+sweep_totals run_sweep(const options& o, int rank, int nranks, std::byte* sendbuf, std::byte* recvbuf,
+                       Driver& d, std::FILE* table) {
   const std::size_t elt = sizeof(T);
   const data_spec spec = make_spec(o.collective, o.type, o.op, nranks);
   sweep_totals totals;
@@ -771,8 +803,8 @@ sweep_totals run_sweep(const options& o, int rank, int nranks, std::byte* sendbu
                       root_column(o.collective, o.root));
     for (int in_place = 0; in_place < 2; ++in_place) {
       call_plan plan = plan_for(k, elt, rank, in_place != 0);
-      const void* send = in_place ? d.in_place_send(plan, recvbuf + plan.send_off)
-                                  : static_cast<const void*>(sendbuf);
+      const void* send =
+          in_place ? d.in_place_send(plan, recvbuf + plan.send_off) : static_cast<const void*>(sendbuf);
       void* recv = recvbuf + plan.recv_off;
 
       long long counts[2] = {0, 0};  // wrong elements, clobbered guard bytes

@@ -33,27 +33,28 @@ using namespace collx;
 using perf::options;
 
 void usage(std::FILE* f, const char* prog) {
-  std::fprintf(f,
-               "usage: mpirun -np <P> %s <all_reduce|all_gather|reduce_scatter|broadcast|reduce> [flags]\n"
-               "\n"
-               "  -b, --minbytes <size>      smallest size (default 8; K/M/G suffixes)\n"
-               "  -e, --maxbytes <size>      largest size (default 64M)\n"
-               "  -f, --stepfactor <n>       multiply the size by n each step (default 2)\n"
-               "  -i, --stepbytes <size>     with -f 1: add this many bytes each step (default 1M)\n"
-               "  -n, --iters <n>            timed iterations per size (default 20)\n"
-               "  -w, --warmup_iters <n>     untimed iterations before them (default 5)\n"
-               "  -c, --check <0|1>          check results before timing each size (default 1)\n"
-               "  -o, --op <op>              sum prod min max band bor bxor (default sum)\n"
-               "  -d, --datatype <type>      int8 uint8 int32 uint32 int64 uint64 float double (default float)\n"
-               "  -r, --root <rank>          root of broadcast and reduce (default 0)\n"
-               "  -p, --nranks <n>           optional; must equal the number of MPI processes\n"
-               "  -h, --help                 this text\n"
-               "\n"
-               "Columns, bus-bandwidth factors and the check are those of collx-perf (see its --help).\n"
-               "Out-of-place broadcast copies the root's send buffer into its receive buffer and\n"
-               "broadcasts that (NCCL's semantics); in-place reduce_scatter finds its result at the\n"
-               "start of the buffer (MPI_Reduce_scatter_block's MPI_IN_PLACE semantics).\n",
-               prog);
+  std::fprintf(
+      f,
+      "usage: mpirun -np <P> %s <all_reduce|all_gather|reduce_scatter|broadcast|reduce> [flags]\n"
+      "\n"
+      "  -b, --minbytes <size>      smallest size (default 8; K/M/G suffixes)\n"
+      "  -e, --maxbytes <size>      largest size (default 64M)\n"
+      "  -f, --stepfactor <n>       multiply the size by n each step (default 2)\n"
+      "  -i, --stepbytes <size>     with -f 1: add this many bytes each step (default 1M)\n"
+      "  -n, --iters <n>            timed iterations per size (default 20)\n"
+      "  -w, --warmup_iters <n>     untimed iterations before them (default 5)\n"
+      "  -c, --check <0|1>          check results before timing each size (default 1)\n"
+      "  -o, --op <op>              sum prod min max band bor bxor (default sum)\n"
+      "  -d, --datatype <type>      int8 uint8 int32 uint32 int64 uint64 float double (default float)\n"
+      "  -r, --root <rank>          root of broadcast and reduce (default 0)\n"
+      "  -p, --nranks <n>           optional; must equal the number of MPI processes\n"
+      "  -h, --help                 this text\n"
+      "\n"
+      "Columns, bus-bandwidth factors and the check are those of collx-perf (see its --help).\n"
+      "Out-of-place broadcast copies the root's send buffer into its receive buffer and\n"
+      "broadcasts that (NCCL's semantics); in-place reduce_scatter finds its result at the\n"
+      "start of the buffer (MPI_Reduce_scatter_block's MPI_IN_PLACE semantics).\n",
+      prog);
 }
 
 bool mpi_type(dtype d, MPI_Datatype& t) {
@@ -149,7 +150,9 @@ struct mpi_driver {
   }
   static void barrier() { MPI_Barrier(MPI_COMM_WORLD); }
   static double now() { return MPI_Wtime(); }
-  static void max_over_ranks(double& v) { MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); }
+  static void max_over_ranks(double& v) {
+    MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  }
   static void sum_over_ranks(long long* v, int n) {
     MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
   }
@@ -183,8 +186,8 @@ int run(const options& o, int rank, int P) {
     std::fprintf(out, "# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d validation: %d\n",
                  o.min_bytes, o.max_bytes, o.step_factor > 1 ? o.step_factor : o.step_bytes,
                  o.step_factor > 1 ? "factor" : "bytes", o.warmup_iters, o.iters, o.check);
-    std::fprintf(out, "# dtype %s  op %s  root %d  library %s\n", name(o.type), perf::op_column(o.collective, o.op),
-                 perf::root_column(o.collective, o.root), lib);
+    std::fprintf(out, "# dtype %s  op %s  root %d  library %s\n", name(o.type),
+                 perf::op_column(o.collective, o.op), perf::root_column(o.collective, o.root), lib);
     perf::print_columns(out);
     std::fflush(out);
   }
@@ -215,7 +218,8 @@ int main(int argc, char** argv) {
 
   // Every rank parses the same command line, so every rank reaches the same verdict.
   options o;
-  const perf::parse_outcome parsed = perf::parse_command_line(argc, argv, o, {/*mode=*/false, /*variant=*/false});
+  const perf::parse_outcome parsed =
+      perf::parse_command_line(argc, argv, o, {/*mode=*/false, /*variant=*/false});
   std::string error;
   MPI_Datatype t;
   MPI_Op m;
@@ -225,7 +229,8 @@ int main(int argc, char** argv) {
     else if (is_reduction(o.collective) && !mpi_op(o.op, m))
       error = std::string("op ") + name(o.op) + " has no MPI equivalent";
     else if (o.nranks_given && o.nranks != P)
-      error = "-p " + std::to_string(o.nranks) + " does not match the " + std::to_string(P) + " MPI processes";
+      error =
+          "-p " + std::to_string(o.nranks) + " does not match the " + std::to_string(P) + " MPI processes";
     else if ((o.collective == coll::broadcast || o.collective == coll::reduce) && o.root >= P)
       error = "root " + std::to_string(o.root) + " is out of range for " + std::to_string(P) + " ranks";
   }

@@ -33,9 +33,13 @@ enum class dtype : std::uint8_t {
 inline constexpr int dtype_count = 12;
 
 namespace detail {
-template <dtype D> struct dtype_to_type;
-#define COLLX_DTYPE_MAP(D, T) \
-  template <> struct dtype_to_type<dtype::D> { using type = T; };
+template <dtype D>
+struct dtype_to_type;
+#define COLLX_DTYPE_MAP(D, T)      \
+  template <>                      \
+  struct dtype_to_type<dtype::D> { \
+    using type = T;                \
+  };
 COLLX_DTYPE_MAP(int8, std::int8_t)
 COLLX_DTYPE_MAP(uint8, std::uint8_t)
 COLLX_DTYPE_MAP(int32, std::int32_t)
@@ -50,20 +54,36 @@ COLLX_DTYPE_MAP(float8_e4m3, float8_e4m3_t)
 COLLX_DTYPE_MAP(float8_e5m2, float8_e5m2_t)
 #undef COLLX_DTYPE_MAP
 
-template <class T> struct type_to_dtype;  // no mapping: not a collx element type
-template <class T, dtype D> struct type_to_dtype_is { static constexpr dtype value = D; };
-template <> struct type_to_dtype<std::int8_t> : type_to_dtype_is<std::int8_t, dtype::int8> {};
-template <> struct type_to_dtype<std::uint8_t> : type_to_dtype_is<std::uint8_t, dtype::uint8> {};
-template <> struct type_to_dtype<std::int32_t> : type_to_dtype_is<std::int32_t, dtype::int32> {};
-template <> struct type_to_dtype<std::uint32_t> : type_to_dtype_is<std::uint32_t, dtype::uint32> {};
-template <> struct type_to_dtype<std::int64_t> : type_to_dtype_is<std::int64_t, dtype::int64> {};
-template <> struct type_to_dtype<std::uint64_t> : type_to_dtype_is<std::uint64_t, dtype::uint64> {};
-template <> struct type_to_dtype<half_t> : type_to_dtype_is<half_t, dtype::float16> {};
-template <> struct type_to_dtype<bfloat16_t> : type_to_dtype_is<bfloat16_t, dtype::bfloat16> {};
-template <> struct type_to_dtype<float> : type_to_dtype_is<float, dtype::float32> {};
-template <> struct type_to_dtype<double> : type_to_dtype_is<double, dtype::float64> {};
-template <> struct type_to_dtype<float8_e4m3_t> : type_to_dtype_is<float8_e4m3_t, dtype::float8_e4m3> {};
-template <> struct type_to_dtype<float8_e5m2_t> : type_to_dtype_is<float8_e5m2_t, dtype::float8_e5m2> {};
+template <class T>
+struct type_to_dtype;  // no mapping: not a collx element type
+template <class T, dtype D>
+struct type_to_dtype_is {
+  static constexpr dtype value = D;
+};
+template <>
+struct type_to_dtype<std::int8_t> : type_to_dtype_is<std::int8_t, dtype::int8> {};
+template <>
+struct type_to_dtype<std::uint8_t> : type_to_dtype_is<std::uint8_t, dtype::uint8> {};
+template <>
+struct type_to_dtype<std::int32_t> : type_to_dtype_is<std::int32_t, dtype::int32> {};
+template <>
+struct type_to_dtype<std::uint32_t> : type_to_dtype_is<std::uint32_t, dtype::uint32> {};
+template <>
+struct type_to_dtype<std::int64_t> : type_to_dtype_is<std::int64_t, dtype::int64> {};
+template <>
+struct type_to_dtype<std::uint64_t> : type_to_dtype_is<std::uint64_t, dtype::uint64> {};
+template <>
+struct type_to_dtype<half_t> : type_to_dtype_is<half_t, dtype::float16> {};
+template <>
+struct type_to_dtype<bfloat16_t> : type_to_dtype_is<bfloat16_t, dtype::bfloat16> {};
+template <>
+struct type_to_dtype<float> : type_to_dtype_is<float, dtype::float32> {};
+template <>
+struct type_to_dtype<double> : type_to_dtype_is<double, dtype::float64> {};
+template <>
+struct type_to_dtype<float8_e4m3_t> : type_to_dtype_is<float8_e4m3_t, dtype::float8_e4m3> {};
+template <>
+struct type_to_dtype<float8_e5m2_t> : type_to_dtype_is<float8_e5m2_t, dtype::float8_e5m2> {};
 }  // namespace detail
 
 /// The C++ element type of a dtype.
@@ -78,10 +98,18 @@ COLLX_HOST_DEVICE constexpr bool is_valid(dtype d) { return static_cast<unsigned
 
 COLLX_HOST_DEVICE constexpr std::size_t size_of(dtype d) {
   switch (d) {
-    case dtype::int8: case dtype::uint8: case dtype::float8_e4m3: case dtype::float8_e5m2: return 1;
-    case dtype::float16: case dtype::bfloat16: return 2;
-    case dtype::int32: case dtype::uint32: case dtype::float32: return 4;
-    case dtype::int64: case dtype::uint64: case dtype::float64: return 8;
+    case dtype::int8:
+    case dtype::uint8:
+    case dtype::float8_e4m3:
+    case dtype::float8_e5m2: return 1;
+    case dtype::float16:
+    case dtype::bfloat16: return 2;
+    case dtype::int32:
+    case dtype::uint32:
+    case dtype::float32: return 4;
+    case dtype::int64:
+    case dtype::uint64:
+    case dtype::float64: return 8;
   }
   return 0;
 }
@@ -116,9 +144,10 @@ constexpr bool visit_dtype(dtype d, F&& f) {
   switch (d) {
 #define COLLX_VISIT(D) \
   case dtype::D: f(std::type_identity<dtype_type<dtype::D>>{}); return true;
-    COLLX_VISIT(int8) COLLX_VISIT(uint8) COLLX_VISIT(int32) COLLX_VISIT(uint32)
-    COLLX_VISIT(int64) COLLX_VISIT(uint64) COLLX_VISIT(float16) COLLX_VISIT(bfloat16)
-    COLLX_VISIT(float32) COLLX_VISIT(float64) COLLX_VISIT(float8_e4m3) COLLX_VISIT(float8_e5m2)
+    COLLX_VISIT(int8)
+    COLLX_VISIT(uint8) COLLX_VISIT(int32) COLLX_VISIT(uint32) COLLX_VISIT(int64) COLLX_VISIT(uint64)
+        COLLX_VISIT(float16) COLLX_VISIT(bfloat16) COLLX_VISIT(float32) COLLX_VISIT(float64)
+            COLLX_VISIT(float8_e4m3) COLLX_VISIT(float8_e5m2)
 #undef COLLX_VISIT
   }
   return false;

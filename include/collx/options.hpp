@@ -47,8 +47,9 @@ struct comm_options {
       o.timeout = std::chrono::milliseconds(static_cast<long long>(s * 1000));
     }
     if (const char* v = std::getenv("COLLX_SPIN_US"))
-      o.spin = std::max<std::chrono::nanoseconds>(std::chrono::microseconds(parse_u32("COLLX_SPIN_US", v, 0, 10'000'000)),
-                                                  std::chrono::nanoseconds(1));  // 0 asks for no spinning, not "choose"
+      o.spin = std::max<std::chrono::nanoseconds>(
+          std::chrono::microseconds(parse_u32("COLLX_SPIN_US", v, 0, 10'000'000)),
+          std::chrono::nanoseconds(1));  // 0 asks for no spinning, not "choose"
     if (const char* v = std::getenv("COLLX_NSLOTS")) o.fifo_slots = parse_u32("COLLX_NSLOTS", v, 2, 1024);
     if (const char* v = std::getenv("COLLX_BUFFSIZE")) {
       const std::uint32_t b = parse_u32("COLLX_BUFFSIZE", v, 1024, 1u << 30);
@@ -73,8 +74,8 @@ struct comm_options {
     char* end = nullptr;
     const unsigned long long x = std::strtoull(v, &end, 10);
     require(end != v && *end == '\0' && x >= lo && x <= hi && v[0] != '-', var,
-            std::string("expected an integer in [") + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" +
-                v + "'");
+            std::string("expected an integer in [") + std::to_string(lo) + ", " + std::to_string(hi) +
+                "], got '" + v + "'");
     return static_cast<std::uint32_t>(x);
   }
 };

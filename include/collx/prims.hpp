@@ -28,9 +28,9 @@
 
 #include <cstddef>
 
-#define COLLX_TRY(expr)                                   \
-  do {                                                    \
-    const ::collx::status collx_try_st_ = (expr);         \
+#define COLLX_TRY(expr)                                             \
+  do {                                                              \
+    const ::collx::status collx_try_st_ = (expr);                   \
     if (collx_try_st_ != ::collx::status::ok) return collx_try_st_; \
   } while (0)
 
@@ -63,12 +63,13 @@ class prims {
   }
   COLLX_HOST_DEVICE status recv_reduce_copy(int from, const T* src, T* dst, std::size_t n) {
     using namespace proto;
-    return engine_.template run<recv_in | src_in | reduce_in | dst_out | post_op>(from, -1, src, dst, n, red_);
+    return engine_.template run<recv_in | src_in | reduce_in | dst_out | post_op>(from, -1, src, dst, n,
+                                                                                  red_);
   }
   COLLX_HOST_DEVICE status recv_reduce_copy_send(int from, int to, const T* src, T* dst, std::size_t n) {
     using namespace proto;
-    return engine_.template run<recv_in | src_in | reduce_in | dst_out | send_out | post_op>(from, to, src, dst, n,
-                                                                                          red_);
+    return engine_.template run<recv_in | src_in | reduce_in | dst_out | send_out | post_op>(from, to, src,
+                                                                                             dst, n, red_);
   }
   COLLX_HOST_DEVICE status recv_copy_send(int from, int to, T* dst, std::size_t n) {
     using namespace proto;

@@ -34,7 +34,9 @@ COLLX_HOST_DEVICE constexpr const char* name(reduce_op op) {
   return "invalid";
 }
 
-COLLX_HOST_DEVICE constexpr bool is_valid(reduce_op op) { return static_cast<unsigned>(op) < reduce_op_count; }
+COLLX_HOST_DEVICE constexpr bool is_valid(reduce_op op) {
+  return static_cast<unsigned>(op) < reduce_op_count;
+}
 
 COLLX_HOST_DEVICE constexpr bool is_bitwise(reduce_op op) {
   return op == reduce_op::band || op == reduce_op::bor || op == reduce_op::bxor;
@@ -48,11 +50,26 @@ COLLX_HOST_DEVICE constexpr bool is_supported(reduce_op op, dtype d) {
 namespace detail {
 
 /// The type arithmetic happens in: float for the narrow floating formats.
-template <class T> struct compute_type { using type = T; };
-template <> struct compute_type<half_t> { using type = float; };
-template <> struct compute_type<bfloat16_t> { using type = float; };
-template <> struct compute_type<float8_e4m3_t> { using type = float; };
-template <> struct compute_type<float8_e5m2_t> { using type = float; };
+template <class T>
+struct compute_type {
+  using type = T;
+};
+template <>
+struct compute_type<half_t> {
+  using type = float;
+};
+template <>
+struct compute_type<bfloat16_t> {
+  using type = float;
+};
+template <>
+struct compute_type<float8_e4m3_t> {
+  using type = float;
+};
+template <>
+struct compute_type<float8_e5m2_t> {
+  using type = float;
+};
 
 template <class T>
 COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE typename compute_type<T>::type widen(T v) {
@@ -85,7 +102,8 @@ struct reducer {
     if constexpr (std::is_integral_v<T>) {
       using U = detail::wrap_type<T>;
       const U x = static_cast<U>(a), y = static_cast<U>(b);
-      if constexpr (Op == reduce_op::sum || Op == reduce_op::avg) return static_cast<T>(static_cast<U>(x + y));
+      if constexpr (Op == reduce_op::sum || Op == reduce_op::avg)
+        return static_cast<T>(static_cast<U>(x + y));
       else if constexpr (Op == reduce_op::prod) return static_cast<T>(static_cast<U>(x * y));
       else if constexpr (Op == reduce_op::min) return b < a ? b : a;
       else if constexpr (Op == reduce_op::max) return a < b ? b : a;
@@ -122,8 +140,9 @@ constexpr bool visit_reduce_op(reduce_op op, F&& f) {
   switch (op) {
 #define COLLX_VISIT(O) \
   case reduce_op::O: f(std::integral_constant<reduce_op, reduce_op::O>{}); return true;
-    COLLX_VISIT(sum) COLLX_VISIT(prod) COLLX_VISIT(min) COLLX_VISIT(max)
-    COLLX_VISIT(avg) COLLX_VISIT(band) COLLX_VISIT(bor) COLLX_VISIT(bxor)
+    COLLX_VISIT(sum)
+    COLLX_VISIT(prod) COLLX_VISIT(min) COLLX_VISIT(max) COLLX_VISIT(avg) COLLX_VISIT(band) COLLX_VISIT(bor)
+        COLLX_VISIT(bxor)
 #undef COLLX_VISIT
   }
   return false;

@@ -9,13 +9,13 @@
 
 using namespace collx;
 
-#define CUDA_OK(x)                                                                        \
-  do {                                                                                    \
-    cudaError_t e_ = (x);                                                                 \
-    if (e_ != cudaSuccess) {                                                              \
+#define CUDA_OK(x)                                                                             \
+  do {                                                                                         \
+    cudaError_t e_ = (x);                                                                      \
+    if (e_ != cudaSuccess) {                                                                   \
       std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                       \
-    }                                                                                     \
+      std::exit(1);                                                                            \
+    }                                                                                          \
   } while (0)
 
 namespace {
@@ -23,7 +23,9 @@ namespace {
 constexpr std::size_t guard = 64;  // elements on each side of every buffer
 constexpr float guard_value = -12345.0f;
 
-float input(int rank, std::size_t i) { return static_cast<float>(static_cast<int>((i * 7 + rank * 3) % 19) - 9); }
+float input(int rank, std::size_t i) {
+  return static_cast<float>(static_cast<int>((i * 7 + rank * 3) % 19) - 9);
+}
 
 template <coll C>
 int run(int P, std::size_t count) {
@@ -54,7 +56,8 @@ int run(int P, std::size_t count) {
   exec::cuda ex{};
   ex.abort_word = reinterpret_cast<const std::uint32_t*>(seg + offsetof(transport::shm_header, abort));
   transport::shm_view view{seg, layout};
-  test::ring_kernel<C, float, reduce_op::sum><<<P, 256>>>(view, ex, d_sends, d_recvs, count, 0, d_status, 30ull * 1000000000ull);
+  test::ring_kernel<C, float, reduce_op::sum>
+      <<<P, 256>>>(view, ex, d_sends, d_recvs, count, 0, d_status, 30ull * 1000000000ull);
   CUDA_OK(cudaGetLastError());
   CUDA_OK(cudaDeviceSynchronize());
   std::vector<int> st(P);
@@ -62,7 +65,8 @@ int run(int P, std::size_t count) {
   int wrong = 0;
   for (int r = 0; r < P; ++r) {
     if (st[r] != 0) ++wrong;
-    CUDA_OK(cudaMemcpy(host_out.data(), recvs[r] - guard, host_out.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(host_out.data(), recvs[r] - guard, host_out.size() * sizeof(float),
+                       cudaMemcpyDeviceToHost));
     for (std::size_t i = 0; i < guard; ++i)
       if (host_out[i] != guard_value || host_out[guard + recv_n + i] != guard_value) ++wrong;
     for (std::size_t i = 0; i < recv_n; ++i) {
@@ -99,7 +103,8 @@ int main() {
   }
   int wrong = 0;
   for (int P : {1, 2, 3, 4, 8})
-    for (std::size_t count : {std::size_t(0), std::size_t(1), std::size_t(P + 1), std::size_t(1009), std::size_t(1 << 20) + 3}) {
+    for (std::size_t count :
+         {std::size_t(0), std::size_t(1), std::size_t(P + 1), std::size_t(1009), std::size_t(1 << 20) + 3}) {
       wrong += run<coll::all_reduce>(P, count);
       wrong += run<coll::all_gather>(P, count);
       wrong += run<coll::reduce_scatter>(P, count);

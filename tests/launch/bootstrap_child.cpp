@@ -31,7 +31,8 @@ int main(int argc, char** argv) {
     auto all = s.allgather(mine.data(), mine.size());
     for (int q = 0; q < s.size(); ++q)
       for (std::size_t i = 0; i < mine.size(); ++i)
-        if (std::to_integer<unsigned char>(all[q * mine.size() + i]) != static_cast<unsigned char>(q * 31 + i)) {
+        if (std::to_integer<unsigned char>(all[q * mine.size() + i]) !=
+            static_cast<unsigned char>(q * 31 + i)) {
           std::fprintf(stderr, "wrong byte %zu from rank %d\n", i, q);
           return 11;
         }

@@ -10,9 +10,11 @@ using namespace collx::test;
 
 namespace {
 
-constexpr coll all_colls[] = {coll::all_reduce, coll::all_gather, coll::reduce_scatter, coll::broadcast, coll::reduce};
+constexpr coll all_colls[] = {coll::all_reduce, coll::all_gather, coll::reduce_scatter, coll::broadcast,
+                              coll::reduce};
 
-std::vector<case_desc> matrix(int P, const std::vector<std::size_t>& counts, bool all_pairs, variant_choice v) {
+std::vector<case_desc> matrix(int P, const std::vector<std::size_t>& counts, bool all_pairs,
+                              variant_choice v) {
   std::vector<case_desc> cases;
   std::size_t k = 0;
   for (coll kind : all_colls)
@@ -44,19 +46,22 @@ void report(const std::vector<std::string>& failures) {
 
 TEST_CASE("ring/simple: every collective, dtype and op at small and prime counts", "[ring][matrix]") {
   const int P = GENERATE(1, 2, 3, 4, 5, 7, 8);
-  const std::vector<std::size_t> counts{0, 1, static_cast<std::size_t>(P - 1), static_cast<std::size_t>(P),
-                                        static_cast<std::size_t>(P + 1), 1009};
+  const std::vector<std::size_t> counts{
+      0,   1, static_cast<std::size_t>(P - 1), static_cast<std::size_t>(P), static_cast<std::size_t>(P + 1),
+      1009};
   INFO("P = " << P);
   report(run_on_threads(P, matrix(P, counts, true, {algo_id::ring, proto_id::simple})));
 }
 
-TEST_CASE("ring/simple: ~1M elements, every dtype with sum and every op for float32/int32", "[ring][matrix][large]") {
+TEST_CASE("ring/simple: ~1M elements, every dtype with sum and every op for float32/int32",
+          "[ring][matrix][large]") {
   const int P = GENERATE(1, 2, 3, 4, 5, 7, 8);
   INFO("P = " << P);
   // all_gather/reduce_scatter count is per rank: keep the total near 1M.
   auto cases = matrix(P, {(1u << 20) + 3}, false, {algo_id::ring, proto_id::simple});
   for (auto& c : cases)
-    if (c.kind == coll::all_gather || c.kind == coll::reduce_scatter) c.count = ((1u << 20) + 3) / static_cast<std::size_t>(P);
+    if (c.kind == coll::all_gather || c.kind == coll::reduce_scatter)
+      c.count = ((1u << 20) + 3) / static_cast<std::size_t>(P);
   report(run_on_threads(P, cases));
 }
 

@@ -17,7 +17,7 @@ int main() {
       comms[r].all_reduce(&mine, &out[r], 1, collx::reduce_op::sum);
     });
   for (auto& t : ranks) t.join();
-  std::printf("collx %d.%d.%d libcudacxx=%d sum=%g\n", COLLX_VERSION_MAJOR, COLLX_VERSION_MINOR, COLLX_VERSION_PATCH,
-              COLLX_HAS_LIBCUDACXX, out[0]);
+  std::printf("collx %d.%d.%d libcudacxx=%d sum=%g\n", COLLX_VERSION_MAJOR, COLLX_VERSION_MINOR,
+              COLLX_VERSION_PATCH, COLLX_HAS_LIBCUDACXX, out[0]);
   return out[0] == 3.0 && out[1] == 3.0 ? 0 : 1;
 }

@@ -27,15 +27,23 @@ int main(int argc, char** argv) {
   }
   const int P = comm.size();
   std::vector<case_desc> cases;
-  const coll colls[] = {coll::all_reduce, coll::all_gather, coll::reduce_scatter, coll::broadcast, coll::reduce};
-  const std::vector<std::size_t> counts = quick ? std::vector<std::size_t>{0, 1, static_cast<std::size_t>(P + 1), 1009}
-                                                : std::vector<std::size_t>{0, 1, static_cast<std::size_t>(P - 1),
-                                                                           static_cast<std::size_t>(P),
-                                                                           static_cast<std::size_t>(P + 1), 1009, 262147};
+  const coll colls[] = {coll::all_reduce, coll::all_gather, coll::reduce_scatter, coll::broadcast,
+                        coll::reduce};
+  const std::vector<std::size_t> counts =
+      quick ? std::vector<std::size_t>{0, 1, static_cast<std::size_t>(P + 1), 1009}
+            : std::vector<std::size_t>{0,
+                                       1,
+                                       static_cast<std::size_t>(P - 1),
+                                       static_cast<std::size_t>(P),
+                                       static_cast<std::size_t>(P + 1),
+                                       1009,
+                                       262147};
   const std::pair<dtype, reduce_op> pairs[] = {
-      {dtype::float32, reduce_op::sum},  {dtype::float16, reduce_op::sum}, {dtype::bfloat16, reduce_op::max},
-      {dtype::int32, reduce_op::prod},   {dtype::uint8, reduce_op::min},   {dtype::float64, reduce_op::avg},
-      {dtype::int64, reduce_op::bxor},   {dtype::float8_e4m3, reduce_op::sum}, {dtype::float8_e5m2, reduce_op::max}};
+      {dtype::float32, reduce_op::sum},    {dtype::float16, reduce_op::sum},
+      {dtype::bfloat16, reduce_op::max},   {dtype::int32, reduce_op::prod},
+      {dtype::uint8, reduce_op::min},      {dtype::float64, reduce_op::avg},
+      {dtype::int64, reduce_op::bxor},     {dtype::float8_e4m3, reduce_op::sum},
+      {dtype::float8_e5m2, reduce_op::max}};
   int k = 0;
   for (coll kind : colls)
     for (auto [dt, op] : pairs) {

@@ -41,7 +41,8 @@ double to_double(T v) {
 
 template <class T>
 T from_double(double v) {
-  if constexpr (std::is_integral_v<T> || std::is_same_v<T, float> || std::is_same_v<T, double>) return static_cast<T>(v);
+  if constexpr (std::is_integral_v<T> || std::is_same_v<T, float> || std::is_same_v<T, double>)
+    return static_cast<T>(v);
   else return T(static_cast<float>(v));
 }
 
@@ -125,7 +126,8 @@ reference_element<T> reduce_reference(reduce_op op, std::size_t index, int nrank
     const double x = to_double(input<T>(op, r, index, nranks));
     mag += std::fabs(x);
     switch (op) {
-      case reduce_op::sum: case reduce_op::avg: acc += x; break;
+      case reduce_op::sum:
+      case reduce_op::avg: acc += x; break;
       case reduce_op::prod: acc *= x; break;
       case reduce_op::min: acc = x < acc ? x : acc; break;
       case reduce_op::max: acc = x > acc ? x : acc; break;
@@ -149,7 +151,8 @@ reference_element<T> reduce_reference(reduce_op op, std::size_t index, int nrank
 template <class T>
 bool matches(const reference_element<T>& ref, reduce_op op, T got) {
   if (is_bitwise(op)) {
-    if constexpr (std::is_integral_v<T>) return static_cast<std::uint64_t>(static_cast<std::make_unsigned_t<T>>(got)) == ref.bits;
+    if constexpr (std::is_integral_v<T>)
+      return static_cast<std::uint64_t>(static_cast<std::make_unsigned_t<T>>(got)) == ref.bits;
     else return false;
   }
   const double g = to_double(got);
@@ -172,7 +175,9 @@ class guarded_buffer {
   }
   void* data() { return data_; }
   template <class T>
-  T* as() { return reinterpret_cast<T*>(data_); }
+  T* as() {
+    return reinterpret_cast<T*>(data_);
+  }
   std::size_t bytes() const { return bytes_; }
   bool guards_intact() const {
     for (const unsigned char* p = storage_.data(); p < data_; ++p)

@@ -81,7 +81,9 @@ std::string run_typed(communicator& comm, const case_desc& c, shared_reference* 
   if (c.in_place && c.kind == coll::reduce_scatter) recv_ptr = io + static_cast<std::size_t>(r) * n;
   for (std::size_t i = 0; i < send_n; ++i) send[i] = in(r, i);
   std::vector<unsigned char> send_copy;
-  if (!c.in_place) send_copy.assign(reinterpret_cast<unsigned char*>(send), reinterpret_cast<unsigned char*>(send) + send_n * sizeof(T));
+  if (!c.in_place)
+    send_copy.assign(reinterpret_cast<unsigned char*>(send),
+                     reinterpret_cast<unsigned char*>(send) + send_n * sizeof(T));
 
   switch (c.kind) {
     case coll::all_reduce: comm.all_reduce(send, recv_ptr, n, c.op, c.variant); break;
@@ -118,7 +120,8 @@ std::string run_typed(communicator& comm, const case_desc& c, shared_reference* 
       const auto ref = reference_at(base + i);
       if (!matches(ref, c.op, out[i])) {
         std::ostringstream s;
-        s << "element " << i << ": got " << to_double(out[i]) << ", expected " << ref.value << " ± " << ref.tolerance;
+        s << "element " << i << ": got " << to_double(out[i]) << ", expected " << ref.value << " ± "
+          << ref.tolerance;
         if (is_bitwise(c.op)) s << " (bits " << ref.bits << ")";
         fail(s.str());
       }
@@ -129,8 +132,8 @@ std::string run_typed(communicator& comm, const case_desc& c, shared_reference* 
       const T want = in(src_rank, base + i);
       if (std::memcmp(&out[i], &want, sizeof(T)) != 0) {
         std::ostringstream s;
-        s << "element " << base + i << " from rank " << src_rank << ": got " << to_double(out[i]) << ", expected "
-          << to_double(want);
+        s << "element " << base + i << " from rank " << src_rank << ": got " << to_double(out[i])
+          << ", expected " << to_double(want);
         fail(s.str());
       }
     }
@@ -150,7 +153,8 @@ std::string run_typed(communicator& comm, const case_desc& c, shared_reference* 
   if (!recvbuf.guards_intact()) fail("guard bytes around the output buffer were overwritten");
   if (!c.in_place) {
     if (!sendbuf.guards_intact()) fail("guard bytes around the input buffer were overwritten");
-    if (std::memcmp(send_copy.data(), send, send_copy.size()) != 0) fail("the input buffer of an out-of-place call changed");
+    if (std::memcmp(send_copy.data(), send, send_copy.size()) != 0)
+      fail("the input buffer of an out-of-place call changed");
     // Non-root ranks of reduce must not write recv at all.
     if (c.kind == coll::reduce && r != c.root) {
       const auto* b = reinterpret_cast<const unsigned char*>(recv_ptr);

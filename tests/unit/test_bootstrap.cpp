@@ -120,7 +120,8 @@ TEST_CASE("unique id round-trips through its printable form", "[bootstrap]") {
   CHECK(got.port == 29500);
   CHECK(got.secret == info.secret);
 
-  auto v6 = bs::decode_unique_id(collx::unique_id_from_string(collx::to_string(bs::encode_unique_id({"::1", 7, {}}))));
+  auto v6 = bs::decode_unique_id(
+      collx::unique_id_from_string(collx::to_string(bs::encode_unique_id({"::1", 7, {}}))));
   CHECK(v6.address == "::1");
   CHECK(v6.port == 7);
 
@@ -235,7 +236,8 @@ TEST_CASE("a host that is taken is reported by address", "[bootstrap]") {
     FAIL("bound a port in use");
   } catch (const collx::error& x) {
     CHECK(x.code() == status::system_error);
-    CHECK_THAT(x.what(), Catch::Contains("rank 0 cannot host the root at 127.0.0.1:" + std::to_string(e.root_port)));
+    CHECK_THAT(x.what(),
+               Catch::Contains("rank 0 cannot host the root at 127.0.0.1:" + std::to_string(e.root_port)));
     CHECK_THAT(x.what(), Catch::Contains("Address already in use"));
   }
 }
@@ -251,7 +253,8 @@ TEST_CASE("a large blob at the limit goes through", "[bootstrap]") {
     auto all = s.allgather(mine.data(), len);
     for (int q = 0; q < 2; ++q)
       for (std::size_t i = 0; i < len; ++i)
-        if (all[static_cast<std::size_t>(q) * len + i] != pattern(q, 0, i)) ++wrong[static_cast<std::size_t>(rank)];
+        if (all[static_cast<std::size_t>(q) * len + i] != pattern(q, 0, i))
+          ++wrong[static_cast<std::size_t>(rank)];
     std::byte one{};
     s.allgather(&one, len + 1);  // over the limit: refused before sending
   });
@@ -308,7 +311,7 @@ TEST_CASE("truncated or garbage hellos do not disturb the root", "[bootstrap]") 
     raw_client truncated(id);
     char partial[10] = {'C', 'L', 'X', 'H'};
     truncated.send(partial, sizeof partial);
-  }  // closes mid-hello
+  }                        // closes mid-hello
   raw_client stalled(id);  // sends half a hello and stays
   char partial[20] = {};
   stalled.send(partial, sizeof partial);
@@ -373,7 +376,8 @@ TEST_CASE("an absurd length prefix fails that rank, not the root", "[bootstrap]"
       auto w = evil.header();
       if (w.k != bs::wire::kind::welcome) throw std::runtime_error("no welcome");
       evil.skip(w.length);
-      auto h = bs::wire::encode(bs::wire::header{bs::wire::kind::contribute, status::ok, 2, std::uint64_t{1} << 40});
+      auto h = bs::wire::encode(
+          bs::wire::header{bs::wire::kind::contribute, status::ok, 2, std::uint64_t{1} << 40});
       evil.send(h.data(), h.size());
       if (!evil.closed_by_root()) throw std::runtime_error("root kept the connection");
       return;
@@ -404,7 +408,7 @@ TEST_CASE("a rank that leaves or dies mid-round fails the others quickly", "[boo
           auto w = dying.header();
           dying.skip(w.length);
           std::this_thread::sleep_for(100ms);  // the others are inside their allgather now
-          return;                               // connection dropped without a word
+          return;                              // connection dropped without a word
         }
         auto s = bs::session::connect(id, rank, 3, 10000ms);  // generous: the root must report, not time out
         if (rank == 2) {
@@ -478,7 +482,8 @@ TEST_CASE("deadlines: no root, missing rank, root gone", "[bootstrap]") {
   }
   SECTION("joining times out when a rank never comes") {
     auto id = collx::get_unique_id(quick());
-    CHECK_THROWS_WITH(bs::session::connect(id, 0, 2, 200ms), Catch::Contains("waiting for all ranks to join"));
+    CHECK_THROWS_WITH(bs::session::connect(id, 0, 2, 200ms),
+                      Catch::Contains("waiting for all ranks to join"));
   }
   SECTION("the root reports a join timeout naming the missing ranks") {
     auto id = collx::get_unique_id(quick(300ms));
@@ -548,13 +553,38 @@ class env_guard {
   void set(const char* n, const std::string& v) { ::setenv(n, v.c_str(), 1); }
 
  private:
-  static constexpr const char* names[] = {
-      "COLLX_RANK", "COLLX_SIZE", "COLLX_LOCAL_RANK", "COLLX_LOCAL_SIZE", "COLLX_UNIQUE_ID", "COLLX_ROOT_ADDR",
-      "COLLX_SECRET", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-      "TORCHELASTIC_RUN_ID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-      "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_MCA_orte_hnp_uri", "PMI_RANK", "PMI_SIZE", "PMI_JOBID",
-      "PMIX_NAMESPACE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_NPROCS",
-      "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "SLURM_JOB_ID", "SLURM_STEP_ID"};
+  static constexpr const char* names[] = {"COLLX_RANK",
+                                          "COLLX_SIZE",
+                                          "COLLX_LOCAL_RANK",
+                                          "COLLX_LOCAL_SIZE",
+                                          "COLLX_UNIQUE_ID",
+                                          "COLLX_ROOT_ADDR",
+                                          "COLLX_SECRET",
+                                          "RANK",
+                                          "WORLD_SIZE",
+                                          "LOCAL_RANK",
+                                          "LOCAL_WORLD_SIZE",
+                                          "MASTER_ADDR",
+                                          "MASTER_PORT",
+                                          "TORCHELASTIC_RUN_ID",
+                                          "OMPI_COMM_WORLD_RANK",
+                                          "OMPI_COMM_WORLD_SIZE",
+                                          "OMPI_COMM_WORLD_LOCAL_RANK",
+                                          "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                          "OMPI_MCA_orte_hnp_uri",
+                                          "PMI_RANK",
+                                          "PMI_SIZE",
+                                          "PMI_JOBID",
+                                          "PMIX_NAMESPACE",
+                                          "MPI_LOCALRANKID",
+                                          "MPI_LOCALNRANKS",
+                                          "SLURM_PROCID",
+                                          "SLURM_NTASKS",
+                                          "SLURM_NPROCS",
+                                          "SLURM_LOCALID",
+                                          "SLURM_NTASKS_PER_NODE",
+                                          "SLURM_JOB_ID",
+                                          "SLURM_STEP_ID"};
   std::map<std::string, std::string> saved_;
 };
 
@@ -745,8 +775,9 @@ TEST_CASE("connect_from_env: rank 0 hosts the root at the given address", "[boot
   base.root_port = unused_port();
   base.secret = bs::random_secret();
   auto out = run_ranks(3, [&](int rank) {
-    if (rank != 0) std::this_thread::sleep_for(std::chrono::milliseconds(20 * (3 - rank)));  // any order works
-    else std::this_thread::sleep_for(80ms);  // others are already retrying
+    if (rank != 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20 * (3 - rank)));  // any order works
+    else std::this_thread::sleep_for(80ms);                                     // others are already retrying
     bs::launch_env e = base;
     e.rank = rank;
     auto s = bs::connect_from_env(e, 3000ms);

@@ -31,7 +31,8 @@ TEST_CASE("bad arguments are rejected with the argument named", "[errors]") {
                       Contains("send buffer is null"));
     CHECK_THROWS_WITH(c.all_reduce(a.data(), static_cast<float*>(nullptr), 4, reduce_op::sum),
                       Contains("recv buffer is null"));
-    CHECK_THROWS_WITH(c.all_gather(static_cast<const float*>(nullptr), b.data(), 1), Contains("send buffer is null"));
+    CHECK_THROWS_WITH(c.all_gather(static_cast<const float*>(nullptr), b.data(), 1),
+                      Contains("send buffer is null"));
   }
   SECTION("count overflow") {
     CHECK_THROWS_WITH(c.all_reduce(a.data(), b.data(), SIZE_MAX / 2, reduce_op::sum), Contains("count"));
@@ -39,7 +40,8 @@ TEST_CASE("bad arguments are rejected with the argument named", "[errors]") {
   }
   SECTION("root out of range") {
     CHECK_THROWS_WITH(c.broadcast(a.data(), b.data(), 4, 2), Contains("root 2 is out of range"));
-    CHECK_THROWS_WITH(c.reduce(a.data(), b.data(), 4, reduce_op::sum, -1), Contains("root -1 is out of range"));
+    CHECK_THROWS_WITH(c.reduce(a.data(), b.data(), 4, reduce_op::sum, -1),
+                      Contains("root -1 is out of range"));
   }
   SECTION("op unsupported for the dtype, invalid dtype and op") {
     try {
@@ -49,7 +51,8 @@ TEST_CASE("bad arguments are rejected with the argument named", "[errors]") {
       CHECK(e.code() == status::not_supported);
       CHECK_THAT(e.what(), Contains("band") && Contains("float"));
     }
-    CHECK_THROWS_WITH(c.all_reduce(a.data(), b.data(), 4, static_cast<dtype>(99), reduce_op::sum), Contains("dtype"));
+    CHECK_THROWS_WITH(c.all_reduce(a.data(), b.data(), 4, static_cast<dtype>(99), reduce_op::sum),
+                      Contains("dtype"));
     CHECK_THROWS_WITH(c.all_reduce(a.data(), b.data(), 4, dtype::float32, static_cast<reduce_op>(42)),
                       Contains("reduce_op"));
   }
@@ -150,9 +153,11 @@ TEST_CASE("explicit composition and runtime variant choice", "[api]") {
       std::vector<std::int32_t> a(100, r + 1), b(100, 0);
       collx::all_reduce<algo::ring, proto::simple>(comms[r], a.data(), b.data(), a.size(), reduce_op::sum);
       bool ok = std::all_of(b.begin(), b.end(), [](std::int32_t v) { return v == 6; });
-      comms[r].all_reduce(a.data(), b.data(), a.size(), reduce_op::max, variant_choice{algo_id::ring, proto_id::simple});
+      comms[r].all_reduce(a.data(), b.data(), a.size(), reduce_op::max,
+                          variant_choice{algo_id::ring, proto_id::simple});
       ok = ok && std::all_of(b.begin(), b.end(), [](std::int32_t v) { return v == 3; });
-      ok = ok && comms[r].last_variant().algo == algo_id::ring && comms[r].last_variant().proto == proto_id::simple;
+      ok = ok && comms[r].last_variant().algo == algo_id::ring &&
+           comms[r].last_variant().proto == proto_id::simple;
       if (ok) ++good;
     });
   for (auto& t : ts) t.join();
@@ -160,6 +165,7 @@ TEST_CASE("explicit composition and runtime variant choice", "[api]") {
   // A variant that is not compiled in is refused, not silently replaced.
   std::vector<float> x(4), y(4);
   auto one = communicator::create_thread_group(1, quick());
-  CHECK_THROWS_WITH(one[0].all_reduce(x.data(), y.data(), 4, reduce_op::sum, variant_choice{algo_id::bruck, proto_id::simple}),
+  CHECK_THROWS_WITH(one[0].all_reduce(x.data(), y.data(), 4, reduce_op::sum,
+                                      variant_choice{algo_id::bruck, proto_id::simple}),
                     Contains("no compiled variant"));
 }

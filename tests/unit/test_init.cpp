@@ -61,7 +61,8 @@ TEST_CASE("ranks with different FIFO geometry are refused by name", "[init]") {
       try {
         communicator::init_rank(2, id, r, opt);
       } catch (const collx::error& e) {
-        if (e.code() == status::mismatch && std::string(e.what()).find("FIFOs") != std::string::npos) ++mismatches;
+        if (e.code() == status::mismatch && std::string(e.what()).find("FIFOs") != std::string::npos)
+          ++mismatches;
       }
     });
   for (auto& t : ts) t.join();
@@ -69,8 +70,8 @@ TEST_CASE("ranks with different FIFO geometry are refused by name", "[init]") {
 }
 
 TEST_CASE("from_env without a launcher says what it looked for", "[init]") {
-  for (const char* v : {"COLLX_RANK", "COLLX_SIZE", "RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                        "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS"})
+  for (const char* v : {"COLLX_RANK", "COLLX_SIZE", "RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+                        "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS"})
     unsetenv(v);
   CHECK_THROWS_WITH(communicator::from_env(), Catch::Matchers::Contains("no launcher environment"));
 }

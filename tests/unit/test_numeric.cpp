@@ -26,9 +26,8 @@ using collx::half_t;
 // ---- compile-time properties ----------------------------------------------
 
 template <class T, std::size_t N>
-constexpr bool layout_ok = sizeof(T) == N && std::is_trivially_copyable_v<T> &&
-                           std::is_standard_layout_v<T> &&
-                           std::is_trivially_default_constructible_v<T>;
+constexpr bool layout_ok = sizeof(T) == N&& std::is_trivially_copyable_v<T>&& std::is_standard_layout_v<
+                                            T>&& std::is_trivially_default_constructible_v<T>;
 static_assert(layout_ok<half_t, 2>);
 static_assert(layout_ok<bfloat16_t, 2>);
 static_assert(layout_ok<float8_e4m3_t, 1>);
@@ -37,18 +36,20 @@ static_assert(layout_ok<float8_e5m2_t, 1>);
 // Four distinct types (dtype and compute_type specialize on each), with only
 // explicit conversions, no comparison, and the factories returning the type.
 template <class T, class U>
-concept has_equality = requires(const T& a, const U& b) { a == b; };
+concept has_equality = requires(const T& a, const U& b) {
+  a == b;
+};
 template <class T>
 constexpr bool value_type_ok =
-    std::is_same_v<decltype(T::from_bits(0)), T> && std::is_same_v<decltype(T::max()), T> &&
-    std::is_same_v<decltype(T::lowest()), T> && std::is_same_v<decltype(T::epsilon()), T> &&
-    std::is_constructible_v<T, float> && !std::is_convertible_v<float, T> &&
-    std::is_constructible_v<T, double> && !std::is_convertible_v<double, T> &&
-    std::is_constructible_v<float, T> && !std::is_convertible_v<T, float> &&
-    std::is_constructible_v<double, T> && !std::is_convertible_v<T, double> &&
-    !has_equality<T, T>;
-static_assert(value_type_ok<half_t> && value_type_ok<bfloat16_t> &&
-              value_type_ok<float8_e4m3_t> && value_type_ok<float8_e5m2_t>);
+    std::is_same_v<decltype(T::from_bits(0)), T>&& std::is_same_v<decltype(T::max()), T>&&
+        std::is_same_v<decltype(T::lowest()), T>&& std::is_same_v<decltype(T::epsilon()), T>&&
+            std::is_constructible_v<T, float> &&
+    !std::is_convertible_v<float, T> && std::is_constructible_v<T, double> &&
+    !std::is_convertible_v<double, T> && std::is_constructible_v<float, T> &&
+    !std::is_convertible_v<T, float> && std::is_constructible_v<double, T> &&
+    !std::is_convertible_v<T, double> && !has_equality<T, T>;
+static_assert(value_type_ok<half_t> && value_type_ok<bfloat16_t> && value_type_ok<float8_e4m3_t> &&
+              value_type_ok<float8_e5m2_t>);
 static_assert(!std::is_same_v<half_t, bfloat16_t> && !std::is_same_v<float8_e4m3_t, float8_e5m2_t>);
 static_assert(!std::is_constructible_v<half_t, bfloat16_t> &&
               !std::is_constructible_v<float8_e4m3_t, float8_e5m2_t> &&
@@ -131,12 +132,9 @@ double ref_value(unsigned b) {
   double v;
   if (F::has_inf && e == e_ones)
     v = m == 0 ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
-  else if (!F::has_inf && e == e_ones && m == m_ones)
-    v = std::numeric_limits<double>::quiet_NaN();
-  else if (e == 0)
-    v = std::ldexp(double(m), 1 - F::bias - F::M);
-  else
-    v = std::ldexp(double(m + (1u << F::M)), int(e) - F::bias - F::M);
+  else if (!F::has_inf && e == e_ones && m == m_ones) v = std::numeric_limits<double>::quiet_NaN();
+  else if (e == 0) v = std::ldexp(double(m), 1 - F::bias - F::M);
+  else v = std::ldexp(double(m + (1u << F::M)), int(e) - F::bias - F::M);
   return s ? -v : v;
 }
 
@@ -172,18 +170,15 @@ struct reference {
     const unsigned s = std::signbit(v) ? sign_bit<T> : 0;
     const double a = std::fabs(v);
     if (a > pos.back().first) return s | (fmt<T>::saturate ? max_bits : inf_bits);
-    auto hi = std::lower_bound(pos.begin(), pos.end(), a,
-                               [](const auto& p, double x) { return p.first < x; });
+    auto hi =
+        std::lower_bound(pos.begin(), pos.end(), a, [](const auto& p, double x) { return p.first < x; });
     if (hi->first == a) return s | hi->second;
     const auto lo = hi - 1;
     const double mid = (lo->first + hi->first) / 2;  // exact: both have few bits
     unsigned r;
-    if (a < mid)
-      r = lo->second;
-    else if (a > mid)
-      r = hi->second;
-    else
-      r = (lo->second & 1) == 0 ? lo->second : hi->second;
+    if (a < mid) r = lo->second;
+    else if (a > mid) r = hi->second;
+    else r = (lo->second & 1) == 0 ? lo->second : hi->second;
     return s | r;
   }
 };
@@ -201,8 +196,8 @@ struct mismatches {
   template <class V>
   void add(V input, unsigned got, const char* what) {
     if (count++ < 8)
-      first << what << ": input " << std::hexfloat << input << " got 0x" << std::hex << got
-            << std::dec << "\n";
+      first << what << ": input " << std::hexfloat << input << " got 0x" << std::hex << got << std::dec
+            << "\n";
   }
 };
 
@@ -231,8 +226,8 @@ std::vector<double> double_inputs() {
   const double inf = std::numeric_limits<double>::infinity();
   for (std::size_t i = 0; i + 1 < pos.size(); ++i) {
     const double lo = pos[i].first, hi = pos[i + 1].first, mid = (lo + hi) / 2;
-    for (double v : {lo, mid, std::nextafter(mid, inf), std::nextafter(mid, -inf),
-                     lo + (hi - lo) / 4, hi - (hi - lo) / 4})
+    for (double v : {lo, mid, std::nextafter(mid, inf), std::nextafter(mid, -inf), lo + (hi - lo) / 4,
+                     hi - (hi - lo) / 4})
       in.push_back(v);
   }
   std::mt19937_64 rng(0xC011C7);
@@ -245,14 +240,12 @@ std::vector<double> double_inputs() {
     in.push_back(lin_d(rng));
   }
   const double min_sub = pos[1].first;
-  for (double v : {0.0, min_sub / 2, std::nextafter(min_sub / 2, inf), min_sub / 4, min_sub * 0.75,
-                   min_sub * 1.5, 2 * r.max, r.next_past_max, 1e300, inf,
-                   std::numeric_limits<double>::max(), std::numeric_limits<double>::min(),
-                   std::numeric_limits<double>::denorm_min(),
-                   double(std::numeric_limits<float>::max()),
-                   double(std::numeric_limits<float>::min()),
-                   double(std::numeric_limits<float>::denorm_min()),
-                   std::numeric_limits<double>::quiet_NaN()})
+  for (double v :
+       {0.0, min_sub / 2, std::nextafter(min_sub / 2, inf), min_sub / 4, min_sub * 0.75, min_sub * 1.5,
+        2 * r.max, r.next_past_max, 1e300, inf, std::numeric_limits<double>::max(),
+        std::numeric_limits<double>::min(), std::numeric_limits<double>::denorm_min(),
+        double(std::numeric_limits<float>::max()), double(std::numeric_limits<float>::min()),
+        double(std::numeric_limits<float>::denorm_min()), std::numeric_limits<double>::quiet_NaN()})
     in.push_back(v);
   const std::size_t n = in.size();
   for (std::size_t i = 0; i < n; ++i) in.push_back(-in[i]);
@@ -261,8 +254,8 @@ std::vector<double> double_inputs() {
 
 // ---- tests ------------------------------------------------------------------
 
-TEMPLATE_TEST_CASE("every bit pattern widens to the value of its fields", "[numeric]", half_t,
-                   bfloat16_t, float8_e4m3_t, float8_e5m2_t) {
+TEMPLATE_TEST_CASE("every bit pattern widens to the value of its fields", "[numeric]", half_t, bfloat16_t,
+                   float8_e4m3_t, float8_e5m2_t) {
   mismatches bad;
   for (unsigned b = 0; b < n_patterns<TestType>; ++b) {
     const auto x = TestType::from_bits(typename fmt<TestType>::bits_t(b));
@@ -278,8 +271,8 @@ TEMPLATE_TEST_CASE("every bit pattern widens to the value of its fields", "[nume
   REQUIRE(bad.count == 0);
 }
 
-TEMPLATE_TEST_CASE("every non-NaN bit pattern survives a round trip", "[numeric]", half_t,
-                   bfloat16_t, float8_e4m3_t, float8_e5m2_t) {
+TEMPLATE_TEST_CASE("every non-NaN bit pattern survives a round trip", "[numeric]", half_t, bfloat16_t,
+                   float8_e4m3_t, float8_e5m2_t) {
   mismatches bad;
   unsigned checked = 0;
   for (unsigned b = 0; b < n_patterns<TestType>; ++b) {
@@ -289,9 +282,8 @@ TEMPLATE_TEST_CASE("every non-NaN bit pattern survives a round trip", "[numeric]
     ++checked;
     const unsigned from_f = TestType(f).bits, from_d = TestType(static_cast<double>(x)).bits;
     // e5m2 conversions saturate, so its infinities come back as ±max.
-    const unsigned want = std::isinf(f) && fmt<TestType>::saturate
-                              ? (b & sign_bit<TestType>) | ref<TestType>().max_bits
-                              : b;
+    const unsigned want =
+        std::isinf(f) && fmt<TestType>::saturate ? (b & sign_bit<TestType>) | ref<TestType>().max_bits : b;
     if (from_f != want) bad.add(b, from_f, "float");
     if (from_d != want) bad.add(b, from_d, "double");
   }
@@ -299,15 +291,15 @@ TEMPLATE_TEST_CASE("every non-NaN bit pattern survives a round trip", "[numeric]
   REQUIRE(bad.count == 0);
   // Guards against the loop skipping everything: NaN count per format.
   const unsigned nans = n_patterns<TestType> - checked;
-  const unsigned want_nans = std::is_same_v<TestType, half_t>        ? 2 * 1023
-                             : std::is_same_v<TestType, bfloat16_t>  ? 2 * 127
+  const unsigned want_nans = std::is_same_v<TestType, half_t>          ? 2 * 1023
+                             : std::is_same_v<TestType, bfloat16_t>    ? 2 * 127
                              : std::is_same_v<TestType, float8_e5m2_t> ? 2 * 3
-                                                                        : 2;
+                                                                       : 2;
   REQUIRE(nans == want_nans);
 }
 
-TEMPLATE_TEST_CASE("conversion from double rounds once, nearest-even, with the overflow rule",
-                   "[numeric]", half_t, bfloat16_t, float8_e4m3_t, float8_e5m2_t) {
+TEMPLATE_TEST_CASE("conversion from double rounds once, nearest-even, with the overflow rule", "[numeric]",
+                   half_t, bfloat16_t, float8_e4m3_t, float8_e5m2_t) {
   mismatches bad;
   const auto in = double_inputs<TestType>();
   for (double v : in) check_round<TestType>(v, bad);
@@ -315,8 +307,8 @@ TEMPLATE_TEST_CASE("conversion from double rounds once, nearest-even, with the o
   REQUIRE(bad.count == 0);
 }
 
-TEMPLATE_TEST_CASE("conversion from float rounds nearest-even, with the overflow rule",
-                   "[numeric]", half_t, bfloat16_t, float8_e4m3_t, float8_e5m2_t) {
+TEMPLATE_TEST_CASE("conversion from float rounds nearest-even, with the overflow rule", "[numeric]", half_t,
+                   bfloat16_t, float8_e4m3_t, float8_e5m2_t) {
   mismatches bad;
   std::size_t n = 0;
   // The double inputs that are exactly floats (midpoints are), plus their

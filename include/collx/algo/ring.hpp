@@ -23,8 +23,8 @@ struct ring {
   static constexpr const char* name = "ring";
 
   static constexpr bool implements(coll c) {
-    return c == coll::all_reduce || c == coll::all_gather || c == coll::reduce_scatter || c == coll::broadcast ||
-           c == coll::reduce;
+    return c == coll::all_reduce || c == coll::all_gather || c == coll::reduce_scatter ||
+           c == coll::broadcast || c == coll::reduce;
   }
 
   /// α-β-γ terms on the critical path for `bytes` (the collective's size as

@@ -139,8 +139,9 @@ inline std::optional<launch_env> detect_launch_env(const env_lookup& get) {
   e.size = env_int(get, size_var, 1);
   e.rank = env_int(get, rank_var, 0);
   if (e.rank >= e.size)
-    throw_error(status::invalid_argument, std::string("environment: ") + rank_var + "=" + std::to_string(e.rank) +
-                                              " is not below " + size_var + "=" + std::to_string(e.size));
+    throw_error(status::invalid_argument, std::string("environment: ") + rank_var + "=" +
+                                              std::to_string(e.rank) + " is not below " + size_var + "=" +
+                                              std::to_string(e.size));
   e.local_rank = detail::env_int_or(get, lrank_var, 0, -1);
   if (lsize_var) {
     e.local_size = detail::env_int_or(get, lsize_var, 1, -1);
@@ -178,19 +179,19 @@ inline std::optional<launch_env> detect_launch_env(const env_lookup& get) {
                         get("MASTER_ADDR") ? "MASTER_PORT" : "MASTER_ADDR");
     const int port = env_int(get, "MASTER_PORT", 1);
     if (port >= 65535)
-      throw_error(status::invalid_argument, "environment: MASTER_PORT=" + std::string(get("MASTER_PORT")) +
-                                                " leaves no next port for the collx root (it uses MASTER_PORT+1)");
+      throw_error(status::invalid_argument,
+                  "environment: MASTER_PORT=" + std::string(get("MASTER_PORT")) +
+                      " leaves no next port for the collx root (it uses MASTER_PORT+1)");
     e.root_address = get("MASTER_ADDR");
-    if (e.root_address.empty())
-      throw_error(status::invalid_argument, "environment: MASTER_ADDR is empty");
+    if (e.root_address.empty()) throw_error(status::invalid_argument, "environment: MASTER_ADDR is empty");
     e.root_port = static_cast<std::uint16_t>(port + 1);
   }
 
   if (const char* s = get("COLLX_SECRET")) {
     e.secret = secret_from_hex(s, "environment: COLLX_SECRET");
   } else {
-    std::string material = e.source + '\n' + std::to_string(e.size) + '\n' + e.root_address + '\n' +
-                           std::to_string(e.root_port);
+    std::string material =
+        e.source + '\n' + std::to_string(e.size) + '\n' + e.root_address + '\n' + std::to_string(e.root_port);
     for (const char* v : {"SLURM_JOB_ID", "SLURM_STEP_ID", "TORCHELASTIC_RUN_ID", "OMPI_MCA_orte_hnp_uri",
                           "PMI_JOBID", "PMIX_NAMESPACE"}) {
       const char* x = get(v);
@@ -225,7 +226,8 @@ inline session connect_from_env(const launch_env& e, std::chrono::milliseconds t
     try {
       start_root(e.root_address, e.root_port, e.secret, opt);
     } catch (const error& x) {
-      throw_error(x.code(), "bootstrap: rank 0 cannot host the root at " + to_string(endpoint{e.root_address, e.root_port}) +
+      throw_error(x.code(), "bootstrap: rank 0 cannot host the root at " +
+                                to_string(endpoint{e.root_address, e.root_port}) +
                                 " (COLLX_ROOT_ADDR, else MASTER_ADDR and MASTER_PORT+1): " + x.what());
     }
   }

@@ -173,12 +173,14 @@ class root_loop {
         c->fd.reset();
     if (!formed_ && !failed_ && joined_ > 0 && now >= start_ + opt_.timeout) {
       fail_group(status::timeout, first_with(slot::empty),
-                 "only " + std::to_string(joined_) + " of " + std::to_string(size_) + " ranks joined within " +
-                     std::to_string(opt_.timeout.count()) + " ms; missing: " + list_ranks(slot::empty, false));
+                 "only " + std::to_string(joined_) + " of " + std::to_string(size_) +
+                     " ranks joined within " + std::to_string(opt_.timeout.count()) +
+                     " ms; missing: " + list_ranks(slot::empty, false));
     }
     if (formed_ && !failed_ && contributed_ > 0 && now >= round_start_ + opt_.timeout) {
       fail_group(status::timeout, first_missing_contribution(),
-                 "round " + std::to_string(round_) + " timed out after " + std::to_string(opt_.timeout.count()) +
+                 "round " + std::to_string(round_) + " timed out after " +
+                     std::to_string(opt_.timeout.count()) +
                      " ms; not contributed: " + list_ranks(slot::live, true));
     }
   }
@@ -199,7 +201,8 @@ class root_loop {
   clock::time_point next_deadline() const {
     auto d = clock::now() + std::chrono::seconds(60);
     for (auto& c : conns_)
-      if (c->fd && (c->ph == phase::hello || c->ph == phase::rejected)) d = std::min(d, c->since + hello_timeout());
+      if (c->fd && (c->ph == phase::hello || c->ph == phase::rejected))
+        d = std::min(d, c->since + hello_timeout());
     if (!formed_ && !failed_) d = std::min(d, start_ + opt_.timeout);
     if (formed_ && !failed_ && contributed_ > 0) d = std::min(d, round_start_ + opt_.timeout);
     if (failed_) d = std::min(d, failed_at_ + opt_.timeout);
@@ -382,12 +385,13 @@ class root_loop {
       slots_.assign(static_cast<std::size_t>(size_), slot::empty);
       conn_of_.assign(static_cast<std::size_t>(size_), nullptr);
     } else if (h->size != size_) {
-      return reject(status::mismatch, "rank " + std::to_string(r) + " says the group has " + std::to_string(h->size) +
-                                          " ranks, but rank " + std::to_string(size_from_) + " said " +
-                                          std::to_string(size_));
+      return reject(status::mismatch, "rank " + std::to_string(r) + " says the group has " +
+                                          std::to_string(h->size) + " ranks, but rank " +
+                                          std::to_string(size_from_) + " said " + std::to_string(size_));
     }
     if (slots_[r] != slot::empty)
-      return reject(status::invalid_argument, "rank " + std::to_string(r) + " has already joined (duplicate rank)");
+      return reject(status::invalid_argument,
+                    "rank " + std::to_string(r) + " has already joined (duplicate rank)");
     slots_[r] = slot::live;
     conn_of_[r] = &c;
     c.ph = phase::joined;
@@ -450,10 +454,12 @@ class root_loop {
     if (mine) --contributed_;
     if (failed_) return;
     if (!formed_)
-      return fail_group(status::peer_failure, r, "rank " + std::to_string(r) + " left before all ranks joined");
-    if (contributed_ > 0 || mine)
       return fail_group(status::peer_failure, r,
-                        "rank " + std::to_string(r) + " left the group during round " + std::to_string(round_));
+                        "rank " + std::to_string(r) + " left before all ranks joined");
+    if (contributed_ > 0 || mine)
+      return fail_group(
+          status::peer_failure, r,
+          "rank " + std::to_string(r) + " left the group during round " + std::to_string(round_));
     ++left_;
   }
 
@@ -486,9 +492,9 @@ class root_loop {
     const std::size_t len = conn_of_[0]->blob.size();
     for (int r = 1; r < size_; ++r) {
       if (conn_of_[r]->blob.size() != len) {
-        const std::string why = "allgather length mismatch in round " + std::to_string(round_) + ": rank 0 passed " +
-                                std::to_string(len) + " bytes, rank " + std::to_string(r) + " passed " +
-                                std::to_string(conn_of_[r]->blob.size());
+        const std::string why = "allgather length mismatch in round " + std::to_string(round_) +
+                                ": rank 0 passed " + std::to_string(len) + " bytes, rank " +
+                                std::to_string(r) + " passed " + std::to_string(conn_of_[r]->blob.size());
         reset_round();
         ++round_;
         broadcast(make_frame(wire::kind::failure, status::mismatch, r, why));
@@ -501,7 +507,8 @@ class root_loop {
     std::copy(hd.begin(), hd.end(), b->begin());
     for (int r = 0; r < size_; ++r) {
       const auto& blob = conn_of_[r]->blob;
-      if (len) std::memcpy(b->data() + wire::header_size + static_cast<std::size_t>(r) * len, blob.data(), len);
+      if (len)
+        std::memcpy(b->data() + wire::header_size + static_cast<std::size_t>(r) * len, blob.data(), len);
     }
     reset_round();
     ++round_;
@@ -607,7 +614,8 @@ class root_registry {
 };
 
 inline bool is_wildcard(const socket_address& a) {
-  if (a.family() == AF_INET) return reinterpret_cast<const sockaddr_in*>(&a.storage)->sin_addr.s_addr == INADDR_ANY;
+  if (a.family() == AF_INET)
+    return reinterpret_cast<const sockaddr_in*>(&a.storage)->sin_addr.s_addr == INADDR_ANY;
   if (a.family() == AF_INET6)
     return IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(&a.storage)->sin6_addr);
   return false;

@@ -74,8 +74,9 @@ class session {
                                            ": timed out after " + std::to_string(timeout.count()) +
                                            " ms waiting for all ranks to join at " + s.peer_);
         if (e.code() == status::system_error)
-          throw_error(status::system_error, std::string(e.what()) +
-                                                " during the handshake (wrong secret, version, or not a collx root?)");
+          throw_error(
+              status::system_error,
+              std::string(e.what()) + " during the handshake (wrong secret, version, or not a collx root?)");
         throw;
       }
       if (h.k == wire::kind::welcome) {
@@ -85,8 +86,9 @@ class session {
         s.max_blob_ = wire::detail::get(b, 8);
         return;
       }
-      s.read_failure(h, deadline, h.k == wire::kind::reject ? "the root rejected rank " + std::to_string(rank) + ": "
-                                                            : std::string());
+      s.read_failure(h, deadline,
+                     h.k == wire::kind::reject ? "the root rejected rank " + std::to_string(rank) + ": "
+                                               : std::string());
     });
     return s;
   }
@@ -141,14 +143,16 @@ class session {
         if (r.k != wire::kind::result) return read_failure(r, deadline, std::string());
         const std::uint64_t expect = static_cast<std::uint64_t>(len) * static_cast<std::uint64_t>(size_);
         if (r.length != expect)
-          protocol_error("round result of " + std::to_string(r.length) + " bytes, expected " + std::to_string(expect));
+          protocol_error("round result of " + std::to_string(r.length) + " bytes, expected " +
+                         std::to_string(expect));
         out.resize(expect);
         if (expect) recv_all(fd_.get(), out.data(), out.size(), deadline, peer_);
       } catch (const error& e) {
         if (e.code() == status::timeout)
           throw_error(status::timeout, "rank " + std::to_string(rank_) + ": allgather (round " +
                                            std::to_string(round) + ") timed out after " +
-                                           std::to_string(timeout_.count()) + " ms waiting for the other ranks");
+                                           std::to_string(timeout_.count()) +
+                                           " ms waiting for the other ranks");
         if (e.code() == status::system_error)
           throw_error(status::system_error, std::string(e.what()) + " (rank " + std::to_string(rank_) +
                                                 ", round " + std::to_string(round) + "; root process gone?)");
@@ -212,7 +216,8 @@ class session {
   }
 
   /// Reads the text of a failure/reject frame and throws it.
-  [[noreturn]] void read_failure(const wire::header& h, clock::time_point deadline, const std::string& prefix) {
+  [[noreturn]] void read_failure(const wire::header& h, clock::time_point deadline,
+                                 const std::string& prefix) {
     if ((h.k != wire::kind::failure && h.k != wire::kind::reject) || h.length > wire::max_text)
       protocol_error("unexpected message");
     std::string text(h.length, '\0');

@@ -197,8 +197,9 @@ inline socket_address resolve(const endpoint& e, bool passive = false) {
   int rc = ::getaddrinfo(e.host.c_str(), port.c_str(), &hints, &res);
   if (rc != 0 || res == nullptr) {
     const bool bad_name = rc == EAI_NONAME || rc == EAI_SERVICE || rc == EAI_FAMILY;
-    throw_error(bad_name ? status::invalid_argument : status::system_error,
-                "cannot resolve '" + e.host + "': " + (rc == EAI_SYSTEM ? std::strerror(errno) : ::gai_strerror(rc)));
+    throw_error(
+        bad_name ? status::invalid_argument : status::system_error,
+        "cannot resolve '" + e.host + "': " + (rc == EAI_SYSTEM ? std::strerror(errno) : ::gai_strerror(rc)));
   }
   socket_address a;
   std::memcpy(&a.storage, res->ai_addr, res->ai_addrlen);
@@ -251,7 +252,8 @@ inline socket_fd accept_connection(int listener) {
 
 /// Connects to `e`, retrying while the peer is not listening yet (it may start
 /// later) until `deadline`. `peer` names the peer in error messages.
-inline socket_fd connect_until(const endpoint& e, clock::time_point deadline, std::string_view peer = "peer") {
+inline socket_fd connect_until(const endpoint& e, clock::time_point deadline,
+                               std::string_view peer = "peer") {
   const socket_address a = resolve(e);
   const std::string who = std::string(peer) + " " + to_string(e);
   auto backoff = std::chrono::milliseconds(5);

@@ -135,8 +135,8 @@ inline secret_bytes secret_from_hex(std::string_view text, std::string_view what
     char c = text[i];
     int v = detail::hex_value(c >= 'A' && c <= 'F' ? static_cast<char>(c - 'A' + 'a') : c);
     if (v < 0)
-      throw_error(status::invalid_argument,
-                  std::string(what) + ": invalid character at position " + std::to_string(i) + " (expected hex)");
+      throw_error(status::invalid_argument, std::string(what) + ": invalid character at position " +
+                                                std::to_string(i) + " (expected hex)");
     s[i / 2] = static_cast<std::uint8_t>(s[i / 2] << 4 | v);
   }
   return s;
@@ -167,7 +167,9 @@ inline unique_id encode_unique_id(const root_info& info) {
 /// Validates an id and extracts its contents.
 inline root_info decode_unique_id(const unique_id& id) {
   const unsigned char* b = id.bytes;
-  auto fail = [](const char* why) -> root_info { throw_error(status::invalid_argument, std::string("unique id: ") + why); };
+  auto fail = [](const char* why) -> root_info {
+    throw_error(status::invalid_argument, std::string("unique id: ") + why);
+  };
   if (std::memcmp(b, detail::id_magic, 4) != 0) return fail("bad magic (not a collx unique id)");
   if (b[4] != detail::id_version) return fail("unsupported version");
   if (b[5] != 4 && b[5] != 6) return fail("bad address family");
@@ -199,16 +201,19 @@ inline unique_id unique_id_from_string(std::string_view text) {
   namespace d = bootstrap::detail;
   const std::size_t expect = d::id_prefix.size() + 2 * d::id_significant;
   if (text.substr(0, d::id_prefix.size()) != d::id_prefix)
-    throw_error(status::invalid_argument, "unique id: token must start with '" + std::string(d::id_prefix) + "'");
+    throw_error(status::invalid_argument,
+                "unique id: token must start with '" + std::string(d::id_prefix) + "'");
   if (text.size() != expect)
-    throw_error(status::invalid_argument, "unique id: expected " + std::to_string(expect) + " characters, got " +
-                                              std::to_string(text.size()) + " (truncated or extended token?)");
+    throw_error(status::invalid_argument, "unique id: expected " + std::to_string(expect) +
+                                              " characters, got " + std::to_string(text.size()) +
+                                              " (truncated or extended token?)");
   unique_id id{};
   for (std::size_t i = 0; i < 2 * d::id_significant; ++i) {
     int v = d::hex_value(text[d::id_prefix.size() + i]);
     if (v < 0)
       throw_error(status::invalid_argument, "unique id: invalid character at position " +
-                                                std::to_string(d::id_prefix.size() + i) + " (expected lowercase hex)");
+                                                std::to_string(d::id_prefix.size() + i) +
+                                                " (expected lowercase hex)");
     id.bytes[i / 2] = static_cast<unsigned char>(id.bytes[i / 2] << 4 | v);
   }
   bootstrap::decode_unique_id(id);  // magic, version, checksum

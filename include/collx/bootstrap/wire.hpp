@@ -40,7 +40,14 @@ inline constexpr std::uint64_t default_max_blob = std::uint64_t{1} << 20;
 /// Bound on the text of reject/failure frames.
 inline constexpr std::uint64_t max_text = 4096;
 
-enum class kind : std::uint32_t { welcome = 1, contribute = 2, result = 3, failure = 4, reject = 5, leave = 6 };
+enum class kind : std::uint32_t {
+  welcome = 1,
+  contribute = 2,
+  result = 3,
+  failure = 4,
+  reject = 5,
+  leave = 6
+};
 
 struct hello {
   secret_bytes secret{};

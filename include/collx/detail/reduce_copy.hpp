@@ -15,9 +15,10 @@
 namespace collx::detail {
 
 template <bool Reduce, bool Post, int NDst, class Group, class T, class Red>
-COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void reduce_copy(const Group& g, const T* a, std::type_identity_t<const T*> b, T* d0,
-                                                       std::type_identity_t<T*> d1,
-                                                       std::size_t n, const Red& red) {
+COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void reduce_copy(const Group& g, const T* a,
+                                                       std::type_identity_t<const T*> b, T* d0,
+                                                       std::type_identity_t<T*> d1, std::size_t n,
+                                                       const Red& red) {
   static_assert(NDst == 1 || NDst == 2);
 #if !COLLX_DEVICE_CODE
   if constexpr (!Reduce && !Post && Group::size() == 1) {

@@ -39,12 +39,12 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -143,7 +143,7 @@ inline void message(const launch_options& o, const std::string& text) {
 /// call async-signal-safe functions). Empty when not found/executable.
 inline std::string find_program(const std::string& prog) {
   auto executable = [](const std::string& p) {
-    struct stat st{};
+    struct stat st {};
     return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
   };
   if (prog.find('/') != std::string::npos) return executable(prog) ? prog : std::string();
@@ -209,7 +209,8 @@ inline std::string seconds(std::chrono::milliseconds ms) {
 inline std::string describe(int rank, int wstatus) {
   if (WIFSIGNALED(wstatus)) {
     const int sig = WTERMSIG(wstatus);
-    return "rank " + std::to_string(rank) + " killed by signal " + std::to_string(sig) + " (" + signal_name(sig) + ")";
+    return "rank " + std::to_string(rank) + " killed by signal " + std::to_string(sig) + " (" +
+           signal_name(sig) + ")";
   }
   return "rank " + std::to_string(rank) + " exited with code " + std::to_string(WEXITSTATUS(wstatus));
 }
@@ -229,7 +230,7 @@ class signal_scope {
     read_fd_ = p[0];
     write_fd_ = p[1];
     signal_pipe.store(write_fd_);
-    struct sigaction sa{};
+    struct sigaction sa {};
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
@@ -240,7 +241,7 @@ class signal_scope {
     ::sigaction(SIGCHLD, &sa, &old_chld_);
     // Writing to a closed stdout must not kill the launcher and orphan the
     // ranks; the children get the original disposition back before exec.
-    struct sigaction ign{};
+    struct sigaction ign {};
     ign.sa_handler = SIG_IGN;
     sigemptyset(&ign.sa_mask);
     ::sigaction(SIGPIPE, &ign, &old_pipe_);
@@ -319,8 +320,8 @@ inline int run_local(int nranks, const std::vector<std::string>& argv, const lau
 
   d::cstrings args;
   args.own = argv;
-  std::vector<std::string> overridden = {"COLLX_RANK=", "COLLX_SIZE=", "COLLX_LOCAL_RANK=", "COLLX_LOCAL_SIZE=",
-                                         "COLLX_UNIQUE_ID="};
+  std::vector<std::string> overridden = {
+      "COLLX_RANK=", "COLLX_SIZE=", "COLLX_LOCAL_RANK=", "COLLX_LOCAL_SIZE=", "COLLX_UNIQUE_ID="};
   for (auto& [k, v] : opt.env) overridden.push_back(k + "=");
   std::vector<std::string> base;
   for (char** e = environ; e && *e; ++e) {
@@ -363,7 +364,7 @@ inline int run_local(int nranks, const std::vector<std::string>& argv, const lau
   };
   // Starting rank r failed: kill and reap the ranks already started, close
   // every descriptor, and report.
-  auto abandon = [&](int (&pipes)[2][2], const char* what, int err) {
+  auto abandon = [&](int(&pipes)[2][2], const char* what, int err) {
     for (auto& p : pipes)
       for (int fd : p)
         if (fd >= 0) ::close(fd);
@@ -384,7 +385,8 @@ inline int run_local(int nranks, const std::vector<std::string>& argv, const lau
     if (::sched_getaffinity(0, sizeof allowed, &allowed) == 0)
       for (int c = 0; c < CPU_SETSIZE; ++c)
         if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
-    if (opt.bind == launch_options::binding::automatic && static_cast<int>(cpus.size()) < nranks) cpus.clear();
+    if (opt.bind == launch_options::binding::automatic && static_cast<int>(cpus.size()) < nranks)
+      cpus.clear();
   }
 
   for (int r = 0; r < nranks; ++r) {
@@ -522,7 +524,8 @@ inline int run_local(int nranks, const std::vector<std::string>& argv, const lau
       if (failed && !terminating) {
         d::message(opt, d::describe(r, ws));
         if (alive > 0)
-          d::message(opt, "terminating the other " + std::to_string(alive) + (alive == 1 ? " rank" : " ranks"));
+          d::message(opt,
+                     "terminating the other " + std::to_string(alive) + (alive == 1 ? " rank" : " ranks"));
         terminate_all(d::exit_code(ws), SIGTERM);
       }
     }
@@ -530,7 +533,8 @@ inline int run_local(int nranks, const std::vector<std::string>& argv, const lau
     // ---- deadlines ----
     const auto now = clock::now();
     if (!terminating && opt.timeout.count() > 0 && now >= start + opt.timeout && alive > 0) {
-      d::message(opt, "timeout after " + d::seconds(opt.timeout) + "; terminating " + std::to_string(alive) + (alive == 1 ? " rank" : " ranks"));
+      d::message(opt, "timeout after " + d::seconds(opt.timeout) + "; terminating " + std::to_string(alive) +
+                          (alive == 1 ? " rank" : " ranks"));
       terminate_all(124, SIGTERM);
     }
     if (terminating && !killed && alive > 0 && now >= kill_at) {

@@ -141,15 +141,11 @@ struct base {
 
   base() = default;
   COLLX_HOST_DEVICE constexpr explicit base(float f) noexcept
-      : bits(typename Format::storage(
-            lowp::encode<Format>(lowp::bit_cast<std::uint32_t>(f)))) {}
+      : bits(typename Format::storage(lowp::encode<Format>(lowp::bit_cast<std::uint32_t>(f)))) {}
   COLLX_HOST_DEVICE constexpr explicit base(double d) noexcept
-      : bits(typename Format::storage(
-            lowp::encode<Format>(lowp::bit_cast<std::uint64_t>(d)))) {}
+      : bits(typename Format::storage(lowp::encode<Format>(lowp::bit_cast<std::uint64_t>(d)))) {}
 
-  COLLX_HOST_DEVICE constexpr explicit operator float() const noexcept {
-    return lowp::decode<Format>(bits);
-  }
+  COLLX_HOST_DEVICE constexpr explicit operator float() const noexcept { return lowp::decode<Format>(bits); }
   COLLX_HOST_DEVICE constexpr explicit operator double() const noexcept {
     return double(lowp::decode<Format>(bits));
   }

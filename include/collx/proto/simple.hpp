@@ -37,7 +37,8 @@ struct simple {
   template <class Exec, class View>
   class engine {
    public:
-    COLLX_HOST_DEVICE engine(const Exec& ex, const View& view, int rank) : ex_(ex), view_(view), rank_(rank) {}
+    COLLX_HOST_DEVICE engine(const Exec& ex, const View& view, int rank)
+        : ex_(ex), view_(view), rank_(rank) {}
 
     /// Largest element count one primitive call may move. Half the FIFO, so
     /// that a ring of ranks that all start with a send can never fill every
@@ -89,7 +90,8 @@ struct simple {
             if (st != status::ok) return st;
             // One worker refreshes the cache; after the sync every worker reads the
             // same value, so the whole group keeps taking the same branches.
-            if (g.leader()) detail::store_relaxed(&out.ctrl->head_seen, detail::load_acquire(&out.ctrl->head));
+            if (g.leader())
+              detail::store_relaxed(&out.ctrl->head_seen, detail::load_acquire(&out.ctrl->head));
             g.sync();
             head_seen = detail::load_relaxed(&out.ctrl->head_seen);
           }

@@ -42,7 +42,9 @@ COLLX_HOST_DEVICE constexpr std::size_t align_up(std::size_t v, std::size_t a) {
 struct shm_layout {
   std::uint32_t nranks = 0, slots = 0, slot_bytes = 0;
 
-  COLLX_HOST_DEVICE constexpr std::size_t ctrl_offset() const { return align_up(sizeof(shm_header), shm_page); }
+  COLLX_HOST_DEVICE constexpr std::size_t ctrl_offset() const {
+    return align_up(sizeof(shm_header), shm_page);
+  }
   COLLX_HOST_DEVICE constexpr std::size_t fifo_bytes() const { return std::size_t(slots) * slot_bytes; }
   COLLX_HOST_DEVICE constexpr std::size_t buffers_offset() const {
     return align_up(ctrl_offset() + std::size_t(nranks) * nranks * sizeof(fifo_ctrl), shm_page);

@@ -34,7 +34,8 @@ class shm_segment {
   /// A private mapping for the thread ranks of this process.
   static std::shared_ptr<shm_segment> create_anonymous(const shm_layout& layout) {
     const std::size_t bytes = layout.total_bytes();
-    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void* p =
+        ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) fail("mmap of " + std::to_string(bytes) + " bytes");
     auto seg = std::shared_ptr<shm_segment>(new shm_segment(static_cast<std::byte*>(p), bytes, layout, ""));
     seg->init_header();
@@ -66,13 +67,15 @@ class shm_segment {
     struct stat st {};
     if (::fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) != layout.total_bytes()) {
       ::close(fd);
-      throw_error(status::mismatch, "shared segment " + name + " has an unexpected size (ranks disagree on FIFO sizes?)");
+      throw_error(status::mismatch,
+                  "shared segment " + name + " has an unexpected size (ranks disagree on FIFO sizes?)");
     }
     auto seg = map_fd(fd, layout.total_bytes(), layout, name);
     const shm_header* h = seg->view().header();
     if (h->magic != shm_magic || h->version != shm_version || h->nranks != layout.nranks ||
         h->slots != layout.slots || h->slot_bytes != layout.slot_bytes)
-      throw_error(status::mismatch, "shared segment " + name + " has a different layout than this rank expects");
+      throw_error(status::mismatch,
+                  "shared segment " + name + " has a different layout than this rank expects");
     return seg;
   }
 
