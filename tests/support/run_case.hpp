@@ -85,12 +85,19 @@ std::string run_typed(communicator& comm, const case_desc& c, shared_reference* 
     send_copy.assign(reinterpret_cast<unsigned char*>(send),
                      reinterpret_cast<unsigned char*>(send) + send_n * sizeof(T));
 
-  switch (c.kind) {
-    case coll::all_reduce: comm.all_reduce(send, recv_ptr, n, c.op, c.variant); break;
-    case coll::all_gather: comm.all_gather(send, recv_ptr, n, c.variant); break;
-    case coll::reduce_scatter: comm.reduce_scatter(send, recv_ptr, n, c.op, c.variant); break;
-    case coll::broadcast: comm.broadcast(send, recv_ptr, n, c.root, c.variant); break;
-    case coll::reduce: comm.reduce(send, recv_ptr, n, c.op, c.root, c.variant); break;
+  // A throwing call must not skip the barriers below: the other ranks would wait
+  // there forever. Record it and go on; the checks are skipped.
+  std::string call_error;
+  try {
+    switch (c.kind) {
+      case coll::all_reduce: comm.all_reduce(send, recv_ptr, n, c.op, c.variant); break;
+      case coll::all_gather: comm.all_gather(send, recv_ptr, n, c.variant); break;
+      case coll::reduce_scatter: comm.reduce_scatter(send, recv_ptr, n, c.op, c.variant); break;
+      case coll::broadcast: comm.broadcast(send, recv_ptr, n, c.root, c.variant); break;
+      case coll::reduce: comm.reduce(send, recv_ptr, n, c.op, c.root, c.variant); break;
+    }
+  } catch (const std::exception& e) {
+    call_error = e.what();
   }
 
   // Reference for reductions over the whole result range [0, m).
@@ -139,6 +146,10 @@ std::string run_typed(communicator& comm, const case_desc& c, shared_reference* 
     }
   };
 
+  if (!call_error.empty()) {
+    if (shared != nullptr && reduction) shared->sync.arrive_and_wait();
+    return c.str(P) + " — threw: " + call_error;
+  }
   switch (c.kind) {
     case coll::all_reduce: check_reduced(recv_ptr, n, 0); break;
     case coll::reduce_scatter: check_reduced(recv_ptr, n, static_cast<std::size_t>(r) * n); break;
