@@ -8,6 +8,7 @@
 
 #include <collx/algo/ids.hpp>
 #include <collx/algo/ring.hpp>
+#include <collx/algo/tree.hpp>
 #include <collx/coll.hpp>
 #include <collx/proto/ids.hpp>
 #include <collx/proto/simple.hpp>
@@ -17,7 +18,7 @@ namespace collx {
 template <class... Ts>
 struct type_list {};
 
-using algorithms = type_list<algo::ring>;
+using algorithms = type_list<algo::ring, algo::tree>;
 using protocols = type_list<proto::simple>;
 
 /// A runtime request for a variant; `automatic` lets the communicator choose.
