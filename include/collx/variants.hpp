@@ -7,6 +7,7 @@
 #pragma once
 
 #include <collx/algo/ids.hpp>
+#include <collx/algo/rhd.hpp>
 #include <collx/algo/ring.hpp>
 #include <collx/algo/tree.hpp>
 #include <collx/coll.hpp>
@@ -18,7 +19,7 @@ namespace collx {
 template <class... Ts>
 struct type_list {};
 
-using algorithms = type_list<algo::ring, algo::tree>;
+using algorithms = type_list<algo::ring, algo::tree, algo::rhd>;
 using protocols = type_list<proto::simple>;
 
 /// A runtime request for a variant; `automatic` lets the communicator choose.
