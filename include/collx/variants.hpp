@@ -7,6 +7,7 @@
 #pragma once
 
 #include <collx/algo/ids.hpp>
+#include <collx/algo/rabenseifner.hpp>
 #include <collx/algo/rhd.hpp>
 #include <collx/algo/ring.hpp>
 #include <collx/algo/tree.hpp>
@@ -19,7 +20,7 @@ namespace collx {
 template <class... Ts>
 struct type_list {};
 
-using algorithms = type_list<algo::ring, algo::tree, algo::rhd>;
+using algorithms = type_list<algo::ring, algo::tree, algo::rhd, algo::rabenseifner>;
 using protocols = type_list<proto::simple>;
 
 /// A runtime request for a variant; `automatic` lets the communicator choose.
