@@ -6,6 +6,7 @@
 // transport is filtered by the same traits that reject explicit composition.
 #pragma once
 
+#include <collx/algo/bruck.hpp>
 #include <collx/algo/ids.hpp>
 #include <collx/algo/rabenseifner.hpp>
 #include <collx/algo/rhd.hpp>
@@ -20,7 +21,7 @@ namespace collx {
 template <class... Ts>
 struct type_list {};
 
-using algorithms = type_list<algo::ring, algo::tree, algo::rhd, algo::rabenseifner>;
+using algorithms = type_list<algo::ring, algo::tree, algo::rhd, algo::rabenseifner, algo::bruck>;
 using protocols = type_list<proto::simple>;
 
 /// A runtime request for a variant; `automatic` lets the communicator choose.
