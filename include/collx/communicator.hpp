@@ -354,8 +354,22 @@ class communicator {
     validate(s, c, send, recv, count, dt, op, root);
     if (v.algo == algo_id::automatic) v.algo = s.opt.variant.algo;
     if (v.proto == proto_id::automatic) v.proto = s.opt.variant.proto;
-    if (v.algo == algo_id::automatic) v.algo = algo_id::ring;  // the only algorithm so far
-    if (v.proto == proto_id::automatic) v.proto = proto_id::simple;
+    if (s.opt.deterministic && c == coll::all_reduce && v.algo != algo_id::automatic &&
+        !algo_is_deterministic(v.algo))
+      throw_error(status::invalid_argument, std::string(name(c)) + ": algorithm " + name(v.algo) +
+                                                " does not give deterministic results, which the "
+                                                "communicator's options require (COLLX_DETERMINISTIC)");
+    if (v.algo == algo_id::automatic || v.proto == proto_id::automatic) {
+      const variant_choice chosen = choose_variant<transport::shm>(c, v, s.opt.allowed, s.opt.deterministic);
+      if (chosen.algo == algo_id::automatic || chosen.proto == proto_id::automatic)
+        throw_error(status::not_supported,
+                    std::string(name(c)) + ": no compiled variant" +
+                        (v.algo != algo_id::automatic ? std::string(" of ") + name(v.algo) : std::string()) +
+                        " allowed by COLLX_ALGO/COLLX_PROTO" +
+                        (s.opt.deterministic ? " with deterministic results" : "") +
+                        " serves this collective on the shm transport");
+      v = chosen;
+    }
     bool found = false;
     visit_variant<transport::shm>(c, v.algo, v.proto, [&]<class A, class Pr>() {
       found = true;

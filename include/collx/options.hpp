@@ -4,10 +4,17 @@
 //   COLLX_TIMEOUT      seconds every wait may take before it fails (default 120)
 //   COLLX_BUFFSIZE     bytes of one connection's FIFO (slots × slot bytes)
 //   COLLX_NSLOTS       number of step slots per FIFO (default 8)
+//   COLLX_ALGO         algorithms the automatic choice may use (NCCL list syntax,
+//                      see collx/selection.hpp), e.g. "ring,tree", "^nvls",
+//                      "allreduce:tree;allgather:ring"
+//   COLLX_PROTO        protocols likewise, e.g. "simple"
+//   COLLX_DETERMINISTIC 1: all_reduce results bitwise identical on every rank
+//                      and across calls (0 or unset: no such promise)
 // Bad values throw collx::error naming the variable.
 #pragma once
 
 #include <collx/error.hpp>
+#include <collx/selection.hpp>
 #include <collx/variants.hpp>
 
 #include <algorithm>
@@ -35,6 +42,14 @@ struct comm_options {
   std::chrono::nanoseconds spin{0};
   /// Variant used when a call does not name one.
   variant_choice variant{};
+  /// What the automatic choice may pick, per collective (COLLX_ALGO, COLLX_PROTO).
+  selection allowed = selection::all();
+  /// all_reduce results bitwise identical on every rank and across repeated
+  /// calls: the automatic choice then only picks algorithms whose
+  /// `deterministic` trait is true (each element's final value is computed once,
+  /// by one rank, in a fixed order, then copied), and naming any other
+  /// algorithm for all_reduce is an error. COLLX_DETERMINISTIC=1.
+  bool deterministic = false;
 
   /// Defaults overridden by COLLX_* environment variables.
   static comm_options from_env() {
@@ -57,6 +72,10 @@ struct comm_options {
               "must be a multiple of " + std::to_string(o.fifo_slots) + " slots × 128 bytes, got " + v);
       o.slot_bytes = b / o.fifo_slots;
     }
+    if (const char* v = std::getenv("COLLX_ALGO")) o.allowed.restrict_algos(v);
+    if (const char* v = std::getenv("COLLX_PROTO")) o.allowed.restrict_protos(v);
+    if (const char* v = std::getenv("COLLX_DETERMINISTIC"))
+      o.deterministic = parse_u32("COLLX_DETERMINISTIC", v, 0, 1) == 1;
     return o;
   }
 

@@ -48,11 +48,9 @@ struct rabenseifner {
 
   static constexpr bool implements(coll c) { return c == coll::all_reduce || c == coll::reduce; }
 
-  /// α-β-γ terms for `bytes` on P ranks. steps: hops on the longest chain of
-  /// dependent transfers an element goes through: L halving steps and L
+  /// α-β-γ terms for `bytes` on P ranks. steps: L halving steps and L
   /// doubling (all_reduce) or gather (reduce) steps, plus the pair exchange
-  /// when P is not a power of two. bytes_sent / bytes_reduced: the most any
-  /// one rank sends / reduces.
+  /// when P is not a power of two; see algo/ids.hpp for the exact definitions.
   struct cost_terms {
     double steps, bytes_sent, bytes_reduced;
   };

@@ -44,25 +44,26 @@ struct rhd {
   }
 
   /// α-β-γ terms for `bytes` (nccl-tests' size: the buffer for all_reduce,
-  /// P blocks for reduce_scatter/all_gather) on P ranks. steps: hops on the
-  /// longest chain of dependent transfers an element goes through (L halving
-  /// and/or L doubling steps, plus the fold in and out when P is not a power of
-  /// two). bytes_sent / bytes_reduced: the most any one rank sends / reduces.
+  /// P blocks for reduce_scatter/all_gather) on P ranks; definitions in
+  /// algo/ids.hpp. steps follows the hypercube's Lamport clocks: L halving
+  /// and/or L doubling exchanges, starting at 1 on ranks that received a fold-in,
+  /// plus the fold-out.
   struct cost_terms {
     double steps, bytes_sent, bytes_reduced;
   };
   static constexpr cost_terms cost(coll c, int P, double bytes) {
     if (P <= 1 || !implements(c)) return {0, 0, 0};
     const detail::hypercube h(P);
-    const double fold = h.rem > 0 ? 2 : 0;
+    const double steps = lamport(h, c != coll::all_gather, c != coll::reduce_scatter);
     if (c == coll::all_reduce) {
       const double f = 1 - 1.0 / h.Pp, extra = h.rem > 0 ? bytes : 0;
-      return {2.0 * h.L + fold, 2 * f * bytes + extra, f * bytes + extra};
+      return {steps, 2 * f * bytes + extra, f * bytes + extra};
     }
     // Block-structured: rank v's part is the blocks of its ranks.
     const double blk = bytes / P;
     auto bnd = [&](int u) { return static_cast<std::size_t>(h.first(u)); };
-    double sent = blk * (c == coll::reduce_scatter ? P : 1), reduced = 0;  // an extra rank's fold-in
+    // An extra rank sends its fold-in: all P blocks (reduce_scatter) or its own.
+    double sent = h.rem > 0 ? blk * (c == coll::reduce_scatter ? P : 1) : 0, reduced = 0;
     for (int v = 0; v < h.Pp; ++v) {
       double s = 0, red = 0;
       for (int st = 0; st < h.L; ++st) {
@@ -82,7 +83,27 @@ struct rhd {
       sent = s > sent ? s : sent;
       reduced = red > reduced ? red : reduced;
     }
-    return {h.L + fold, sent, reduced};
+    return {steps, sent, reduced};
+  }
+
+  static constexpr int max_cost_ranks = 4096;
+  // Lamport depth of the halving steps (if `halve`) then the doubling steps
+  // (if `dbl`) between the fold-in and the fold-out.
+  static constexpr int lamport(const detail::hypercube& h, bool halve, bool dbl) {
+    if (h.Pp > max_cost_ranks) return 0;
+    int clk[max_cost_ranks] = {}, next[max_cost_ranks] = {};
+    for (int v = 0; v < h.Pp; ++v) clk[v] = h.extra(v) >= 0 ? 1 : 0;
+    for (int k = halve ? 0 : h.L; k < (dbl ? 2 * h.L : h.L); ++k) {
+      const int m = k < h.L ? h.mask(k) : h.mask(2 * h.L - 1 - k);
+      for (int v = 0; v < h.Pp; ++v) next[v] = clk[v ^ m] + 1 > clk[v] ? clk[v ^ m] + 1 : clk[v];
+      for (int v = 0; v < h.Pp; ++v) clk[v] = next[v];
+    }
+    int steps = 0;
+    for (int v = 0; v < h.Pp; ++v) {
+      const int end = h.extra(v) >= 0 ? clk[v] + 1 : clk[v];
+      steps = end > steps ? end : steps;
+    }
+    return steps;
   }
 
   template <coll C, class Prims, class T>

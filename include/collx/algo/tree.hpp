@@ -116,28 +116,32 @@ struct tree {
     return t;
   }
 
-  /// Longest root-to-leaf path (in links) of tree `which`.
-  static constexpr int height(coll c, int P, int which) {
-    int h = 0;
-    for (int r = 0; r < P; ++r) {
-      int d = 0;
-      for (links t = node(c, P, r, 0, which); t.parent >= 0; t = node(c, P, t.parent, 0, which)) ++d;
-      h = d > h ? d : h;
-    }
-    return h;
-  }
-
-  /// α-β-γ terms for `bytes` on P ranks. steps: hops on the longest chain of
-  /// dependent transfers an element goes through (2 × the taller tree's height
-  /// for all_reduce: up then down; its height for broadcast and reduce).
+  /// α-β-γ terms for `bytes` on P ranks.
+  ///
+  /// steps: the Lamport depth of the schedule run as one chunk per tree — every
+  /// message is stamped one more than the largest stamp its sender had received
+  /// before sending it, and steps is the largest stamp any rank receives, i.e.
+  /// the number of dependent message latencies on the critical path. For the
+  /// tree that is about twice the height (up, then down) for all_reduce and
+  /// the height for broadcast/reduce, stretched where a rank's work in one tree
+  /// waits for its work in the other (one rank serves both trees in order).
   /// bytes_sent / bytes_reduced: the most any one rank sends / reduces (each
   /// tree carries bytes/2; a rank sends its half up once and down once per child).
   struct cost_terms {
     double steps, bytes_sent, bytes_reduced;
   };
+  static constexpr int max_cost_ranks = 4096;
   static constexpr cost_terms cost(coll c, int P, double bytes) {
-    if (P <= 1 || !implements(c)) return {0, 0, 0};
-    const int h0 = height(c, P, 0), h1 = height(c, P, 1), h = h0 > h1 ? h0 : h1;
+    if (P <= 1 || !implements(c) || P > max_cost_ranks) return {0, 0, 0};
+    int clk[max_cost_ranks] = {};
+    // Phases in schedule order: up tree 0, up tree 1, down tree 0, down tree 1.
+    for (int w = 0; w < 2 && c != coll::broadcast; ++w) lamport_up(c, P, w, root_of(c, P, w), clk);
+    for (int w = 0; w < 2 && c != coll::reduce; ++w) {
+      const int r = root_of(c, P, w);
+      lamport_down(c, P, w, r, clk[r], clk);
+    }
+    int steps = 0;
+    for (int r = 0; r < P; ++r) steps = clk[r] > steps ? clk[r] : steps;
     int sent = 0, reduced = 0;  // in halves
     for (int r = 0; r < P; ++r) {
       int s = 0, red = 0;
@@ -150,7 +154,7 @@ struct tree {
       sent = s > sent ? s : sent;
       reduced = red > reduced ? red : reduced;
     }
-    return {double(c == coll::all_reduce ? 2 * h : h), sent * bytes / 2, reduced * bytes / 2};
+    return {double(steps), sent * bytes / 2, reduced * bytes / 2};
   }
 
   template <coll C, class Prims, class T>
@@ -194,6 +198,27 @@ struct tree {
         }
     }
     return status::ok;
+  }
+
+  static constexpr int root_of(coll c, int P, int which) {
+    for (int r = 0; r < P; ++r)
+      if (node(c, P, r, 0, which).parent < 0) return r;
+    return 0;
+  }
+  // Up phase: x receives from its kids, then sends (stamp = clock + 1); returns that stamp.
+  static constexpr int lamport_up(coll c, int P, int w, int x, int* clk) {
+    const links t = node(c, P, x, 0, w);
+    for (int k = 0; k < t.nkids; ++k) {
+      const int s = lamport_up(c, P, w, t.kids[k], clk);
+      clk[x] = s > clk[x] ? s : clk[x];
+    }
+    return clk[x] + 1;
+  }
+  // Down phase: x receives `stamp` from its parent (the root: its own clock), then sends to its kids.
+  static constexpr void lamport_down(coll c, int P, int w, int x, int stamp, int* clk) {
+    clk[x] = stamp > clk[x] ? stamp : clk[x];
+    const links t = node(c, P, x, 0, w);
+    for (int k = 0; k < t.nkids; ++k) lamport_down(c, P, w, t.kids[k], clk[x] + 1, clk);
   }
 
   // Reduces elements [o, o+m) from the children into the parent (or, at the

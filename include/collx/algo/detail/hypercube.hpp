@@ -60,33 +60,32 @@ struct hypercube {
   }
 };
 
-/// Moves a send range and a receive range piece by piece, alternating one
-/// piece out and one piece in, so that two ranks exchanging with each other
-/// (both send, then receive) never need more than one piece of FIFO space
-/// each. Pieces are at most `chunk` elements and never cross a multiple of
-/// `unit` (0: no units) so that they map to contiguous memory. Both ends of a
-/// connection cut the same range the same way. send_fn(x, n) / recv_fn(x, n)
-/// move elements [x, x+n) of the range's index space.
+/// Moves a send range and a receive range in rounds: up to `chunk` elements
+/// out, then up to `chunk` elements in. Two ranks exchanging with each other
+/// (both send, then receive) so never need more than `chunk` elements (half a
+/// FIFO) of space per direction. Within a round, pieces also break at every
+/// multiple of `unit` (0: none) so that each maps to contiguous memory. Both
+/// ends of a connection cut a range the same way (rounds start at the range's
+/// start, units are absolute). send_fn(x, n) / recv_fn(x, n) move elements
+/// [x, x+n) of the range's index space.
 template <class SendFn, class RecvFn>
 COLLX_HOST_DEVICE status paced(span out, span in, std::size_t chunk, std::size_t unit, SendFn&& send_fn,
                                RecvFn&& recv_fn) {
-  auto piece = [&](std::size_t x, std::size_t end) {
-    std::size_t n = end - x < chunk ? end - x : chunk;
-    if (unit != 0 && unit - x % unit < n) n = unit - x % unit;
-    return n;
+  auto round = [&](std::size_t& x, std::size_t hi, auto&& fn) -> status {
+    const std::size_t end = hi - x < chunk ? hi : x + chunk;
+    while (x < end) {
+      std::size_t n = end - x;
+      if (unit != 0 && unit - x % unit < n) n = unit - x % unit;
+      const status st = fn(x, n);
+      if (st != status::ok) return st;
+      x += n;
+    }
+    return status::ok;
   };
   std::size_t xs = out.lo, xr = in.lo;
   while (xs < out.hi || xr < in.hi) {
-    if (xs < out.hi) {
-      const std::size_t n = piece(xs, out.hi);
-      COLLX_TRY(send_fn(xs, n));
-      xs += n;
-    }
-    if (xr < in.hi) {
-      const std::size_t n = piece(xr, in.hi);
-      COLLX_TRY(recv_fn(xr, n));
-      xr += n;
-    }
+    COLLX_TRY(round(xs, out.hi, send_fn));
+    COLLX_TRY(round(xr, in.hi, recv_fn));
   }
   return status::ok;
 }
