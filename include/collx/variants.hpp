@@ -8,6 +8,7 @@
 
 #include <collx/algo/bruck.hpp>
 #include <collx/algo/ids.hpp>
+#include <collx/algo/nvls.hpp>
 #include <collx/algo/rabenseifner.hpp>
 #include <collx/algo/rhd.hpp>
 #include <collx/algo/ring.hpp>
@@ -21,7 +22,7 @@ namespace collx {
 template <class... Ts>
 struct type_list {};
 
-using algorithms = type_list<algo::ring, algo::tree, algo::rhd, algo::rabenseifner, algo::bruck>;
+using algorithms = type_list<algo::ring, algo::tree, algo::rhd, algo::rabenseifner, algo::bruck, algo::nvls>;
 using protocols = type_list<proto::simple>;
 
 /// A runtime request for a variant; `automatic` lets the communicator choose.

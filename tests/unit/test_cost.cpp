@@ -4,6 +4,8 @@
 // messages carry Lamport stamps (one more than the largest stamp the sender had
 // received), so the largest stamp received is the schedule's step count as
 // algo/ids.hpp defines it. Chunks are unbounded, as in that definition.
+// Algorithms on peer memory (uses_peer_memory) count peer loads/stores as sent
+// bytes and barriers as steps, as their cost() documents.
 #include <collx/variants.hpp>
 
 #include <catch2/catch.hpp>
@@ -73,12 +75,22 @@ class counting_prims {
     return out(to, n);
   }
   status copy_send(int to, const elem*, elem*, std::size_t n) { return out(to, n); }
-  status local_copy(const elem*, elem*, std::size_t, bool) { return status::ok; }
+  // Peer memory: loads from and stores to another rank's buffer count as sent
+  // bytes; a barrier is one step.
+  status local_copy(const elem* src, elem* dst, std::size_t n, bool) {
+    sent += (peer(src) ? n : 0) + (peer(dst) ? n : 0);
+    return status::ok;
+  }
   elem* buffer(int q) { return net_.buffers[static_cast<std::size_t>(q)].data(); }
   std::size_t buffer_elems() const { return net_.buffers[0].size(); }
-  status local_reduce(const elem*, const elem*, elem*, std::size_t, bool) { return status::ok; }
+  status local_reduce(const elem* a, const elem* b, elem* dst, std::size_t n, bool) {
+    sent += (peer(a) ? n : 0) + (peer(b) ? n : 0) + (peer(dst) ? n : 0);
+    reduced += n;
+    return status::ok;
+  }
   status barrier() {
     net_.sync.arrive_and_wait();
+    ++clock;
     return status::ok;
   }
 
@@ -120,6 +132,13 @@ class counting_prims {
     }
     clock = m.stamp > clock ? m.stamp : clock;
     return status::ok;
+  }
+  bool peer(const elem* x) const {
+    for (int q = 0; q < net_.P; ++q) {
+      const auto& b = net_.buffers[static_cast<std::size_t>(q)];
+      if (q != rank_ && x >= b.data() && x < b.data() + b.size()) return true;
+    }
+    return false;
   }
   network& net_;
   int rank_;
