@@ -3,6 +3,12 @@
 // Built for sm_80 and sm_90 by the cuda preset; nothing here runs.
 #include "ring_kernels.cuh"
 
+#include <collx/algo/bruck.hpp>
+#include <collx/algo/nvls.hpp>
+#include <collx/algo/rabenseifner.hpp>
+#include <collx/algo/rhd.hpp>
+#include <collx/algo/tree.hpp>
+
 namespace collx::test {
 
 template <class T, reduce_op Op>
@@ -15,6 +21,47 @@ void instantiate_all() {
   ring_kernel<coll::all_gather, T, Op><<<1, 1>>>(v, ex, nullptr, nullptr, 0, 0, nullptr, 0);
   ring_kernel<coll::broadcast, T, Op><<<1, 1>>>(v, ex, nullptr, nullptr, 0, 0, nullptr, 0);
 }
+
+// Every other algorithm, every collective it implements, on the same kernel shape.
+template <class Algo, coll C, class T, reduce_op Op>
+__global__ void algo_kernel(transport::shm_view view, exec::cuda ex, const T* send, T* recv,
+                            std::size_t count, int root, int* status_out) {
+  const int rank = static_cast<int>(blockIdx.x);
+  reducer<T, Op> red{static_cast<std::uint32_t>(view.nranks())};
+  prims<proto::simple, exec::cuda, transport::shm_view, T, reducer<T, Op>> p(ex, view, rank, red);
+  schedule_args<T> a{send, recv, count, root, rank, view.nranks()};
+  const status st = Algo::template run<C>(p, a);
+  if (threadIdx.x == 0) status_out[rank] = static_cast<int>(st);
+}
+
+template <class Algo, class T, reduce_op Op>
+void instantiate_algo() {
+  transport::shm_view v{};
+  exec::cuda ex{};
+  constexpr coll all[] = {coll::all_reduce, coll::all_gather, coll::reduce_scatter, coll::broadcast,
+                          coll::reduce};
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    ((Algo::implements(all[I])
+          ? (algo_kernel<Algo, all[I], T, Op><<<1, 1>>>(v, ex, nullptr, nullptr, 0, 0, nullptr), 0)
+          : 0),
+     ...);
+  }
+  (std::make_index_sequence<5>{});
+}
+
+template <class T, reduce_op Op>
+void instantiate_algos() {
+  instantiate_algo<algo::tree, T, Op>();
+  instantiate_algo<algo::rhd, T, Op>();
+  instantiate_algo<algo::rabenseifner, T, Op>();
+  instantiate_algo<algo::bruck, T, Op>();
+  instantiate_algo<algo::nvls, T, Op>();
+}
+
+template void instantiate_algos<float, reduce_op::sum>();
+template void instantiate_algos<double, reduce_op::avg>();
+template void instantiate_algos<half_t, reduce_op::max>();
+template void instantiate_algos<std::int32_t, reduce_op::prod>();
 
 template void instantiate_all<float, reduce_op::sum>();
 template void instantiate_all<double, reduce_op::avg>();

@@ -25,14 +25,14 @@ struct bruck {
   static constexpr const char* name = "bruck";
   static constexpr bool deterministic = true;  // no reduction
 
-  static constexpr bool implements(coll c) { return c == coll::all_gather; }
+  COLLX_HOST_DEVICE static constexpr bool implements(coll c) { return c == coll::all_gather; }
 
   /// α-β-γ terms for `bytes` (P blocks) on P ranks. steps: ⌈log2 P⌉ rounds,
   /// each one hop; every rank sends P-1 blocks; nothing is reduced.
   struct cost_terms {
     double steps, bytes_sent, bytes_reduced;
   };
-  static constexpr cost_terms cost(coll c, int P, double bytes) {
+  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes) {
     if (P <= 1 || !implements(c)) return {0, 0, 0};
     int steps = 0;
     for (int d = 1; d < P; d *= 2) ++steps;

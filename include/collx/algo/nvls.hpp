@@ -47,7 +47,7 @@ struct nvls {
   /// Moves data by loads and stores of peers' buffers, not through connections.
   static constexpr bool uses_peer_memory = true;
 
-  static constexpr bool implements(coll c) {
+  COLLX_HOST_DEVICE static constexpr bool implements(coll c) {
     return c == coll::all_reduce || c == coll::reduce_scatter || c == coll::all_gather;
   }
 
@@ -58,7 +58,7 @@ struct nvls {
   struct cost_terms {
     double steps, bytes_sent, bytes_reduced;
   };
-  static constexpr cost_terms cost(coll c, int P, double bytes) {
+  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes) {
     if (P <= 1 || !implements(c)) return {0, 0, 0};
     const double f = double(P - 1) / P;
     switch (c) {

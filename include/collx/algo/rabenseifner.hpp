@@ -46,7 +46,9 @@ struct rabenseifner {
   static constexpr const char* name = "rabenseifner";
   static constexpr bool deterministic = true;
 
-  static constexpr bool implements(coll c) { return c == coll::all_reduce || c == coll::reduce; }
+  COLLX_HOST_DEVICE static constexpr bool implements(coll c) {
+    return c == coll::all_reduce || c == coll::reduce;
+  }
 
   /// α-β-γ terms for `bytes` on P ranks. steps: L halving steps and L
   /// doubling (all_reduce) or gather (reduce) steps, plus the pair exchange
@@ -54,7 +56,7 @@ struct rabenseifner {
   struct cost_terms {
     double steps, bytes_sent, bytes_reduced;
   };
-  static constexpr cost_terms cost(coll c, int P, double bytes) {
+  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes) {
     if (P <= 1 || !implements(c)) return {0, 0, 0};
     const detail::hypercube h(P);
     auto bnd = [&](int u) { return bytes * u / h.Pp; };

@@ -39,7 +39,7 @@ struct rhd {
   static constexpr const char* name = "rhd";
   static constexpr bool deterministic = true;
 
-  static constexpr bool implements(coll c) {
+  COLLX_HOST_DEVICE static constexpr bool implements(coll c) {
     return c == coll::all_reduce || c == coll::reduce_scatter || c == coll::all_gather;
   }
 
@@ -51,7 +51,7 @@ struct rhd {
   struct cost_terms {
     double steps, bytes_sent, bytes_reduced;
   };
-  static constexpr cost_terms cost(coll c, int P, double bytes) {
+  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes) {
     if (P <= 1 || !implements(c)) return {0, 0, 0};
     const detail::hypercube h(P);
     const double steps = lamport(h, c != coll::all_gather, c != coll::reduce_scatter);
@@ -89,7 +89,7 @@ struct rhd {
   static constexpr int max_cost_ranks = 4096;
   // Lamport depth of the halving steps (if `halve`) then the doubling steps
   // (if `dbl`) between the fold-in and the fold-out.
-  static constexpr int lamport(const detail::hypercube& h, bool halve, bool dbl) {
+  COLLX_HOST_DEVICE static constexpr int lamport(const detail::hypercube& h, bool halve, bool dbl) {
     if (h.Pp > max_cost_ranks) return 0;
     int clk[max_cost_ranks] = {}, next[max_cost_ranks] = {};
     for (int v = 0; v < h.Pp; ++v) clk[v] = h.extra(v) >= 0 ? 1 : 0;

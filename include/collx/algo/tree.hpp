@@ -48,7 +48,7 @@ struct tree {
   static constexpr const char* name = "tree";
   static constexpr bool deterministic = true;
 
-  static constexpr bool implements(coll c) {
+  COLLX_HOST_DEVICE static constexpr bool implements(coll c) {
     return c == coll::all_reduce || c == coll::broadcast || c == coll::reduce;
   }
 
@@ -131,7 +131,7 @@ struct tree {
     double steps, bytes_sent, bytes_reduced;
   };
   static constexpr int max_cost_ranks = 4096;
-  static constexpr cost_terms cost(coll c, int P, double bytes) {
+  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes) {
     if (P <= 1 || !implements(c) || P > max_cost_ranks) return {0, 0, 0};
     int clk[max_cost_ranks] = {};
     // Phases in schedule order: up tree 0, up tree 1, down tree 0, down tree 1.
@@ -200,13 +200,13 @@ struct tree {
     return status::ok;
   }
 
-  static constexpr int root_of(coll c, int P, int which) {
+  COLLX_HOST_DEVICE static constexpr int root_of(coll c, int P, int which) {
     for (int r = 0; r < P; ++r)
       if (node(c, P, r, 0, which).parent < 0) return r;
     return 0;
   }
   // Up phase: x receives from its kids, then sends (stamp = clock + 1); returns that stamp.
-  static constexpr int lamport_up(coll c, int P, int w, int x, int* clk) {
+  COLLX_HOST_DEVICE static constexpr int lamport_up(coll c, int P, int w, int x, int* clk) {
     const links t = node(c, P, x, 0, w);
     for (int k = 0; k < t.nkids; ++k) {
       const int s = lamport_up(c, P, w, t.kids[k], clk);
@@ -215,7 +215,7 @@ struct tree {
     return clk[x] + 1;
   }
   // Down phase: x receives `stamp` from its parent (the root: its own clock), then sends to its kids.
-  static constexpr void lamport_down(coll c, int P, int w, int x, int stamp, int* clk) {
+  COLLX_HOST_DEVICE static constexpr void lamport_down(coll c, int P, int w, int x, int stamp, int* clk) {
     clk[x] = stamp > clk[x] ? stamp : clk[x];
     const links t = node(c, P, x, 0, w);
     for (int k = 0; k < t.nkids; ++k) lamport_down(c, P, w, t.kids[k], clk[x] + 1, clk);
