@@ -12,14 +12,19 @@
 //   reduce_scatter  each rank copies its P input blocks into its buffer;
 //                   barrier; rank r load-reduces block r over all buffers into
 //                   recv; barrier.
-//   all_gather      each rank stores its block into every buffer; barrier; each
-//                   rank copies its buffer to recv; barrier.
+//   all_gather      each rank copies its block into its buffer; barrier; each
+//                   rank loads every rank's block into recv; barrier.
 //
-// Data larger than a buffer goes in segments (all_reduce: buffer_elems();
-// reduce_scatter/all_gather: buffer_elems()/P per block). The second barrier
-// of a segment is what lets the next segment (or the next collective, which
-// may use the buffer as scratch) overwrite it: no rank touches a peer's buffer
-// after it. Barriers wait with the executor's deadline and abort checks.
+// The rule that makes back-to-back calls safe: a rank touches peers' buffers
+// only between the two barriers of a segment, and its own buffer otherwise.
+// The second barrier then lets the next segment, or the next collective (which
+// may use the buffer as scratch), overwrite a buffer while ranks still
+// finishing the previous call read only their own. (So all_gather loads from
+// peers rather than storing into them before its first barrier, which would
+// race with a peer still copying out its previous result.) Data larger than a
+// buffer goes in segments (all_reduce, all_gather: buffer_elems(); reduce_scatter:
+// buffer_elems()/P per block). Barriers wait with the executor's deadline and
+// abort checks.
 //
 // Device: the same code runs in a kernel as plain loads/stores through peer
 // pointers of the mapped segment; multimem (multicast object) instructions are
@@ -124,16 +129,15 @@ struct nvls {
   template <class Prims, class T>
   COLLX_HOST_DEVICE static status all_gather(Prims& p, const schedule_args<T>& a) {
     const int P = a.nranks, r = a.rank;
-    const std::size_t c = a.count, Pz = static_cast<std::size_t>(P), rz = static_cast<std::size_t>(r);
+    const std::size_t c = a.count;
     if (P == 1) return p.local_copy(a.send, a.recv, c, false);
-    T* mine = p.buffer(r);
-    const std::size_t seg = p.buffer_elems() / Pz;
+    const std::size_t seg = p.buffer_elems();
     for (std::size_t so = 0; so < c; so += seg) {
       const std::size_t m = c - so < seg ? c - so : seg;
-      for (int q = 0; q < P; ++q) COLLX_TRY(p.local_copy(a.send + so, p.buffer(q) + rz * m, m, false));
+      COLLX_TRY(p.local_copy(a.send + so, p.buffer(r), m, false));
       COLLX_TRY(p.barrier());
-      for (std::size_t q = 0; q < Pz; ++q)
-        COLLX_TRY(p.local_copy(mine + q * m, a.recv + q * c + so, m, false));
+      for (int q = 0; q < P; ++q)
+        COLLX_TRY(p.local_copy(p.buffer(q), a.recv + static_cast<std::size_t>(q) * c + so, m, false));
       COLLX_TRY(p.barrier());
     }
     return status::ok;
