@@ -6,6 +6,7 @@
 // transport is filtered by the same traits that reject explicit composition.
 #pragma once
 
+#include <collx/algo/direct.hpp>
 #include <collx/algo/ids.hpp>
 #include <collx/algo/ring.hpp>
 #include <collx/coll.hpp>
@@ -17,7 +18,7 @@ namespace collx {
 template <class... Ts>
 struct type_list {};
 
-using algorithms = type_list<algo::ring>;
+using algorithms = type_list<algo::ring, algo::direct>;
 using protocols = type_list<proto::simple>;
 
 /// A runtime request for a variant; `automatic` lets the communicator choose.
@@ -25,6 +26,13 @@ struct variant_choice {
   algo_id algo = algo_id::automatic;
   proto_id proto = proto_id::automatic;
 };
+
+/// Whether the compiled algorithm named `a` implements collective c.
+constexpr bool implements(algo_id a, coll c) {
+  return [&]<class... Algos>(type_list<Algos...>) {
+    return ((Algos::id == a && Algos::implements(c)) || ...);
+  }(algorithms{});
+}
 
 template <class Algo, class Proto, class Transport>
 inline constexpr bool composable = Proto::template usable_with<Transport>;
