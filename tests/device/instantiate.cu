@@ -3,7 +3,47 @@
 // Built for sm_80 and sm_90 by the cuda preset; nothing here runs.
 #include "ring_kernels.cuh"
 
+#include <collx/algo/direct.hpp>
+
 namespace collx::test {
+
+/// Any algorithm's schedule in a kernel, with the arguments beyond the
+/// scalars (all_to_allv layout, send_recv plan, mismatch report) in device memory.
+template <class Algo, coll C, class T, reduce_op Op>
+__global__ void algo_kernel(transport::shm_view view, exec::cuda ex, const T* send, T* recv,
+                            std::size_t count, const peer_layout* layout, const p2p_plan* plan,
+                            mismatch_report* report, int* status_out) {
+  const int rank = static_cast<int>(blockIdx.x);
+  reducer<T, Op> red{static_cast<std::uint32_t>(view.nranks())};
+  prims<proto::simple, exec::cuda, transport::shm_view, T, reducer<T, Op>> p(ex, view, rank, red);
+  schedule_args<T> a{send, recv, count, 0, rank, view.nranks(), layout, plan, report};
+  const status st = Algo::template run<C>(p, a);
+  if (threadIdx.x == 0) status_out[rank] = static_cast<int>(st);
+}
+
+template <class T, reduce_op Op>
+void instantiate_direct() {
+  transport::shm_view v{};
+  exec::cuda ex{};
+  algo_kernel<algo::direct, coll::all_reduce, T, Op>
+      <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
+  algo_kernel<algo::direct_one_shot, coll::all_reduce, T, Op>
+      <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
+  algo_kernel<algo::direct_two_shot, coll::all_reduce, T, Op>
+      <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
+  algo_kernel<algo::direct, coll::reduce_scatter, T, Op>
+      <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
+  algo_kernel<algo::direct, coll::all_gather, T, Op>
+      <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
+  algo_kernel<algo::direct, coll::all_to_all, T, Op>
+      <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
+  algo_kernel<algo::direct, coll::all_to_allv, T, Op>
+      <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
+  algo_kernel<algo::direct, coll::send_recv, T, Op>
+      <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
+  algo_kernel<algo::direct, coll::barrier, T, Op>
+      <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
+}
 
 template <class T, reduce_op Op>
 void instantiate_all() {
@@ -25,5 +65,10 @@ template void instantiate_all<float8_e5m2_t, reduce_op::min>();
 template void instantiate_all<std::int32_t, reduce_op::prod>();
 template void instantiate_all<std::uint8_t, reduce_op::bxor>();
 template void instantiate_all<std::int64_t, reduce_op::band>();
+
+template void instantiate_direct<float, reduce_op::sum>();
+template void instantiate_direct<half_t, reduce_op::avg>();
+template void instantiate_direct<std::uint8_t, reduce_op::max>();
+template void instantiate_direct<double, reduce_op::prod>();
 
 }  // namespace collx::test
