@@ -6,6 +6,7 @@
 // transport is filtered by the same traits that reject explicit composition.
 #pragma once
 
+#include <collx/algo/bruck_a2a.hpp>
 #include <collx/algo/direct.hpp>
 #include <collx/algo/ids.hpp>
 #include <collx/algo/ring.hpp>
@@ -18,7 +19,7 @@ namespace collx {
 template <class... Ts>
 struct type_list {};
 
-using algorithms = type_list<algo::ring, algo::direct>;
+using algorithms = type_list<algo::ring, algo::direct, algo::bruck_a2a>;
 using protocols = type_list<proto::simple>;
 
 /// A runtime request for a variant; `automatic` lets the communicator choose.

@@ -3,6 +3,7 @@
 // Built for sm_80 and sm_90 by the cuda preset; nothing here runs.
 #include "ring_kernels.cuh"
 
+#include <collx/algo/bruck_a2a.hpp>
 #include <collx/algo/direct.hpp>
 
 namespace collx::test {
@@ -40,6 +41,8 @@ void instantiate_direct() {
   algo_kernel<algo::direct, coll::all_to_allv, T, Op>
       <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
   algo_kernel<algo::direct, coll::send_recv, T, Op>
+      <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
+  algo_kernel<algo::bruck_a2a, coll::all_to_all, T, Op>
       <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
   algo_kernel<algo::direct, coll::barrier, T, Op>
       <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);

@@ -1,5 +1,5 @@
-// The direct algorithm on thread ranks: all_to_all and all_to_allv over every
-// compiled protocol, and direct's all_reduce (one-shot, two-shot), all_gather
+// The direct algorithm on thread ranks: all_to_all (also Bruck's) and
+// all_to_allv over every compiled protocol, and direct's all_reduce (one-shot, two-shot), all_gather
 // and reduce_scatter in the matrix style of test_ring_matrix.cpp. Results are
 // checked against independently computed references, with guard bytes.
 #include "../support/thread_ranks.hpp"
@@ -50,16 +50,17 @@ TEST_CASE("all_to_all: every dtype, P = 1..9, small and prime counts, every prot
   INFO("P = " << P);
   for_each_protocol([&]<class Pr>() {
     std::vector<case_desc> cases;
-    for (int d = 0; d < dtype_count; ++d)
-      for (std::size_t count : small_counts(P)) {
-        case_desc c;
-        c.kind = coll::all_to_all;
-        c.dt = static_cast<dtype>(d);
-        c.count = count;
-        c.misalign = static_cast<std::size_t>(d % 3);
-        c.variant = {algo_id::direct, Pr::id};
-        cases.push_back(c);
-      }
+    for (algo_id a : {algo_id::direct, algo_id::bruck})
+      for (int d = 0; d < dtype_count; ++d)
+        for (std::size_t count : small_counts(P)) {
+          case_desc c;
+          c.kind = coll::all_to_all;
+          c.dt = static_cast<dtype>(d);
+          c.count = count;
+          c.misalign = static_cast<std::size_t>(d % 3);
+          c.variant = {a, Pr::id};
+          cases.push_back(c);
+        }
     // The default variant and explicit composition reach the same schedule.
     case_desc c = cases.back();
     c.variant = {};
@@ -81,7 +82,7 @@ TEST_CASE("all_to_all: ~256K elements per peer", "[direct][alltoall][large]") {
       c.kind = coll::all_to_all;
       c.dt = dt;
       c.count = (1u << 18) + 7;
-      c.variant = {algo_id::direct, Pr::id};
+      c.variant = {dt == dtype::int8 ? algo_id::bruck : algo_id::direct, Pr::id};
       cases.push_back(c);
     }
     report(run_on_threads(P, cases));
@@ -89,7 +90,7 @@ TEST_CASE("all_to_all: ~256K elements per peer", "[direct][alltoall][large]") {
 }
 
 TEST_CASE("all_to_all through FIFOs of two 128-byte slots", "[direct][alltoall]") {
-  const int P = GENERATE(2, 3, 6);
+  const int P = GENERATE(2, 3, 6, 9);
   std::vector<case_desc> cases;
   for (dtype dt : {dtype::float64, dtype::uint8, dtype::float16})
     for (std::size_t count : {std::size_t(1), std::size_t(61), std::size_t(4099)}) {
@@ -98,6 +99,8 @@ TEST_CASE("all_to_all through FIFOs of two 128-byte slots", "[direct][alltoall]"
       c.dt = dt;
       c.count = count;
       c.variant = {algo_id::direct, proto_id::simple};
+      cases.push_back(c);
+      c.variant = {algo_id::bruck, proto_id::simple};
       cases.push_back(c);
     }
   report(run_on_threads(P, cases, tiny_fifos()));
