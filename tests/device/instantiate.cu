@@ -10,53 +10,60 @@ namespace collx::test {
 
 /// Any algorithm's schedule in a kernel, with the arguments beyond the
 /// scalars (all_to_allv layout, send_recv plan, mismatch report) in device memory.
-template <class Algo, coll C, class T, reduce_op Op>
+template <class Algo, class Proto, coll C, class T, reduce_op Op>
 __global__ void algo_kernel(transport::shm_view view, exec::cuda ex, const T* send, T* recv,
                             std::size_t count, const peer_layout* layout, const p2p_plan* plan,
                             mismatch_report* report, int* status_out) {
   const int rank = static_cast<int>(blockIdx.x);
   reducer<T, Op> red{static_cast<std::uint32_t>(view.nranks())};
-  prims<proto::simple, exec::cuda, transport::shm_view, T, reducer<T, Op>> p(ex, view, rank, red);
+  prims<Proto, exec::cuda, transport::shm_view, T, reducer<T, Op>> p(ex, view, rank, red);
   schedule_args<T> a{send, recv, count, 0, rank, view.nranks(), layout, plan, report};
   const status st = Algo::template run<C>(p, a);
   if (threadIdx.x == 0) status_out[rank] = static_cast<int>(st);
 }
 
-template <class T, reduce_op Op>
+template <class Proto, class T, reduce_op Op>
 void instantiate_direct() {
   transport::shm_view v{};
   exec::cuda ex{};
-  algo_kernel<algo::direct, coll::all_reduce, T, Op>
+  algo_kernel<algo::direct, Proto, coll::all_reduce, T, Op>
       <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
-  algo_kernel<algo::direct_one_shot, coll::all_reduce, T, Op>
+  algo_kernel<algo::direct_one_shot, Proto, coll::all_reduce, T, Op>
       <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
-  algo_kernel<algo::direct_two_shot, coll::all_reduce, T, Op>
+  algo_kernel<algo::direct_two_shot, Proto, coll::all_reduce, T, Op>
       <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
-  algo_kernel<algo::direct, coll::reduce_scatter, T, Op>
+  algo_kernel<algo::direct, Proto, coll::reduce_scatter, T, Op>
       <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
-  algo_kernel<algo::direct, coll::all_gather, T, Op>
+  algo_kernel<algo::direct, Proto, coll::all_gather, T, Op>
       <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
-  algo_kernel<algo::direct, coll::all_to_all, T, Op>
+  algo_kernel<algo::direct, Proto, coll::all_to_all, T, Op>
       <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
-  algo_kernel<algo::direct, coll::all_to_allv, T, Op>
+  algo_kernel<algo::direct, Proto, coll::all_to_allv, T, Op>
       <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
-  algo_kernel<algo::direct, coll::send_recv, T, Op>
+  algo_kernel<algo::direct, Proto, coll::send_recv, T, Op>
       <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
-  algo_kernel<algo::bruck_a2a, coll::all_to_all, T, Op>
+  algo_kernel<algo::bruck_a2a, Proto, coll::all_to_all, T, Op>
       <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
-  algo_kernel<algo::direct, coll::barrier, T, Op>
+  algo_kernel<algo::direct, Proto, coll::barrier, T, Op>
       <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
+}
+
+template <class Proto, class T, reduce_op Op>
+void instantiate_proto() {
+  transport::shm_view v{};
+  exec::cuda ex{};
+  ring_kernel<Proto, coll::all_reduce, T, Op><<<1, 1>>>(v, ex, nullptr, nullptr, 0, 0, nullptr, 0);
+  ring_kernel<Proto, coll::reduce_scatter, T, Op><<<1, 1>>>(v, ex, nullptr, nullptr, 0, 0, nullptr, 0);
+  ring_kernel<Proto, coll::reduce, T, Op><<<1, 1>>>(v, ex, nullptr, nullptr, 0, 0, nullptr, 0);
+  ring_kernel<Proto, coll::all_gather, T, Op><<<1, 1>>>(v, ex, nullptr, nullptr, 0, 0, nullptr, 0);
+  ring_kernel<Proto, coll::broadcast, T, Op><<<1, 1>>>(v, ex, nullptr, nullptr, 0, 0, nullptr, 0);
 }
 
 template <class T, reduce_op Op>
 void instantiate_all() {
-  transport::shm_view v{};
-  exec::cuda ex{};
-  ring_kernel<coll::all_reduce, T, Op><<<1, 1>>>(v, ex, nullptr, nullptr, 0, 0, nullptr, 0);
-  ring_kernel<coll::reduce_scatter, T, Op><<<1, 1>>>(v, ex, nullptr, nullptr, 0, 0, nullptr, 0);
-  ring_kernel<coll::reduce, T, Op><<<1, 1>>>(v, ex, nullptr, nullptr, 0, 0, nullptr, 0);
-  ring_kernel<coll::all_gather, T, Op><<<1, 1>>>(v, ex, nullptr, nullptr, 0, 0, nullptr, 0);
-  ring_kernel<coll::broadcast, T, Op><<<1, 1>>>(v, ex, nullptr, nullptr, 0, 0, nullptr, 0);
+  instantiate_proto<proto::simple, T, Op>();
+  instantiate_proto<proto::ll, T, Op>();
+  instantiate_proto<proto::ll128, T, Op>();
 }
 
 template void instantiate_all<float, reduce_op::sum>();
@@ -69,9 +76,13 @@ template void instantiate_all<std::int32_t, reduce_op::prod>();
 template void instantiate_all<std::uint8_t, reduce_op::bxor>();
 template void instantiate_all<std::int64_t, reduce_op::band>();
 
-template void instantiate_direct<float, reduce_op::sum>();
-template void instantiate_direct<half_t, reduce_op::avg>();
-template void instantiate_direct<std::uint8_t, reduce_op::max>();
-template void instantiate_direct<double, reduce_op::prod>();
+template void instantiate_direct<proto::simple, float, reduce_op::sum>();
+template void instantiate_direct<proto::simple, half_t, reduce_op::avg>();
+template void instantiate_direct<proto::simple, std::uint8_t, reduce_op::max>();
+template void instantiate_direct<proto::simple, double, reduce_op::prod>();
+template void instantiate_direct<proto::ll, float, reduce_op::sum>();
+template void instantiate_direct<proto::ll, std::uint8_t, reduce_op::max>();
+template void instantiate_direct<proto::ll128, half_t, reduce_op::avg>();
+template void instantiate_direct<proto::ll128, std::uint8_t, reduce_op::max>();
 
 }  // namespace collx::test
