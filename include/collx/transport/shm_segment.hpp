@@ -112,7 +112,6 @@ class shm_segment {
     h->slots = layout_.slots;
     h->slot_bytes = layout_.slot_bytes;
     h->total_bytes = bytes_;
-    h->abort_rank = -1;
   }
 
   [[noreturn]] static void fail(const std::string& what) {
