@@ -40,9 +40,9 @@
 #include <collx/bootstrap/root.hpp>
 #include <collx/bootstrap/session.hpp>
 #include <collx/coll.hpp>
-#include <collx/dtype.hpp>
 #include <collx/detail/proc.hpp>
 #include <collx/detail/watch.hpp>
+#include <collx/dtype.hpp>
 #include <collx/error.hpp>
 #include <collx/exec/host.hpp>
 #include <collx/options.hpp>
@@ -329,7 +329,8 @@ class communicator {
     const detail::abort_cause cause = detail::read_abort(s.view.header());
     if (cause.why == status::ok) return s;
     s.err = cause.why == status::peer_dead || cause.why == status::mismatch ? cause.why : status::aborted;
-    s.err_msg = "rank " + std::to_string(s.rank) + " of " + std::to_string(s.size) + ": " + describe(s, cause);
+    s.err_msg =
+        "rank " + std::to_string(s.rank) + " of " + std::to_string(s.size) + ": " + describe(s, cause);
     return s;
   }
 
@@ -344,8 +345,7 @@ class communicator {
       case status::mismatch:
         return "ranks " + std::to_string(c.rank) + " and " + std::to_string(c.other) +
                " issued mismatched calls (the " + detail::name(c.field) + " differs)";
-      default:
-        return "aborted because rank " + std::to_string(c.rank) + " failed (" + to_string(c.why) + ")";
+      default: return "aborted because rank " + std::to_string(c.rank) + " failed (" + to_string(c.why) + ")";
     }
   }
 
@@ -354,7 +354,8 @@ class communicator {
   /// Publishes this call (after validation, before any byte moves).
   static void begin_call(state& s, coll c, std::size_t count, dtype dt, reduce_op op, int root,
                          variant_choice v) {
-    detail::publish_call(s.view.record(s.rank), ++s.seq, detail::call_desc{c, dt, op, root, v.algo, v.proto, count});
+    detail::publish_call(s.view.record(s.rank), ++s.seq,
+                         detail::call_desc{c, dt, op, root, v.algo, v.proto, count});
   }
 
   /// Compares this rank's last `depth` calls with `peer`'s calls of the same
@@ -368,9 +369,9 @@ class communicator {
         continue;
       const detail::call_field f = detail::differing_field(mine, theirs);
       if (f == detail::call_field::none) continue;
-      s.watch_what = "call #" + std::to_string(seq) + " differs between ranks: rank " + std::to_string(s.rank) +
-                     " called " + mine.str() + ", rank " + std::to_string(peer) + " called " + theirs.str() +
-                     " (the " + detail::name(f) + " differs)";
+      s.watch_what = "call #" + std::to_string(seq) + " differs between ranks: rank " +
+                     std::to_string(s.rank) + " called " + mine.str() + ", rank " + std::to_string(peer) +
+                     " called " + theirs.str() + " (the " + detail::name(f) + " differs)";
       detail::raise_abort(s.view.header(), detail::abort_cause{status::mismatch, f, s.rank, peer});
       return status::mismatch;
     }
@@ -406,8 +407,8 @@ class communicator {
       if (detail::probe(id, s.pid_ns) == detail::proc_state::dead) {
         s.watch_what = "rank " + std::to_string(peer) + " (pid " + std::to_string(id.pid) +
                        ") died: its process exited or was killed";
-        detail::raise_abort(s.view.header(), detail::abort_cause{status::peer_dead, detail::call_field::none,
-                                                                 peer, -1});
+        detail::raise_abort(s.view.header(),
+                            detail::abort_cause{status::peer_dead, detail::call_field::none, peer, -1});
         return status::peer_dead;
       }
     }

@@ -120,7 +120,8 @@ TEST_CASE("mismatched count: status::mismatch naming both ranks and the count", 
     CHECK(o.code == status::mismatch);
     CHECK(o.error_after == status::mismatch);
     CHECK_THAT(o.what, Contains("count"));
-    if (o.what.find("count 1000") != std::string::npos && o.what.find("count " + std::to_string(other)) != std::string::npos)
+    if (o.what.find("count 1000") != std::string::npos &&
+        o.what.find("count " + std::to_string(other)) != std::string::npos)
       ++named;
   }
   CHECK(named >= 1);  // the rank that detected it names both calls

@@ -91,8 +91,8 @@ inline proc_state probe(const proc_identity& peer, std::uint64_t my_ns) {
   if (peer.pid <= 0 || peer.pid_ns == 0 || peer.pid_ns != my_ns) return proc_state::unknown;
   char state = 0;
   std::uint64_t start = 0;
-  if (!read_proc_stat(peer.pid, state, start)) return errno == ENOENT || errno == ESRCH ? proc_state::dead
-                                                                                         : proc_state::unknown;
+  if (!read_proc_stat(peer.pid, state, start))
+    return errno == ENOENT || errno == ESRCH ? proc_state::dead : proc_state::unknown;
   if (state == 'Z' || state == 'X') return proc_state::dead;
   if (peer.start_time != 0 && start != peer.start_time) return proc_state::dead;  // pid reused
   return proc_state::alive;

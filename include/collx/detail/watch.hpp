@@ -51,7 +51,8 @@ struct call_desc {
     const std::uint64_t o = is_reduction(c) ? static_cast<std::uint64_t>(op) : 0;
     const std::uint64_t r = rooted ? static_cast<std::uint32_t>(root) : 0;
     return static_cast<std::uint64_t>(c) | static_cast<std::uint64_t>(dt) << 8 | o << 16 |
-           static_cast<std::uint64_t>(algo) << 24 | static_cast<std::uint64_t>(proto) << 32 | (r & 0xffffff) << 40;
+           static_cast<std::uint64_t>(algo) << 24 | static_cast<std::uint64_t>(proto) << 32 |
+           (r & 0xffffff) << 40;
   }
   static call_desc from(std::uint64_t sig, std::uint64_t count) {
     call_desc d;

@@ -44,7 +44,7 @@ inline constexpr std::size_t call_history = 4;
 /// written once when the rank joins; calls[s % call_history] describes the
 /// rank's call number s (its `seq` field is stored last, with release).
 struct alignas(cache_line) rank_record {
-  std::int32_t pid;          // 0 until the rank has joined
+  std::int32_t pid;  // 0 until the rank has joined
   std::uint32_t reserved;
   std::uint64_t start_time;  // /proc/<pid>/stat starttime: tells a reused pid apart
   std::uint64_t pid_ns;      // inode of the rank's pid namespace: pids compare only within one
