@@ -40,6 +40,7 @@
 #include <collx/bootstrap/root.hpp>
 #include <collx/bootstrap/session.hpp>
 #include <collx/coll.hpp>
+#include <collx/detail/erased_reducer.hpp>
 #include <collx/detail/proc.hpp>
 #include <collx/detail/watch.hpp>
 #include <collx/dtype.hpp>
@@ -518,17 +519,19 @@ class communicator {
     ex.check_ctx = &s;
     status st = status::ok;
     if constexpr (is_reduction(C)) {
-      visit_dtype(dt, [&]<class T>(std::type_identity<T>) {
-        visit_reduce_op(op, [&]<reduce_op Op>(std::integral_constant<reduce_op, Op>) {
-          if constexpr (is_bitwise(Op) && !std::is_integral_v<T>) {
-            st = status::not_supported;  // rejected by validate(); never instantiated
-          } else {
-            reducer<T, Op> red{static_cast<std::uint32_t>(s.size)};
-            st = run_schedule<Algo, Proto, C>(s, ex, red, static_cast<const T*>(send), static_cast<T*>(recv),
-                                              count, root);
-          }
-        });
-      });
+      // One schedule per element size; the (dtype, op) kernels sit behind the erased reducer.
+      const auto red = detail::make_erased_reducer(dt, op, static_cast<std::uint32_t>(s.size));
+      auto go = [&]<std::size_t N>() {
+        using W = detail::word<N>;
+        st = run_schedule<Algo, Proto, C>(s, ex, red, static_cast<const W*>(send), static_cast<W*>(recv),
+                                          count, root);
+      };
+      switch (size_of(dt)) {
+        case 1: go.template operator()<1>(); break;
+        case 2: go.template operator()<2>(); break;
+        case 4: go.template operator()<4>(); break;
+        default: go.template operator()<8>(); break;
+      }
     } else {
       // Data movement only: one instantiation per element size is enough.
       const std::size_t bytes = count * size_of(dt);

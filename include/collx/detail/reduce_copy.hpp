@@ -26,15 +26,22 @@ COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void reduce_copy(const Group& g, const T* 
     if (d0 != a) std::memcpy(d0, a, n * sizeof(T));
     if constexpr (NDst == 2) std::memcpy(d1, a, n * sizeof(T));
     return;
-  }
+  } else if constexpr (requires { Red::is_erased; }) {
+    // The whole slice goes to a kernel typed for the real element type.
+    static_assert(Group::size() == 1, "the erased reducer serves single-thread host workers");
+    red.template apply<Reduce, Post, NDst>(a, b, d0, d1, n);
+    return;
+  } else
 #endif
-  const std::size_t stride = static_cast<std::size_t>(g.size());
-  for (std::size_t i = static_cast<std::size_t>(g.index()); i < n; i += stride) {
-    T v = a[i];
-    if constexpr (Reduce) v = red(v, b[i]);
-    if constexpr (Post) v = red.post(v);
-    d0[i] = v;
-    if constexpr (NDst == 2) d1[i] = v;
+  {
+    const std::size_t stride = static_cast<std::size_t>(g.size());
+    for (std::size_t i = static_cast<std::size_t>(g.index()); i < n; i += stride) {
+      T v = a[i];
+      if constexpr (Reduce) v = red(v, b[i]);
+      if constexpr (Post) v = red.post(v);
+      d0[i] = v;
+      if constexpr (NDst == 2) d1[i] = v;
+    }
   }
 }
 
