@@ -79,6 +79,7 @@ class communicator {
             "nranks must be in [1, 4096], got " + std::to_string(nranks));
     opt.validate();
     auto seg = transport::shm_segment::create_anonymous(layout_for(nranks, opt));
+    if (opt.step_origin != 0) seg->view().reset_counters(opt.step_origin);
     std::vector<communicator> comms;
     comms.reserve(static_cast<std::size_t>(nranks));
     for (int r = 0; r < nranks; ++r) comms.push_back(communicator(seg, r, nranks, opt));
@@ -115,7 +116,8 @@ class communicator {
   }
 
   static transport::shm_layout layout_for(int nranks, const comm_options& opt) {
-    return transport::shm_layout{static_cast<std::uint32_t>(nranks), opt.fifo_slots, opt.slot_bytes};
+    return transport::shm_layout::make(static_cast<std::uint32_t>(nranks), opt.fifo_slots, opt.slot_bytes,
+                                       opt.ll_slot_bytes, opt.ll128_slot_bytes);
   }
 
   bool valid() const { return s_ != nullptr && !s_->destroyed; }
@@ -176,7 +178,7 @@ class communicator {
   template <class Algo, class Proto, coll C>
   void execute(const void* send, void* recv, std::size_t count, dtype dt, reduce_op op, int root) {
     static_assert(Algo::implements(C), "this algorithm does not implement the requested collective");
-    static_assert(composable<Algo, Proto, transport::shm>, "this protocol cannot run on the shm transport");
+    static_assert(Proto::template check_transport<transport::shm>());
     state& s = live(name(C));
     validate(s, C, send, recv, count, dt, op, root);
     launch<Algo, Proto, C>(s, send, recv, count, dt, op, root);
@@ -225,7 +227,8 @@ class communicator {
     char host[64];
     char boot_id[40];
     char segment[64];  // rank 0's shm object name
-    std::uint32_t slots, slot_bytes;
+    transport::fifo_geometry fifo[transport::channel_count];
+    std::uint64_t step_origin;
   };
 
   /// Process ranks of one host: rank 0 creates the segment, the others map it,
@@ -239,15 +242,16 @@ class communicator {
       if (std::fgets(mine.boot_id, sizeof mine.boot_id, f) == nullptr) mine.boot_id[0] = '\0';
       std::fclose(f);
     }
-    mine.slots = opt.fifo_slots;
-    mine.slot_bytes = opt.slot_bytes;
     const auto layout = layout_for(nranks, opt);
+    for (int c = 0; c < transport::channel_count; ++c) mine.fifo[c] = layout.fifo[c];
+    mine.step_origin = opt.step_origin;
     std::shared_ptr<transport::shm_segment> seg;
     if (rank == 0) {
       std::random_device rd;
       std::snprintf(mine.segment, sizeof mine.segment, "/collx-%d-%08x%08x", static_cast<int>(::getpid()),
                     rd(), rd());
       seg = transport::shm_segment::create_named(layout, mine.segment);
+      if (opt.step_origin != 0) seg->view().reset_counters(opt.step_origin);
     }
     const std::vector<std::byte> all = s.allgather(&mine, sizeof mine);
     std::vector<join_info> infos(static_cast<std::size_t>(nranks));
@@ -261,12 +265,18 @@ class communicator {
                         "', rank 0 on '" + infos[0].host +
                         "': ranks on several hosts need a network transport, which collx does "
                         "not provide yet");
-      if (o.slots != infos[0].slots || o.slot_bytes != infos[0].slot_bytes)
-        throw_error(status::mismatch, "init: rank " + std::to_string(r) + " uses FIFOs of " +
-                                          std::to_string(o.slots) + " × " + std::to_string(o.slot_bytes) +
-                                          " bytes, rank 0 " + std::to_string(infos[0].slots) + " × " +
-                                          std::to_string(infos[0].slot_bytes) +
-                                          " (set COLLX_BUFFSIZE/COLLX_NSLOTS alike on every rank)");
+      for (int c = 0; c < transport::channel_count; ++c)
+        if (!(o.fifo[c] == infos[0].fifo[c]))
+          throw_error(status::mismatch, "init: rank " + std::to_string(r) + " uses " +
+                                            name(static_cast<proto_id>(c)) + " FIFOs of " +
+                                            std::to_string(o.fifo[c].slots) + " × " +
+                                            std::to_string(o.fifo[c].slot_bytes) + " bytes, rank 0 " +
+                                            std::to_string(infos[0].fifo[c].slots) + " × " +
+                                            std::to_string(infos[0].fifo[c].slot_bytes) +
+                                            " (set COLLX_NSLOTS and COLLX_*BUFFSIZE alike on every rank)");
+      if (o.step_origin != infos[0].step_origin)
+        throw_error(status::mismatch,
+                    "init: rank " + std::to_string(r) + " differs from rank 0 in step_origin");
     }
     try {
       if (rank != 0) seg = transport::shm_segment::open_named(layout, infos[0].segment);

@@ -2,8 +2,10 @@
 //
 // Environment (read by comm_options::from_env, applied over the defaults):
 //   COLLX_TIMEOUT      seconds every wait may take before it fails (default 120)
-//   COLLX_BUFFSIZE     bytes of one connection's FIFO (slots × slot bytes)
-//   COLLX_NSLOTS       number of step slots per FIFO (default 8)
+//   COLLX_NSLOTS          number of step slots per FIFO (default 8, every protocol)
+//   COLLX_BUFFSIZE        bytes of one connection's Simple FIFO (slots × slot bytes)
+//   COLLX_LL_BUFFSIZE     bytes of one connection's LL FIFO (lines of 16 bytes)
+//   COLLX_LL128_BUFFSIZE  bytes of one connection's LL128 FIFO (lines of 128 bytes)
 // Bad values throw collx::error naming the variable.
 #pragma once
 
@@ -27,6 +29,15 @@ struct comm_options {
   /// pipeline; measured with collx-perf all_reduce on 2 processes.
   std::uint32_t fifo_slots = 8;
   std::uint32_t slot_bytes = 64 * 1024;
+  /// Slot bytes of the LL and LL128 FIFOs (each connection has one FIFO per
+  /// protocol). LL carries 8 payload bytes per 16-byte line, LL128 120 per
+  /// 128-byte line; both are for latency-bound sizes, so their slots are
+  /// smaller (default 8 × 8 KiB and 8 × 32 KiB; see bench/results/protocols.md).
+  std::uint32_t ll_slot_bytes = 8 * 1024;
+  std::uint32_t ll128_slot_bytes = 32 * 1024;
+  /// Value every connection's step counters start from. Only tests change it
+  /// (to run across the wrap point of the LL flag); every rank must agree.
+  std::uint64_t step_origin = 0;
   /// How long a wait busy-polls before it starts yielding the CPU. 0 = choose:
   /// long (100 µs) when this node's ranks fit on the CPUs this process may
   /// use, so a running peer is answered without a context switch; short (2 µs)
@@ -51,12 +62,9 @@ struct comm_options {
           std::chrono::microseconds(parse_u32("COLLX_SPIN_US", v, 0, 10'000'000)),
           std::chrono::nanoseconds(1));  // 0 asks for no spinning, not "choose"
     if (const char* v = std::getenv("COLLX_NSLOTS")) o.fifo_slots = parse_u32("COLLX_NSLOTS", v, 2, 1024);
-    if (const char* v = std::getenv("COLLX_BUFFSIZE")) {
-      const std::uint32_t b = parse_u32("COLLX_BUFFSIZE", v, 1024, 1u << 30);
-      require(b % o.fifo_slots == 0 && (b / o.fifo_slots) % 128 == 0, "COLLX_BUFFSIZE",
-              "must be a multiple of " + std::to_string(o.fifo_slots) + " slots × 128 bytes, got " + v);
-      o.slot_bytes = b / o.fifo_slots;
-    }
+    o.slot_bytes = buffsize_env("COLLX_BUFFSIZE", o.fifo_slots, 128, o.slot_bytes);
+    o.ll_slot_bytes = buffsize_env("COLLX_LL_BUFFSIZE", o.fifo_slots, 16, o.ll_slot_bytes);
+    o.ll128_slot_bytes = buffsize_env("COLLX_LL128_BUFFSIZE", o.fifo_slots, 128, o.ll128_slot_bytes);
     return o;
   }
 
@@ -67,9 +75,29 @@ struct comm_options {
             "fifo_slots must be in [2, 1024], got " + std::to_string(fifo_slots));
     require(slot_bytes >= 128 && slot_bytes % 128 == 0 && slot_bytes <= (1u << 28), "comm_options",
             "slot_bytes must be a multiple of 128 in [128, 256 MiB], got " + std::to_string(slot_bytes));
+    require(ll_slot_bytes >= 16 && ll_slot_bytes % 16 == 0 && ll_slot_bytes <= (1u << 28), "comm_options",
+            "ll_slot_bytes must be a multiple of 16 (one LL line) in [16, 256 MiB], got " +
+                std::to_string(ll_slot_bytes));
+    require(ll128_slot_bytes >= 128 && ll128_slot_bytes % 128 == 0 && ll128_slot_bytes <= (1u << 28),
+            "comm_options",
+            "ll128_slot_bytes must be a multiple of 128 (one LL128 line) in [128, 256 MiB], got " +
+                std::to_string(ll128_slot_bytes));
   }
 
  private:
+  // A FIFO size from the environment: total bytes, split into `slots` slots of
+  // whole lines of `line` bytes.
+  static std::uint32_t buffsize_env(const char* var, std::uint32_t slots, std::uint32_t line,
+                                    std::uint32_t fallback) {
+    const char* v = std::getenv(var);
+    if (v == nullptr) return fallback;
+    const std::uint32_t b = parse_u32(var, v, std::uint64_t(slots) * line, 1u << 30);
+    require(b % slots == 0 && (b / slots) % line == 0, var,
+            "must be a multiple of " + std::to_string(slots) + " slots × " + std::to_string(line) +
+                " bytes, got " + v);
+    return b / slots;
+  }
+
   static std::uint32_t parse_u32(const char* var, const char* v, std::uint64_t lo, std::uint64_t hi) {
     char* end = nullptr;
     const unsigned long long x = std::strtoull(v, &end, 10);

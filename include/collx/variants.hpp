@@ -10,6 +10,8 @@
 #include <collx/algo/ring.hpp>
 #include <collx/coll.hpp>
 #include <collx/proto/ids.hpp>
+#include <collx/proto/ll.hpp>
+#include <collx/proto/ll128.hpp>
 #include <collx/proto/simple.hpp>
 
 namespace collx {
@@ -18,7 +20,7 @@ template <class... Ts>
 struct type_list {};
 
 using algorithms = type_list<algo::ring>;
-using protocols = type_list<proto::simple>;
+using protocols = type_list<proto::simple, proto::ll, proto::ll128>;
 
 /// A runtime request for a variant; `automatic` lets the communicator choose.
 struct variant_choice {

@@ -27,9 +27,10 @@ float input(int rank, std::size_t i) {
   return static_cast<float>(static_cast<int>((i * 7 + rank * 3) % 19) - 9);
 }
 
-template <coll C>
+template <class Proto, coll C>
 int run(int P, std::size_t count) {
-  transport::shm_layout layout{static_cast<std::uint32_t>(P), 8, 64 * 1024};
+  const auto layout =
+      transport::shm_layout::make(static_cast<std::uint32_t>(P), 8, 64 * 1024, 8 * 1024, 32 * 1024);
   std::byte* seg = nullptr;
   CUDA_OK(cudaMalloc(&seg, layout.total_bytes()));
   CUDA_OK(cudaMemset(seg, 0, layout.total_bytes()));
@@ -56,7 +57,7 @@ int run(int P, std::size_t count) {
   exec::cuda ex{};
   ex.abort_word = reinterpret_cast<const std::uint32_t*>(seg + offsetof(transport::shm_header, abort));
   transport::shm_view view{seg, layout};
-  test::ring_kernel<C, float, reduce_op::sum>
+  test::ring_kernel<Proto, C, float, reduce_op::sum>
       <<<P, 256>>>(view, ex, d_sends, d_recvs, count, 0, d_status, 30ull * 1000000000ull);
   CUDA_OK(cudaGetLastError());
   CUDA_OK(cudaDeviceSynchronize());
@@ -89,8 +90,14 @@ int run(int P, std::size_t count) {
   cudaFree(d_recvs);
   cudaFree(d_status);
   cudaFree(seg);
-  std::printf("%s P=%d count=%zu: %s\n", name(C), P, count, wrong ? "WRONG" : "ok");
+  std::printf("%s/%s P=%d count=%zu: %s\n", Proto::name, name(C), P, count, wrong ? "WRONG" : "ok");
   return wrong;
+}
+
+template <class Proto>
+int run_protocol(int P, std::size_t count) {
+  return run<Proto, coll::all_reduce>(P, count) + run<Proto, coll::all_gather>(P, count) +
+         run<Proto, coll::reduce_scatter>(P, count);
 }
 
 }  // namespace
@@ -105,9 +112,9 @@ int main() {
   for (int P : {1, 2, 3, 4, 8})
     for (std::size_t count :
          {std::size_t(0), std::size_t(1), std::size_t(P + 1), std::size_t(1009), std::size_t(1 << 20) + 3}) {
-      wrong += run<coll::all_reduce>(P, count);
-      wrong += run<coll::all_gather>(P, count);
-      wrong += run<coll::reduce_scatter>(P, count);
+      wrong += run_protocol<proto::simple>(P, count);
+      wrong += run_protocol<proto::ll>(P, count);
+      wrong += run_protocol<proto::ll128>(P, count);
     }
   std::printf("%s\n", wrong ? "FAILED" : "all ok");
   return wrong ? 1 : 0;

@@ -5,15 +5,22 @@
 
 namespace collx::test {
 
-template <class T, reduce_op Op>
-void instantiate_all() {
+template <class Proto, class T, reduce_op Op>
+void instantiate_proto() {
   transport::shm_view v{};
   exec::cuda ex{};
-  ring_kernel<coll::all_reduce, T, Op><<<1, 1>>>(v, ex, nullptr, nullptr, 0, 0, nullptr, 0);
-  ring_kernel<coll::reduce_scatter, T, Op><<<1, 1>>>(v, ex, nullptr, nullptr, 0, 0, nullptr, 0);
-  ring_kernel<coll::reduce, T, Op><<<1, 1>>>(v, ex, nullptr, nullptr, 0, 0, nullptr, 0);
-  ring_kernel<coll::all_gather, T, Op><<<1, 1>>>(v, ex, nullptr, nullptr, 0, 0, nullptr, 0);
-  ring_kernel<coll::broadcast, T, Op><<<1, 1>>>(v, ex, nullptr, nullptr, 0, 0, nullptr, 0);
+  ring_kernel<Proto, coll::all_reduce, T, Op><<<1, 1>>>(v, ex, nullptr, nullptr, 0, 0, nullptr, 0);
+  ring_kernel<Proto, coll::reduce_scatter, T, Op><<<1, 1>>>(v, ex, nullptr, nullptr, 0, 0, nullptr, 0);
+  ring_kernel<Proto, coll::reduce, T, Op><<<1, 1>>>(v, ex, nullptr, nullptr, 0, 0, nullptr, 0);
+  ring_kernel<Proto, coll::all_gather, T, Op><<<1, 1>>>(v, ex, nullptr, nullptr, 0, 0, nullptr, 0);
+  ring_kernel<Proto, coll::broadcast, T, Op><<<1, 1>>>(v, ex, nullptr, nullptr, 0, 0, nullptr, 0);
+}
+
+template <class T, reduce_op Op>
+void instantiate_all() {
+  instantiate_proto<proto::simple, T, Op>();
+  instantiate_proto<proto::ll, T, Op>();
+  instantiate_proto<proto::ll128, T, Op>();
 }
 
 template void instantiate_all<float, reduce_op::sum>();

@@ -64,6 +64,26 @@ struct cuda {
     return static_cast<status>(v);
   }
 
+  /// A wait by one thread on its own condition (an LL line), with the same
+  /// deadline and abort check; no block-wide synchronisation.
+  template <class Pred>
+  __device__ status wait_own(Pred&& done) const {
+    for (std::uint32_t polls = 0;; ++polls) {
+      if (done()) return status::ok;
+      if (abort_word && detail::load_relaxed(abort_word) != 0) return status::aborted;
+      if ((polls & 255u) == 0 && globaltimer_ns() > deadline_ns) return done() ? status::ok : status::timeout;
+    }
+  }
+
+  /// Block-wide verdict after threads waited on their own: ok only if every
+  /// thread's was; a timeout anywhere wins over an abort. Synchronises the block.
+  __device__ static status agree(status s) {
+    const int timed_out = __syncthreads_or(s == status::timeout);
+    const int failed = __syncthreads_or(s != status::ok);
+    if (timed_out) return status::timeout;
+    return failed ? (s != status::ok ? s : status::aborted) : status::ok;
+  }
+
   __device__ static void fence_before_post() { __threadfence_system(); }
 };
 

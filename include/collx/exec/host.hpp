@@ -97,6 +97,17 @@ struct host {
     }
   }
 
+  /// A wait by one worker on its own condition (LL lines): the same as wait()
+  /// for a single-thread group.
+  template <class Pred>
+  status wait_own(Pred&& done) const {
+    return wait(static_cast<Pred&&>(done));
+  }
+
+  /// The group's verdict after workers waited on their own: with one worker,
+  /// its own status.
+  static status agree(status s) { return s; }
+
   /// Makes the preceding plain stores of this worker group visible before a
   /// release store by the leader. A single host thread needs nothing extra.
   static void fence_before_post() {}

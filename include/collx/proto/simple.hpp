@@ -1,9 +1,8 @@
 // collx/proto/simple.hpp — the Simple protocol: payload-only slots, credit
 // flow control through the connection's head/tail step counters.
 //
-// Sender: wait until head + slots > tail (a free slot; checked against a cached
-// copy of head first, reloading head with acquire only when that copy says the
-// FIFO is full), write the payload with plain stores, then publish with a
+// Sender: wait until head + slots > tail (a free slot; see credit.hpp), write
+// the payload with plain stores, then publish with a
 // release store of tail + 1. Receiver: wait
 // until tail (acquire) > head, read the slot, then hand it back with a release
 // store of head + 1. 100 % payload, one counter round trip of latency per slot.
@@ -14,6 +13,7 @@
 #include <collx/detail/atomic.hpp>
 #include <collx/detail/reduce_copy.hpp>
 #include <collx/error.hpp>
+#include <collx/proto/credit.hpp>
 #include <collx/proto/ids.hpp>
 #include <collx/proto/step_flags.hpp>
 #include <collx/transport/fifo.hpp>
@@ -26,11 +26,21 @@ namespace collx::proto {
 struct simple {
   static constexpr proto_id id = proto_id::simple;
   static constexpr const char* name = "simple";
+  // Traits for the cost model.
   static constexpr double payload_efficiency = 1.0;
+  /// Synchronising transfers on a step's critical path: the payload, then the
+  /// counter that publishes it (and the credit counter back).
+  static constexpr int step_latency_transfers = 2;
+  /// Payload bytes one worker moves per access (a 16-byte vector).
+  static constexpr std::size_t grain_bytes = 16;
 
   /// Simple needs nothing beyond memory both sides can reach.
   template <class Transport>
   static constexpr bool usable_with = true;
+  template <class Transport>
+  static constexpr bool check_transport() {
+    return true;
+  }
 
   /// View: a transport's connection table, providing fifo(src, dst) and the
   /// FIFO geometry (fifo_slots(), fifo_slot_bytes()); see transport/shm.hpp.
@@ -45,8 +55,8 @@ struct simple {
     /// FIFO at once (which would deadlock).
     template <class T>
     COLLX_HOST_DEVICE std::size_t max_chunk_elems() const {
-      const std::size_t per_slot = view_.fifo_slot_bytes() / sizeof(T);
-      const std::size_t half = view_.fifo_slots() / 2 > 0 ? view_.fifo_slots() / 2 : 1;
+      const std::size_t per_slot = view_.fifo_slot_bytes(id) / sizeof(T);
+      const std::size_t half = view_.fifo_slots(id) / 2 > 0 ? view_.fifo_slots(id) / 2 : 1;
       return per_slot * half;
     }
 
@@ -62,12 +72,12 @@ struct simple {
       transport::fifo_ref in{}, out{};
       std::uint64_t rstep = 0, sstep = 0;
       if constexpr (R) {
-        in = view_.fifo(from, rank_);
+        in = view_.fifo(from, rank_, id);
         rstep = detail::load_relaxed(&in.ctrl->head);  // this rank is its only writer
       }
       std::uint64_t head_seen = 0;
       if constexpr (S) {
-        out = view_.fifo(rank_, to);
+        out = view_.fifo(rank_, to, id);
         sstep = detail::load_relaxed(&out.ctrl->tail);
         head_seen = detail::load_relaxed(&out.ctrl->head_seen);  // sender-owned, like tail
       }
@@ -82,19 +92,8 @@ struct simple {
           if (st != status::ok) return st;
         }
         if constexpr (S) {
-          // Credit check against the sender's cached head first: the receiver's
-          // head line is only loaded (a cross-core miss) when the cache says full.
-          const std::uint64_t want = sstep, slots = out.slots;
-          if (head_seen + slots <= want) {
-            const status st = ex_.wait([&] { return detail::load_acquire(&out.ctrl->head) + slots > want; });
-            if (st != status::ok) return st;
-            // One worker refreshes the cache; after the sync every worker reads the
-            // same value, so the whole group keeps taking the same branches.
-            if (g.leader())
-              detail::store_relaxed(&out.ctrl->head_seen, detail::load_acquire(&out.ctrl->head));
-            g.sync();
-            head_seen = detail::load_relaxed(&out.ctrl->head_seen);
-          }
+          const status st = wait_credit(ex_, g, out, sstep, head_seen);
+          if (st != status::ok) return st;
         }
         const T* rin = R ? reinterpret_cast<const T*>(in.slot(rstep)) : nullptr;
         T* sout = S ? reinterpret_cast<T*>(out.slot(sstep)) : nullptr;

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <collx/config.hpp>
+#include <collx/proto/ids.hpp>
 #include <collx/transport/fifo.hpp>
 
 #include <cstddef>
@@ -22,12 +23,26 @@
 
 namespace collx::transport {
 
+/// Slots × slot bytes of one FIFO. Each connection has one FIFO per protocol
+/// (a channel), so lines of one protocol never sit where another protocol's
+/// reader could mistake them for its own.
+struct fifo_geometry {
+  std::uint32_t slots = 0;
+  std::uint32_t slot_bytes = 0;
+  COLLX_HOST_DEVICE constexpr std::size_t bytes() const { return std::size_t(slots) * slot_bytes; }
+  friend constexpr bool operator==(const fifo_geometry&, const fifo_geometry&) = default;
+};
+
+/// Channels of a connection, indexed by protocol: simple, ll, ll128.
+inline constexpr int channel_count = 3;
+COLLX_HOST_DEVICE constexpr int channel_of(proto_id p) { return static_cast<int>(p); }
+
 struct shm_header {
   std::uint64_t magic;
   std::uint32_t version;
   std::uint32_t nranks;
-  std::uint32_t slots;
-  std::uint32_t slot_bytes;
+  fifo_geometry fifo[channel_count];
+  std::uint64_t step_origin;  // value every step counter started from
   std::uint64_t total_bytes;
   alignas(cache_line) std::uint32_t abort;  // non-zero: every wait returns status::aborted
   std::uint32_t reserved;
@@ -56,14 +71,27 @@ struct alignas(cache_line) rank_record {
 static_assert(sizeof(rank_record) == cache_line);
 
 inline constexpr std::uint64_t shm_magic = 0x636f6c6c78736d31ull;  // "collxsm1"
-inline constexpr std::uint32_t shm_version = 2;
+inline constexpr std::uint32_t shm_version = 3;
 inline constexpr std::size_t shm_page = 4096;
 
 COLLX_HOST_DEVICE constexpr std::size_t align_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
 
-/// Byte offsets of the parts of a segment for a given geometry.
+/// Byte offsets of the parts of a segment for a given geometry. Per directed
+/// pair: channel_count control blocks, then one page-aligned buffer per channel.
 struct shm_layout {
-  std::uint32_t nranks = 0, slots = 0, slot_bytes = 0;
+  std::uint32_t nranks = 0;
+  fifo_geometry fifo[channel_count]{};
+
+  /// Every channel with the same slot count; slot bytes per protocol.
+  static constexpr shm_layout make(std::uint32_t nranks, std::uint32_t slots, std::uint32_t simple_slot_bytes,
+                                   std::uint32_t ll_slot_bytes, std::uint32_t ll128_slot_bytes) {
+    shm_layout l;
+    l.nranks = nranks;
+    l.fifo[channel_of(proto_id::simple)] = {slots, simple_slot_bytes};
+    l.fifo[channel_of(proto_id::ll)] = {slots, ll_slot_bytes};
+    l.fifo[channel_of(proto_id::ll128)] = {slots, ll128_slot_bytes};
+    return l;
+  }
 
   COLLX_HOST_DEVICE constexpr std::size_t records_offset() const {
     return align_up(sizeof(shm_header), cache_line);
@@ -71,12 +99,19 @@ struct shm_layout {
   COLLX_HOST_DEVICE constexpr std::size_t ctrl_offset() const {
     return align_up(records_offset() + std::size_t(nranks) * sizeof(rank_record), shm_page);
   }
-  COLLX_HOST_DEVICE constexpr std::size_t fifo_bytes() const { return std::size_t(slots) * slot_bytes; }
+  COLLX_HOST_DEVICE constexpr std::size_t pairs() const { return std::size_t(nranks) * nranks; }
+  /// Offset of channel ch's buffer inside one pair's buffer block.
+  COLLX_HOST_DEVICE constexpr std::size_t channel_offset(int ch) const {
+    std::size_t off = 0;
+    for (int c = 0; c < ch; ++c) off += align_up(fifo[c].bytes(), shm_page);
+    return off;
+  }
+  COLLX_HOST_DEVICE constexpr std::size_t pair_bytes() const { return channel_offset(channel_count); }
   COLLX_HOST_DEVICE constexpr std::size_t buffers_offset() const {
-    return align_up(ctrl_offset() + std::size_t(nranks) * nranks * sizeof(fifo_ctrl), shm_page);
+    return align_up(ctrl_offset() + pairs() * channel_count * sizeof(fifo_ctrl), shm_page);
   }
   COLLX_HOST_DEVICE constexpr std::size_t total_bytes() const {
-    return buffers_offset() + std::size_t(nranks) * nranks * align_up(fifo_bytes(), shm_page);
+    return buffers_offset() + pairs() * pair_bytes();
   }
 };
 
@@ -91,19 +126,34 @@ struct shm_view {
     return reinterpret_cast<rank_record*>(base + layout.records_offset()) + rank;
   }
   COLLX_HOST_DEVICE int nranks() const { return static_cast<int>(layout.nranks); }
-  /// FIFO geometry, the same for every connection of this view.
-  COLLX_HOST_DEVICE std::uint32_t fifo_slots() const { return layout.slots; }
-  COLLX_HOST_DEVICE std::uint32_t fifo_slot_bytes() const { return layout.slot_bytes; }
+  /// FIFO geometry of a protocol's channel, the same for every connection.
+  COLLX_HOST_DEVICE std::uint32_t fifo_slots(proto_id p = proto_id::simple) const {
+    return layout.fifo[channel_of(p)].slots;
+  }
+  COLLX_HOST_DEVICE std::uint32_t fifo_slot_bytes(proto_id p = proto_id::simple) const {
+    return layout.fifo[channel_of(p)].slot_bytes;
+  }
 
-  /// The connection carrying data from rank src to rank dst.
-  COLLX_HOST_DEVICE fifo_ref fifo(int src, int dst) const {
+  /// Protocol p's FIFO of the connection carrying data from rank src to rank dst.
+  COLLX_HOST_DEVICE fifo_ref fifo(int src, int dst, proto_id p = proto_id::simple) const {
     const std::size_t pair = std::size_t(src) * layout.nranks + std::size_t(dst);
+    const int ch = channel_of(p);
     fifo_ref f;
-    f.ctrl = reinterpret_cast<fifo_ctrl*>(base + layout.ctrl_offset()) + pair;
-    f.buffer = base + layout.buffers_offset() + pair * align_up(layout.fifo_bytes(), shm_page);
-    f.slots = layout.slots;
-    f.slot_bytes = layout.slot_bytes;
+    f.ctrl = reinterpret_cast<fifo_ctrl*>(base + layout.ctrl_offset()) + pair * channel_count + ch;
+    f.buffer = base + layout.buffers_offset() + pair * layout.pair_bytes() + layout.channel_offset(ch);
+    f.slots = layout.fifo[ch].slots;
+    f.slot_bytes = layout.fifo[ch].slot_bytes;
     return f;
+  }
+
+  /// Sets every counter of every channel to `origin` (all zero in a fresh
+  /// segment). Only before any rank runs a collective; tests start near a
+  /// flag's wrap point with it.
+  void reset_counters(std::uint64_t origin) const {
+    auto* c = reinterpret_cast<fifo_ctrl*>(base + layout.ctrl_offset());
+    for (std::size_t i = 0; i < layout.pairs() * channel_count; ++i)
+      c[i].tail = c[i].head_seen = c[i].head = origin;
+    header()->step_origin = origin;
   }
 };
 

@@ -73,7 +73,7 @@ class shm_segment {
     auto seg = map_fd(fd, layout.total_bytes(), layout, name);
     const shm_header* h = seg->view().header();
     if (h->magic != shm_magic || h->version != shm_version || h->nranks != layout.nranks ||
-        h->slots != layout.slots || h->slot_bytes != layout.slot_bytes)
+        !same_geometry(*h, layout))
       throw_error(status::mismatch,
                   "shared segment " + name + " has a different layout than this rank expects");
     return seg;
@@ -104,13 +104,18 @@ class shm_segment {
     return std::shared_ptr<shm_segment>(new shm_segment(static_cast<std::byte*>(p), bytes, layout, name));
   }
 
+  static bool same_geometry(const shm_header& h, const shm_layout& l) {
+    for (int c = 0; c < channel_count; ++c)
+      if (!(h.fifo[c] == l.fifo[c])) return false;
+    return true;
+  }
+
   void init_header() {
     shm_header* h = view().header();
     h->magic = shm_magic;
     h->version = shm_version;
     h->nranks = layout_.nranks;
-    h->slots = layout_.slots;
-    h->slot_bytes = layout_.slot_bytes;
+    for (int c = 0; c < channel_count; ++c) h->fifo[c] = layout_.fifo[c];
     h->total_bytes = bytes_;
   }
 

@@ -1,0 +1,164 @@
+// collx/proto/line_engine.hpp — the protocol engine of LL and LL128: one
+// implementation of run<Flags>() over a line format (see lines.hpp).
+//
+// Per step (one FIFO slot): the sender waits for credit (credit.hpp), then
+// writes its lines with the step's flag; the receiver waits line by line for
+// the flag, uses the payload, and when the whole slot is consumed hands it
+// back with a release store of head + 1. The sender's tail is its own step
+// count (nobody waits on it). A team of workers owns a line (one host thread;
+// on the device one thread for LL, eight lanes for LL128); host teams take
+// batches of lines so that the reduction runs once per batch, not per line.
+#pragma once
+
+#include <collx/config.hpp>
+#include <collx/detail/atomic.hpp>
+#include <collx/detail/reduce_copy.hpp>
+#include <collx/error.hpp>
+#include <collx/proto/credit.hpp>
+#include <collx/proto/lines.hpp>
+#include <collx/proto/step_flags.hpp>
+#include <collx/transport/fifo.hpp>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace collx::proto {
+
+template <class Line, class Exec, class View>
+class line_engine {
+  using io = line_io<Line>;
+  static constexpr std::size_t payload = Line::payload_bytes;
+  // Bytes of payload one team member holds per batch.
+  static constexpr std::size_t member_bytes =
+      io::batch_lines * (io::team_size() == 1 ? payload : io::piece_end(0) - io::piece_begin(0));
+  static_assert(io::team_size() == 1 || io::batch_lines == 1,
+                "a member's bytes of a batch must be contiguous");
+
+  // One worker reducing its own piece.
+  struct solo {
+    COLLX_HOST_DEVICE static constexpr int size() { return 1; }
+    COLLX_HOST_DEVICE static constexpr int index() { return 0; }
+  };
+
+ public:
+  COLLX_HOST_DEVICE line_engine(const Exec& ex, const View& view, int rank)
+      : ex_(ex), view_(view), rank_(rank) {}
+
+  /// Elements of one slot.
+  template <class T>
+  COLLX_HOST_DEVICE std::size_t step_elems() const {
+    return view_.fifo_slot_bytes(Line::id) / Line::line_bytes * payload / sizeof(T);
+  }
+  /// Half the FIFO, as for Simple: a ring whose ranks all send first cannot fill every FIFO.
+  template <class T>
+  COLLX_HOST_DEVICE std::size_t max_chunk_elems() const {
+    const std::size_t half = view_.fifo_slots(Line::id) / 2 > 0 ? view_.fifo_slots(Line::id) / 2 : 1;
+    return step_elems<T>() * half;
+  }
+
+  template <unsigned F, class T, class Red>
+  COLLX_HOST_DEVICE status run(int from, int to, const T* src, T* dst, std::size_t n, const Red& red) {
+    constexpr bool R = has(F, recv_in), S = has(F, send_out), Src = has(F, src_in), Dst = has(F, dst_out);
+    constexpr bool Reduce = has(F, reduce_in), Post = has(F, post_op);
+    static_assert(R || S, "a step without a peer is a local copy, not a protocol step");
+    static_assert(R || Src, "a step needs an input");
+    static_assert(S || Dst, "a step needs an output");
+    static_assert(!Reduce || (R && Src), "reduction combines received data with a local source");
+    static_assert(8 % sizeof(T) == 0, "line payloads hold whole elements of at most 8 bytes");
+
+    transport::fifo_ref in{}, out{};
+    std::uint64_t rstep = 0, sstep = 0, head_seen = 0;
+    if constexpr (R) {
+      in = view_.fifo(from, rank_, Line::id);
+      rstep = detail::load_relaxed(&in.ctrl->head);  // this rank is its only writer
+    }
+    if constexpr (S) {
+      out = view_.fifo(rank_, to, Line::id);
+      sstep = detail::load_relaxed(&out.ctrl->tail);
+      head_seen = detail::load_relaxed(&out.ctrl->head_seen);
+    }
+    const std::size_t slot_lines = (R ? in.slot_bytes : out.slot_bytes) / Line::line_bytes;
+    const std::size_t per_step = slot_lines * payload / sizeof(T);
+    const auto g = ex_.workers();
+    const int ts = io::team_size(), member = g.index() % ts;
+    const std::size_t team = static_cast<std::size_t>(g.index() / ts);
+    const std::size_t teams = static_cast<std::size_t>(g.size() / ts > 0 ? g.size() / ts : 1);
+    const std::size_t pb = io::piece_begin(member), pe = io::piece_end(member);
+
+    for (std::size_t done = 0; done < n;) {
+      const std::size_t k = n - done < per_step ? n - done : per_step;
+      const std::size_t bytes = k * sizeof(T), nlines = (bytes + payload - 1) / payload;
+      if constexpr (S) COLLX_TRY(wait_credit(ex_, g, out, sstep, head_seen));
+      // A cleaning step rewrites the whole slot; the extra lines carry no payload.
+      const std::size_t lines = S && Line::clean_step(sstep, S ? out.slots : 1) ? slot_lines : nlines;
+      const auto rflag = Line::flag(rstep), sflag = Line::flag(sstep);
+      const std::byte* rslot = R ? in.slot(rstep) : nullptr;
+      std::byte* sslot = S ? out.slot(sstep) : nullptr;
+      const T* s = Src ? src + done : nullptr;
+      T* d = Dst ? dst + done : nullptr;
+
+      status st = status::ok;
+      for (std::size_t l0 = team * io::batch_lines; l0 < lines && st == status::ok;
+           l0 += teams * io::batch_lines) {
+        const std::size_t nb = lines - l0 < io::batch_lines ? lines - l0 : io::batch_lines;
+        // This member's bytes of the batch: [lo, hi) of the step's payload.
+        const std::size_t lo = clip(l0 * payload + pb, bytes), hi = clip((l0 + nb - 1) * payload + pe, bytes);
+        const std::size_t e0 = lo / sizeof(T), m = (hi - lo) / sizeof(T);
+        alignas(16) std::byte rbuf[R ? member_bytes : 1];
+        alignas(16) std::byte sbuf[S ? member_bytes : 1];
+
+        if constexpr (R) {
+          for (std::size_t j = 0; j < nb && l0 + j < nlines; ++j) {
+            const std::size_t b = (l0 + j) * payload + pb;
+            st = io::wait_load(ex_, rslot + (l0 + j) * Line::line_bytes, member,
+                               rbuf + (b - l0 * payload - pb), clip(b + pe - pb, bytes) - clip(b, bytes),
+                               rflag);
+            if (st != status::ok) break;
+          }
+          if (st != status::ok) break;
+        }
+        const T* a = R ? reinterpret_cast<const T*>(rbuf) : s + e0;
+        const std::byte* sendp = reinterpret_cast<const std::byte*>(a);
+        if constexpr (!Reduce && !Post) {
+          if constexpr (Dst)
+            detail::reduce_copy<false, false, 1>(solo{}, a, nullptr, d + e0, nullptr, m, red);
+        } else {
+          T* sb = reinterpret_cast<T*>(sbuf);
+          const T* b = Reduce ? s + e0 : nullptr;
+          if constexpr (S && Dst) detail::reduce_copy<Reduce, Post, 2>(solo{}, a, b, d + e0, sb, m, red);
+          else if constexpr (S) detail::reduce_copy<Reduce, Post, 1>(solo{}, a, b, sb, nullptr, m, red);
+          else detail::reduce_copy<Reduce, Post, 1>(solo{}, a, b, d + e0, nullptr, m, red);
+          sendp = sbuf;
+        }
+        if constexpr (S) {
+          for (std::size_t j = 0; j < nb; ++j) {
+            const std::size_t b = (l0 + j) * payload + pb;
+            io::store(sslot + (l0 + j) * Line::line_bytes, member, sendp + (b - l0 * payload - pb),
+                      clip(b + pe - pb, bytes) - clip(b, bytes), sflag);
+          }
+        }
+      }
+      COLLX_TRY(ex_.agree(st));  // the whole group leaves together, with the first failure
+      ex_.fence_before_post();
+      if (g.leader()) {
+        if constexpr (R) detail::store_release(&in.ctrl->head, rstep + 1);
+        if constexpr (S) detail::store_relaxed(&out.ctrl->tail, sstep + 1);
+      }
+      if constexpr (R) ++rstep;
+      if constexpr (S) ++sstep;
+      done += k;
+    }
+    return status::ok;
+  }
+
+ private:
+  COLLX_HOST_DEVICE static constexpr std::size_t clip(std::size_t v, std::size_t limit) {
+    return v < limit ? v : limit;
+  }
+
+  Exec ex_;
+  View view_;
+  int rank_;
+};
+
+}  // namespace collx::proto

@@ -1,0 +1,227 @@
+// collx/proto/lines.hpp — the line formats of the LL and LL128 protocols and
+// the loads/stores that move them, on the host and on the device.
+//
+// Both protocols put a flag next to the payload, so a reader learns that data
+// has arrived from the data itself: no counter to publish, no fence between
+// payload and signal. The flag of a step derives from the connection's step
+// counter (which persists across calls), so a line left from an earlier step
+// never carries the flag the reader waits for.
+//
+// LL: 16-byte lines {data32, flag32, data32, flag32}; 8 payload bytes.
+//   Writer: each 8-byte half {data, flag} is one atomic 8-byte store on the
+//   host, the whole line one 16-byte volatile vector store on the device.
+//   Reader: loads the line until both flags equal the expected flag; a half
+//   from an older step fails the check, so torn lines are never used.
+// LL128: 128-byte lines of 15 payload words and one 8-byte flag word (last).
+//   Host: the writer stores the payload, then the flag with release; the
+//   reader loads the flag with acquire, then the payload. Device: 8 lanes
+//   store one line with 16-byte volatile stores, the flag in the last lane's
+//   second word; this relies on 128-byte lines arriving in order (NVLink
+//   does), which is why a transport must declare in_order_128b_lines.
+//
+// The format (which byte goes where, which flag a step uses) is shared; only
+// the load/store primitives differ between host and device.
+#pragma once
+
+#include <collx/config.hpp>
+#include <collx/detail/atomic.hpp>
+#include <collx/error.hpp>
+#include <collx/proto/ids.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__CUDACC__)
+#include <collx/exec/cuda.hpp>
+#endif
+
+namespace collx::proto {
+
+/// The LL line: 8 payload bytes, a 32-bit flag beside each 4-byte half.
+struct ll_line {
+  static constexpr proto_id id = proto_id::ll;
+  static constexpr std::size_t line_bytes = 16;
+  static constexpr std::size_t payload_bytes = 8;
+  /// The flag of a step: never 0 (fresh memory is zero), and equal for two
+  /// steps only if they differ by a multiple of 2^32 − 1.
+  COLLX_HOST_DEVICE static constexpr std::uint32_t flag(std::uint64_t step) {
+    return static_cast<std::uint32_t>(step % 0xffffffffull) + 1u;
+  }
+  /// A line not written for 2^32 − 1 steps could carry a current flag again.
+  /// The sender therefore rewrites every line of a slot (flag, zero payload)
+  /// on each clean_period-th use of that slot: a line is then at most
+  /// clean_period × slots ≤ 2^30 steps old, far from a flag repeat.
+  static constexpr std::uint64_t clean_period = 1ull << 20;
+  COLLX_HOST_DEVICE static constexpr bool clean_step(std::uint64_t step, std::uint32_t slots) {
+    return (step / slots) % clean_period == 0;
+  }
+};
+
+/// The LL128 line: 15 payload words, the flag in the last word.
+struct ll128_line {
+  static constexpr proto_id id = proto_id::ll128;
+  static constexpr std::size_t line_bytes = 128;
+  static constexpr std::size_t payload_bytes = 120;
+  /// 64-bit flags do not repeat within the life of a connection.
+  COLLX_HOST_DEVICE static constexpr std::uint64_t flag(std::uint64_t step) { return step + 1; }
+  COLLX_HOST_DEVICE static constexpr bool clean_step(std::uint64_t, std::uint32_t) { return false; }
+};
+
+/// Loads and stores of lines. A line is handled by a team of workers; each
+/// member owns a contiguous piece of the line's payload ([piece_begin,
+/// piece_end) bytes) and moves it with the widest access the target has.
+/// Host: a team is one thread and a batch is several lines (one reduction
+/// call per batch). Device: one line per team per iteration.
+template <class Line>
+struct line_io;
+
+template <>
+struct line_io<ll_line> {
+  using line = ll_line;
+  COLLX_HOST_DEVICE static constexpr int team_size() { return 1; }
+#if COLLX_DEVICE_CODE
+  static constexpr std::size_t batch_lines = 1;
+#else
+  static constexpr std::size_t batch_lines = 64;
+#endif
+  COLLX_HOST_DEVICE static constexpr std::size_t piece_begin(int) { return 0; }
+  COLLX_HOST_DEVICE static constexpr std::size_t piece_end(int) { return line::payload_bytes; }
+
+  /// Writes `valid` payload bytes from `src` (zero padded) with the step's flag.
+  COLLX_HOST_DEVICE static void store(std::byte* l, int, const std::byte* src, std::size_t valid,
+                                      std::uint32_t flag) {
+    std::uint64_t p = 0;
+    copy_bytes(&p, src, valid);
+    const std::uint32_t lo = static_cast<std::uint32_t>(p), hi = static_cast<std::uint32_t>(p >> 32);
+#if COLLX_DEVICE_CODE
+    asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(l), "r"(lo), "r"(flag), "r"(hi),
+                 "r"(flag)
+                 : "memory");
+#else
+    auto* w = reinterpret_cast<std::uint64_t*>(l);
+    detail::store_relaxed(w, lo | std::uint64_t(flag) << 32);
+    detail::store_relaxed(w + 1, hi | std::uint64_t(flag) << 32);
+#endif
+  }
+
+  /// Loads the line into `dst` (`valid` bytes) if both halves carry `flag`.
+  COLLX_HOST_DEVICE static bool try_load(const std::byte* l, int, std::byte* dst, std::size_t valid,
+                                         std::uint32_t flag) {
+    std::uint32_t lo, f0, hi, f1;
+#if COLLX_DEVICE_CODE
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(lo), "=r"(f0), "=r"(hi), "=r"(f1)
+                 : "l"(l)
+                 : "memory");
+#else
+    const auto* w = reinterpret_cast<const std::uint64_t*>(l);
+    const std::uint64_t h0 = detail::load_relaxed(w), h1 = detail::load_relaxed(w + 1);
+    lo = static_cast<std::uint32_t>(h0), f0 = static_cast<std::uint32_t>(h0 >> 32);
+    hi = static_cast<std::uint32_t>(h1), f1 = static_cast<std::uint32_t>(h1 >> 32);
+#endif
+    if (f0 != flag || f1 != flag) return false;
+    const std::uint64_t p = lo | std::uint64_t(hi) << 32;
+    copy_bytes(dst, &p, valid);
+    return true;
+  }
+
+  /// Waits (with the executor's deadline and abort check) for the line.
+  template <class Exec>
+  COLLX_HOST_DEVICE static status wait_load(const Exec& ex, const std::byte* l, int member, std::byte* dst,
+                                            std::size_t valid, std::uint32_t flag) {
+    return ex.wait_own([&] { return try_load(l, member, dst, valid, flag); });
+  }
+
+  COLLX_HOST_DEVICE static void copy_bytes(void* d, const void* s, std::size_t n) {
+#if COLLX_DEVICE_CODE
+    auto* dd = static_cast<unsigned char*>(d);
+    const auto* ss = static_cast<const unsigned char*>(s);
+    for (std::size_t i = 0; i < n; ++i) dd[i] = ss[i];
+#else
+    std::memcpy(d, s, n);
+#endif
+  }
+};
+
+template <>
+struct line_io<ll128_line> {
+  using line = ll128_line;
+  static constexpr std::size_t flag_offset = 120;
+#if COLLX_DEVICE_CODE
+  // Eight lanes of a warp per line, 16 bytes each; the last lane's second word is the flag.
+  COLLX_HOST_DEVICE static constexpr int team_size() { return 8; }
+  static constexpr std::size_t batch_lines = 1;
+  COLLX_HOST_DEVICE static constexpr std::size_t piece_begin(int m) { return std::size_t(m) * 16; }
+  COLLX_HOST_DEVICE static constexpr std::size_t piece_end(int m) {
+    return m == 7 ? 120 : std::size_t(m) * 16 + 16;
+  }
+#else
+  COLLX_HOST_DEVICE static constexpr int team_size() { return 1; }
+  static constexpr std::size_t batch_lines = 16;
+  COLLX_HOST_DEVICE static constexpr std::size_t piece_begin(int) { return 0; }
+  COLLX_HOST_DEVICE static constexpr std::size_t piece_end(int) { return line::payload_bytes; }
+#endif
+
+  COLLX_HOST_DEVICE static void store(std::byte* l, int member, const std::byte* src, std::size_t valid,
+                                      std::uint64_t flag) {
+#if COLLX_DEVICE_CODE
+    std::uint64_t w[2] = {0, 0};
+    line_io<ll_line>::copy_bytes(w, src, valid);
+    if (member == 7) w[1] = flag;
+    asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(l + piece_begin(member)), "l"(w[0]),
+                 "l"(w[1])
+                 : "memory");
+#else
+    (void)member;
+    std::memcpy(l, src, valid);
+    if (valid < flag_offset) std::memset(l + valid, 0, flag_offset - valid);
+    detail::store_release(reinterpret_cast<std::uint64_t*>(l + flag_offset), flag);
+#endif
+  }
+
+#if !COLLX_DEVICE_CODE
+  COLLX_HOST_DEVICE static bool try_load(const std::byte* l, int, std::byte* dst, std::size_t valid,
+                                         std::uint64_t flag) {
+    if (detail::load_acquire(reinterpret_cast<const std::uint64_t*>(l + flag_offset)) != flag) return false;
+    std::memcpy(dst, l, valid);
+    return true;
+  }
+#endif
+
+  template <class Exec>
+  COLLX_HOST_DEVICE static status wait_load(const Exec& ex, const std::byte* l, int member, std::byte* dst,
+                                            std::size_t valid, std::uint64_t flag) {
+#if COLLX_DEVICE_CODE
+    // The team polls together: every lane reloads its piece until the flag
+    // lane sees the flag; the verdict (and the deadline) is the flag lane's,
+    // so the eight lanes leave the loop on the same iteration.
+    const unsigned lane = threadIdx.x & 31u, mask = 0xffu << (lane & ~7u);
+    for (std::uint32_t polls = 0;; ++polls) {
+      std::uint64_t w0, w1;
+      asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];"
+                   : "=l"(w0), "=l"(w1)
+                   : "l"(l + piece_begin(member))
+                   : "memory");
+      int verdict = 0;  // 0 wait, 1 ready, 2 aborted, 3 timeout
+      if (member == 7) {
+        if (w1 == flag) verdict = 1;
+        else if (ex.abort_word && detail::load_relaxed(ex.abort_word) != 0) verdict = 2;
+        else if ((polls & 255u) == 0 && exec::globaltimer_ns() > ex.deadline_ns) verdict = 3;
+      }
+      verdict = __shfl_sync(mask, verdict, 7, 8);
+      if (verdict == 1) {
+        const std::uint64_t w[2] = {w0, w1};
+        line_io<ll_line>::copy_bytes(dst, w, valid);
+        return status::ok;
+      }
+      if (verdict == 2) return status::aborted;
+      if (verdict == 3) return status::timeout;
+    }
+#else
+    return ex.wait_own([&] { return try_load(l, member, dst, valid, flag); });
+#endif
+  }
+};
+
+}  // namespace collx::proto

@@ -1,0 +1,40 @@
+// collx/proto/ll.hpp — the LL (low-latency) protocol: every 16-byte line
+// carries its own flags, so a receiver uses data the moment it lands, with
+// no counter round trip; half of each line is payload. See lines.hpp for the
+// line format and line_engine.hpp for the step logic.
+#pragma once
+
+#include <collx/proto/ids.hpp>
+#include <collx/proto/line_engine.hpp>
+#include <collx/proto/lines.hpp>
+
+namespace collx::proto {
+
+struct ll {
+  static constexpr proto_id id = proto_id::ll;
+  static constexpr const char* name = "ll";
+
+  // Traits for the cost model.
+  /// Payload bytes per byte moved through the FIFO.
+  static constexpr double payload_efficiency = double(ll_line::payload_bytes) / double(ll_line::line_bytes);
+  /// Synchronising transfers on a step's critical path: the line itself.
+  static constexpr int step_latency_transfers = 1;
+  /// Payload bytes one worker moves per line.
+  static constexpr std::size_t grain_bytes = ll_line::payload_bytes;
+
+  /// LL needs only 8-byte atomic stores to memory both sides can reach.
+  template <class Transport>
+  static constexpr bool usable_with = Transport::direct_load_store;
+
+  template <class Transport>
+  static constexpr bool check_transport() {
+    static_assert(Transport::direct_load_store,
+                  "proto::ll needs a transport whose memory the ranks load and store directly");
+    return true;
+  }
+
+  template <class Exec, class View>
+  using engine = line_engine<ll_line, Exec, View>;
+};
+
+}  // namespace collx::proto

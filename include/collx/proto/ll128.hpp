@@ -1,0 +1,49 @@
+// collx/proto/ll128.hpp — the LL128 protocol: 128-byte lines of 120 payload
+// bytes and an 8-byte flag, so data carries its own signal at 94 % payload.
+// Correct only where a 128-byte line written with the flag last is seen
+// whole once its flag is seen (release/acquire on the host; NVLink's in-order
+// delivery on the device); a transport declares that with
+// in_order_128b_lines, and composing LL128 with one that does not is a
+// compile-time error. See lines.hpp and line_engine.hpp.
+#pragma once
+
+#include <collx/proto/ids.hpp>
+#include <collx/proto/line_engine.hpp>
+#include <collx/proto/lines.hpp>
+
+namespace collx::proto {
+
+struct ll128 {
+  static constexpr proto_id id = proto_id::ll128;
+  static constexpr const char* name = "ll128";
+
+  // Traits for the cost model.
+  static constexpr double payload_efficiency =
+      double(ll128_line::payload_bytes) / double(ll128_line::line_bytes);
+  /// Synchronising transfers on a step's critical path: the line itself.
+  static constexpr int step_latency_transfers = 1;
+  /// Payload bytes one worker moves per line (a device lane's 16-byte piece;
+  /// the flag lane's piece holds 8).
+  static constexpr std::size_t grain_bytes = 16;
+
+  template <class Transport>
+  static constexpr bool usable_with = Transport::direct_load_store&& Transport::in_order_128b_lines;
+
+  /// Explicit composition checks this, so a wrong transport fails to compile
+  /// with a message that says why.
+  template <class Transport>
+  static constexpr bool check_transport() {
+    static_assert(Transport::direct_load_store,
+                  "proto::ll128 needs a transport whose memory the ranks load and store directly");
+    static_assert(
+        Transport::in_order_128b_lines,
+        "proto::ll128 needs a transport whose 128-byte lines arrive in order (in_order_128b_lines); "
+        "use proto::ll or proto::simple on this transport");
+    return true;
+  }
+
+  template <class Exec, class View>
+  using engine = line_engine<ll128_line, Exec, View>;
+};
+
+}  // namespace collx::proto
