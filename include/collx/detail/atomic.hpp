@@ -50,22 +50,6 @@ template <class T>
 COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE T fetch_add(T* p, T v) {
   return atomic_ref<T>(*p).fetch_add(v, mo::memory_order_acq_rel);
 }
-/// Orders the relaxed loads before it with the loads after it (a seqlock reader's second check).
-COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void fence_acquire() {
-#if COLLX_HAS_LIBCUDACXX
-  cuda::atomic_thread_fence(mo::memory_order_acquire, cuda::thread_scope_system);
-#else
-  std::atomic_thread_fence(mo::memory_order_acquire);
-#endif
-}
-/// Orders the stores before it with the stores after it (a seqlock writer's invalidation).
-COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void fence_release() {
-#if COLLX_HAS_LIBCUDACXX
-  cuda::atomic_thread_fence(mo::memory_order_release, cuda::thread_scope_system);
-#else
-  std::atomic_thread_fence(mo::memory_order_release);
-#endif
-}
 template <class T>
 COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE bool compare_exchange(T* p, T& expected, T desired) {
   return atomic_ref<T>(*p).compare_exchange_strong(expected, desired, mo::memory_order_acq_rel);

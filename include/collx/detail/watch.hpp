@@ -3,9 +3,11 @@
 //
 // Every collective call gets a per-communicator sequence number. Before moving
 // data a rank publishes (seq, signature, count) in its own rank_record (see
-// transport/shm.hpp), seqlock style: the entry's seq is invalidated, the fields
-// stored, then seq stored with release. A peer reads the entry for a given seq
-// and re-checks seq after an acquire fence, so it never compares a torn entry.
+// transport/shm.hpp), seqlock style without fences (which ThreadSanitizer does
+// not model): the entry's seq is invalidated, the fields stored with release,
+// then seq stored with release. A peer loads seq, the fields with acquire, and
+// seq again; a field from a newer call carries the invalidation with it, so a
+// torn entry fails the second check and is never compared.
 // Entries are kept for the last call_history calls, so a peer that finished a
 // mismatched call early and moved on can still be compared.
 //
@@ -106,9 +108,8 @@ inline call_field differing_field(const call_desc& a, const call_desc& b) {
 inline void publish_call(transport::rank_record* rec, std::uint64_t seq, const call_desc& d) {
   auto& e = rec->calls[seq % transport::call_history];
   store_relaxed(&e.seq, std::uint64_t{0});  // invalid while the fields change
-  fence_release();
-  store_relaxed(&e.signature, d.signature());
-  store_relaxed(&e.count, d.count);
+  store_release(&e.signature, d.signature());
+  store_release(&e.count, d.count);
   store_release(&e.seq, seq);
   store_release(&rec->seq, seq);
 }
@@ -118,9 +119,8 @@ inline void publish_call(transport::rank_record* rec, std::uint64_t seq, const c
 inline bool read_call(const transport::rank_record* rec, std::uint64_t seq, call_desc& out) {
   const auto& e = rec->calls[seq % transport::call_history];
   if (load_acquire(&e.seq) != seq) return false;
-  const std::uint64_t sig = load_relaxed(&e.signature), count = load_relaxed(&e.count);
-  fence_acquire();
-  if (load_relaxed(&e.seq) != seq) return false;
+  const std::uint64_t sig = load_acquire(&e.signature), count = load_acquire(&e.count);
+  if (load_relaxed(&e.seq) != seq) return false;  // ordered after the acquire loads
   out = call_desc::from(sig, count);
   return true;
 }
