@@ -317,9 +317,8 @@ int run_child(const options& o, variant_choice want) {
       std::fflush(stdout);
       std::fprintf(stderr, "collx-perf: %s\n", f.what.c_str());
     }
-    // The launcher terminates the other ranks as soon as one exits non-zero:
-    // give rank 0 the time to say why before that happens.
-    if (rank != 0 && symmetric) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    // The launcher gives the other ranks a grace period to exit on their own
+    // after one fails, so rank 0 has the time to say why.
     return 1;
   }
 }

@@ -48,6 +48,17 @@
 // may not be called inside a group. Only the ranks named by the transfers take
 // part; the others need not call anything.
 //
+// Reliability (see also detail/watch.hpp): a wait that has yielded the CPU
+// for a while checks, every ~50 ms, that the peer processes still run (pid +
+// start time published at join) and that the peers' calls with the same
+// sequence number match this rank's; each call also compares itself with the
+// previous rank's call when it ends. A dead peer fails every surviving rank
+// with status::peer_dead naming it, a mismatch with status::mismatch naming
+// both ranks and the differing field; a rank that already returned from the
+// mismatched call fails at its next call. Different buffers, or calls that
+// match in collective, count, dtype, op, root and variant but diverge in what
+// they mean, cannot be detected.
+//
 // Thread-safety: one communicator object is used by one thread at a time;
 // abort() may be called from any thread. Creation: create_thread_group (P
 // thread ranks of this process), init_rank (every rank passes the unique id
@@ -61,6 +72,8 @@
 #include <collx/bootstrap/session.hpp>
 #include <collx/coll.hpp>
 #include <collx/detail/erased_reducer.hpp>
+#include <collx/detail/proc.hpp>
+#include <collx/detail/watch.hpp>
 #include <collx/dtype.hpp>
 #include <collx/error.hpp>
 #include <collx/exec/host.hpp>
@@ -145,9 +158,11 @@ class communicator {
   int rank() const { return live("rank").rank; }
   int size() const { return live("size").size; }
   const comm_options& options() const { return live("options").opt; }
-  /// status::ok, or the failure that put the communicator in the error state.
-  status error() const { return live("error").err; }
-  const std::string& error_message() const { return live("error_message").err_msg; }
+  /// status::ok, or the failure that put the communicator in the error state:
+  /// this rank's own, or the one another rank raised (abort(), a dead peer, a
+  /// mismatch, a peer's timeout) even while this rank was not in a call.
+  status error() const { return sync_error(live("error")).err; }
+  const std::string& error_message() const { return sync_error(live("error_message")).err_msg; }
   /// The variant the last collective ran with.
   variant_choice last_variant() const { return live("last_variant").last; }
 
@@ -306,6 +321,9 @@ class communicator {
     raise_abort(s, status::aborted, -1);
   }
 
+  /// Calls this rank has issued (the sequence number the next call publishes, minus one).
+  std::uint64_t calls_issued() const { return live("calls_issued").seq; }
+
   /// Releases this rank's share of the communicator. Later use throws.
   void destroy() {
     state& s = live("destroy");
@@ -354,6 +372,12 @@ class communicator {
     std::vector<p2p_op> pending;      // transfers queued in the open group
     std::uint64_t spin_ns = 0;        // resolved comm_options::spin
     std::shared_ptr<void> keepalive;  // e.g. the bootstrap session of process ranks
+    // Reliability watch (detail/watch.hpp): this rank's call sequence, and the
+    // state of the periodic check run from slow waits.
+    std::uint64_t seq = 0;
+    std::uint64_t pid_ns = 0;
+    int watch_next = 0;      // next peer the periodic check looks at
+    std::string watch_what;  // detail of the failure the check found
   };
 
   // What each process rank tells the others through the bootstrap.
@@ -412,8 +436,15 @@ class communicator {
         throw_error(status::mismatch,
                     "init: rank " + std::to_string(r) + " differs from rank 0 in step_origin");
     }
-    if (rank != 0) seg = transport::shm_segment::open_named(layout, infos[0].segment);
-    s.barrier();  // every rank has mapped the segment
+    try {
+      if (rank != 0) seg = transport::shm_segment::open_named(layout, infos[0].segment);
+      publish_identity(seg->view(), rank);
+      s.barrier();  // every rank has mapped the segment and published its identity
+    } catch (...) {
+      // Rank 0 may be gone: whoever knows the name removes it (unlinking twice is harmless).
+      ::shm_unlink(infos[0].segment);
+      throw;
+    }
     if (rank == 0) seg->unlink();
     auto keep = std::make_shared<bootstrap::session>(std::move(s));
     return adopt(std::move(seg), rank, nranks, opt, std::move(keep));
@@ -434,6 +465,17 @@ class communicator {
       const int ncpu = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
       s_->spin_ns = nranks <= ncpu ? 100'000 : 2'000;
     }
+    s_->pid_ns = detail::pid_namespace_of_self();
+    publish_identity(s_->view, rank);
+  }
+
+  /// Writes this rank's process identity into its record (once, at creation).
+  static void publish_identity(const transport::shm_view& v, int rank) {
+    const detail::proc_identity id = detail::self_identity();
+    transport::rank_record* rec = v.record(rank);
+    detail::store_relaxed(&rec->start_time, id.start_time);
+    detail::store_relaxed(&rec->pid_ns, id.pid_ns);
+    detail::store_release(&rec->pid, id.pid);
   }
 
   state& live(const char* op) const {
@@ -446,26 +488,115 @@ class communicator {
   }
 
   static void raise_abort(state& s, status why, int rank) {
-    transport::shm_header* h = s.view.header();
-    std::uint32_t expected = 0;
-    // The first failure wins the reason; later ones only see the word set.
-    if (detail::compare_exchange(&h->abort, expected, 1u)) {
-      h->abort_reason = static_cast<std::uint32_t>(why);
-      h->abort_rank = rank;
+    // The first failure wins the cause; later ones only see the word set.
+    detail::raise_abort(s.view.header(), detail::abort_cause{why, detail::call_field::none, rank, -1});
+  }
+
+  /// Adopts an abort raised elsewhere as this rank's error state.
+  static state& sync_error(state& s) {
+    if (s.err != status::ok) return s;
+    const detail::abort_cause cause = detail::read_abort(s.view.header());
+    if (cause.why == status::ok) return s;
+    s.err = cause.why == status::peer_dead || cause.why == status::mismatch ? cause.why : status::aborted;
+    s.err_msg =
+        "rank " + std::to_string(s.rank) + " of " + std::to_string(s.size) + ": " + describe(s, cause);
+    return s;
+  }
+
+  static std::string describe(const state& s, const detail::abort_cause& c) {
+    if (c.rank < 0) return "aborted by communicator::abort()";
+    switch (c.why) {
+      case status::peer_dead: {
+        const int pid = detail::load_relaxed(&s.view.record(c.rank)->pid);
+        return "rank " + std::to_string(c.rank) + " (pid " + std::to_string(pid) +
+               ") died: its process exited or was killed";
+      }
+      case status::mismatch:
+        return "ranks " + std::to_string(c.rank) + " and " + std::to_string(c.other) +
+               " issued mismatched calls (the " + detail::name(c.field) + " differs)";
+      default: return "aborted because rank " + std::to_string(c.rank) + " failed (" + to_string(c.why) + ")";
     }
   }
 
   /// Refuses work on a communicator in the error state, and collectives while
   /// a point-to-point group is open.
-  static void check_usable(const state& s, const char* cn, bool collective) {
-    if (s.err != status::ok)
+  static void check_usable(state& s, const char* cn, bool collective) {
+    if (s.err != status::ok || detail::load_relaxed(s.view.abort_word()) != 0) {
+      sync_error(s);
       throw_error(s.err, std::string(cn) + " (rank " + std::to_string(s.rank) +
                              "): communicator is in the error state after an earlier failure: " + s.err_msg);
+    }
     if (collective && s.group_depth > 0)
       throw_error(status::invalid_argument,
                   std::string(cn) +
                       ": called inside group_start()/group_end(); only send and recv may be "
                       "grouped");
+  }
+
+  // ---- reliability watch --------------------------------------------------------
+
+  /// Publishes this call (after validation, before any byte moves).
+  static void begin_call(state& s, coll c, std::size_t count, dtype dt, reduce_op op, int root,
+                         variant_choice v) {
+    detail::publish_call(s.view.record(s.rank), ++s.seq,
+                         detail::call_desc{c, dt, op, root, v.algo, v.proto, count});
+  }
+
+  /// Compares this rank's last `depth` calls with `peer`'s calls of the same
+  /// sequence numbers, where the peer has published them (one cache line).
+  static status compare_with(state& s, int peer, std::uint64_t depth) {
+    for (std::uint64_t k = 0; k < depth && k < s.seq; ++k) {
+      const std::uint64_t seq = s.seq - k;
+      detail::call_desc mine, theirs;
+      if (!detail::read_call(s.view.record(s.rank), seq, mine) ||
+          !detail::read_call(s.view.record(peer), seq, theirs))
+        continue;
+      const detail::call_field f = detail::differing_field(mine, theirs);
+      if (f == detail::call_field::none) continue;
+      s.watch_what = "call #" + std::to_string(seq) + " differs between ranks: rank " +
+                     std::to_string(s.rank) + " called " + mine.str() + ", rank " + std::to_string(peer) +
+                     " called " + theirs.str() + " (the " + detail::name(f) + " differs)";
+      detail::raise_abort(s.view.header(), detail::abort_cause{status::mismatch, f, s.rank, peer});
+      return status::mismatch;
+    }
+    return status::ok;
+  }
+
+  /// After a call: the previous rank's last two calls are compared with this
+  /// rank's (its record is one cache line). Every rank comparing with its
+  /// neighbour covers any pair that differs; the earlier call catches a
+  /// neighbour that had not published the mismatched call when this one ended.
+  static void end_call(state& s, coll c) {
+    if (s.size > 1 && compare_with(s, (s.rank + s.size - 1) % s.size, 2) != status::ok)
+      fail(s, c, status::mismatch);
+  }
+
+  /// The executor's periodic check (from slow waits only): up to 64 peers per
+  /// tick, rotating, are compared for mismatched calls and probed for death.
+  static status watch(const void* ctx) {
+    state& s = *static_cast<state*>(const_cast<void*>(ctx));
+    const int n = s.size < 65 ? s.size : 64;
+    const auto me = static_cast<std::int32_t>(::getpid());
+    for (int i = 0; i < n; ++i) {
+      const int peer = s.watch_next;
+      s.watch_next = (s.watch_next + 1) % s.size;
+      if (peer == s.rank) continue;
+      if (const status st = compare_with(s, peer, transport::call_history); st != status::ok) return st;
+      const transport::rank_record* rec = s.view.record(peer);
+      detail::proc_identity id;
+      id.pid = detail::load_acquire(&rec->pid);
+      if (id.pid == 0 || id.pid == me) continue;  // not joined yet, or a thread rank of this process
+      id.start_time = detail::load_relaxed(&rec->start_time);
+      id.pid_ns = detail::load_relaxed(&rec->pid_ns);
+      if (detail::probe(id, s.pid_ns) == detail::proc_state::dead) {
+        s.watch_what = "rank " + std::to_string(peer) + " (pid " + std::to_string(id.pid) +
+                       ") died: its process exited or was killed";
+        detail::raise_abort(s.view.header(),
+                            detail::abort_cause{status::peer_dead, detail::call_field::none, peer, -1});
+        return status::peer_dead;
+      }
+    }
+    return status::ok;
   }
 
   static void validate(state& s, coll c, const void* send, const void* recv, std::size_t count, dtype dt,
@@ -821,10 +952,13 @@ class communicator {
   static void launch(state& s, const void* send, void* recv, std::size_t count, dtype dt, reduce_op op,
                      int root, extra_args extra = {}, Detail mismatch_detail = &no_detail) {
     s.last = variant_choice{Algo::id, Proto::id};
+    begin_call(s, C, count, dt, op, root, s.last);
     exec::host ex;
     ex.abort_word = s.view.abort_word();
     ex.deadline_ns = exec::monotonic_ns() + static_cast<std::uint64_t>(s.opt.timeout.count()) * 1000000ull;
     ex.spin_ns = s.spin_ns;
+    ex.check = &communicator::watch;
+    ex.check_ctx = &s;
     status st = status::ok;
     if constexpr (is_reduction(C)) {
       // One schedule per element size; the (dtype, op) kernels sit behind the erased reducer.
@@ -849,6 +983,7 @@ class communicator {
     }
     if (st == status::mismatch) fail(s, C, st, mismatch_detail());
     if (st != status::ok) fail(s, C, st);
+    end_call(s, C);
   }
 
   template <class Algo, class Proto, coll C, class T, class Red>
@@ -859,21 +994,22 @@ class communicator {
     return Algo::template run<C>(p, a);
   }
 
-  [[noreturn]] static void fail(state& s, coll c, status st, const std::string& detail = {}) {
-    const transport::shm_header* h = s.view.header();
+  [[noreturn]] static void fail(state& s, coll c, status st, const std::string& extra = {}) {
     std::string msg =
         std::string(name(c)) + " (rank " + std::to_string(s.rank) + " of " + std::to_string(s.size) + "): ";
     if (st == status::aborted) {
-      const auto reason = static_cast<status>(detail::load_relaxed(&h->abort_reason));
-      const int who = detail::load_relaxed(&h->abort_rank);
-      msg += who < 0 ? std::string("aborted by communicator::abort()")
-                     : "aborted because rank " + std::to_string(who) + " failed (" + to_string(reason) + ")";
+      // A dead peer or a mismatch seen by another rank is reported as such here too.
+      const detail::abort_cause cause = detail::read_abort(s.view.header());
+      if (cause.why == status::peer_dead || cause.why == status::mismatch) st = cause.why;
+      msg += describe(s, cause);
+    } else if (st == status::peer_dead || st == status::mismatch) {
+      msg += s.watch_what;
     } else if (st == status::timeout) {
       msg += "timed out after " + std::to_string(s.opt.timeout.count()) +
              " ms waiting for a peer (raise COLLX_TIMEOUT if the peers are merely slow)";
     } else {
       msg += to_string(st);
-      if (!detail.empty()) msg += ": " + detail;
+      if (!extra.empty()) msg += ": " + extra;
     }
     raise_abort(s, st, s.rank);
     s.err = st;
