@@ -708,13 +708,28 @@ class communicator {
   }
 
   /// Fills in `automatic`: the call's choice, else the communicator's option
-  /// (ignored where its algorithm does not implement c), else ring for the
-  /// collectives it serves and direct for the others; Simple.
+  /// (ignored where its algorithm does not implement c), else the automatic
+  /// choice among compiled variants allowed by COLLX_ALGO/COLLX_PROTO (and
+  /// deterministic where the options ask for it; see collx/selection.hpp).
   static variant_choice resolve(const state& s, coll c, variant_choice v) {
     if (v.algo == algo_id::automatic && implements(s.opt.variant.algo, c)) v.algo = s.opt.variant.algo;
     if (v.proto == proto_id::automatic) v.proto = s.opt.variant.proto;
-    if (v.algo == algo_id::automatic) v.algo = algo::ring::implements(c) ? algo_id::ring : algo_id::direct;
-    if (v.proto == proto_id::automatic) v.proto = proto_id::simple;
+    if (s.opt.deterministic && c == coll::all_reduce && v.algo != algo_id::automatic &&
+        !algo_is_deterministic(v.algo))
+      throw_error(status::invalid_argument, std::string(name(c)) + ": algorithm " + name(v.algo) +
+                                                " does not give deterministic results, which the "
+                                                "communicator's options require (COLLX_DETERMINISTIC)");
+    if (v.algo == algo_id::automatic || v.proto == proto_id::automatic) {
+      const variant_choice chosen = choose_variant<transport::shm>(c, v, s.opt.allowed, s.opt.deterministic);
+      if (chosen.algo == algo_id::automatic || chosen.proto == proto_id::automatic)
+        throw_error(status::not_supported,
+                    std::string(name(c)) + ": no compiled variant" +
+                        (v.algo != algo_id::automatic ? std::string(" of ") + name(v.algo) : std::string()) +
+                        " allowed by COLLX_ALGO/COLLX_PROTO" +
+                        (s.opt.deterministic ? " with deterministic results" : "") +
+                        " serves this collective on the shm transport");
+      v = chosen;
+    }
     return v;
   }
 

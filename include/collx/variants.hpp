@@ -6,10 +6,15 @@
 // transport is filtered by the same traits that reject explicit composition.
 #pragma once
 
+#include <collx/algo/bruck.hpp>
 #include <collx/algo/bruck_a2a.hpp>
 #include <collx/algo/direct.hpp>
 #include <collx/algo/ids.hpp>
+#include <collx/algo/nvls.hpp>
+#include <collx/algo/rabenseifner.hpp>
+#include <collx/algo/rhd.hpp>
 #include <collx/algo/ring.hpp>
+#include <collx/algo/tree.hpp>
 #include <collx/coll.hpp>
 #include <collx/proto/ids.hpp>
 #include <collx/proto/ll.hpp>
@@ -21,7 +26,8 @@ namespace collx {
 template <class... Ts>
 struct type_list {};
 
-using algorithms = type_list<algo::ring, algo::direct, algo::bruck_a2a>;
+using algorithms = type_list<algo::ring, algo::tree, algo::rhd, algo::rabenseifner, algo::bruck, algo::nvls,
+                             algo::direct, algo::bruck_a2a>;
 using protocols = type_list<proto::simple, proto::ll, proto::ll128>;
 
 /// A runtime request for a variant; `automatic` lets the communicator choose.

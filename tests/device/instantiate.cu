@@ -3,8 +3,13 @@
 // Built for sm_80 and sm_90 by the cuda preset; nothing here runs.
 #include "ring_kernels.cuh"
 
+#include <collx/algo/bruck.hpp>
 #include <collx/algo/bruck_a2a.hpp>
 #include <collx/algo/direct.hpp>
+#include <collx/algo/nvls.hpp>
+#include <collx/algo/rabenseifner.hpp>
+#include <collx/algo/rhd.hpp>
+#include <collx/algo/tree.hpp>
 
 namespace collx::test {
 
@@ -65,6 +70,44 @@ void instantiate_all() {
   instantiate_proto<proto::ll, T, Op>();
   instantiate_proto<proto::ll128, T, Op>();
 }
+
+// Every other algorithm, every collective it implements, under every protocol.
+template <class Algo, class Proto, class T, reduce_op Op>
+void instantiate_algo() {
+  transport::shm_view v{};
+  exec::cuda ex{};
+  constexpr coll all[] = {coll::all_reduce, coll::all_gather, coll::reduce_scatter, coll::broadcast,
+                          coll::reduce};
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    ((Algo::implements(all[I]) ? (algo_kernel<Algo, Proto, all[I], T, Op>
+                                  <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr),
+                                  0)
+                               : 0),
+     ...);
+  }
+  (std::make_index_sequence<5>{});
+}
+
+template <class Proto, class T, reduce_op Op>
+void instantiate_family() {
+  instantiate_algo<algo::tree, Proto, T, Op>();
+  instantiate_algo<algo::rhd, Proto, T, Op>();
+  instantiate_algo<algo::rabenseifner, Proto, T, Op>();
+  instantiate_algo<algo::bruck, Proto, T, Op>();
+  instantiate_algo<algo::nvls, Proto, T, Op>();
+}
+
+template <class T, reduce_op Op>
+void instantiate_algos() {
+  instantiate_family<proto::simple, T, Op>();
+  instantiate_family<proto::ll, T, Op>();
+  instantiate_family<proto::ll128, T, Op>();
+}
+
+template void instantiate_algos<float, reduce_op::sum>();
+template void instantiate_algos<double, reduce_op::avg>();
+template void instantiate_algos<half_t, reduce_op::max>();
+template void instantiate_algos<std::int32_t, reduce_op::prod>();
 
 template void instantiate_all<float, reduce_op::sum>();
 template void instantiate_all<double, reduce_op::avg>();
