@@ -6,7 +6,16 @@
 #                              exists, configure + build + ctest the `cuda` preset
 #                              (device code compiles; GPU tests skip, exit 77,
 #                              without a GPU)
-#   scripts/test.sh --no-cuda  the cpu workflow only (also: COLLX_TEST_CUDA=0)
+#                              then the `asan` workflow (unit, thread- and
+#                              process-rank tests under ASan+UBSan) and the `tsan`
+#                              workflow (unit and thread-rank tests), both with
+#                              COLLX_TEST_SCALE=quick; then the `fuzz` workflow
+#                              (libFuzzer on the bootstrap parsers for
+#                              COLLX_FUZZ_SECONDS, default 20) where clang has
+#                              libFuzzer
+#   scripts/test.sh --no-cuda  skip the CUDA part (also: COLLX_TEST_CUDA=0)
+#   --no-sanitizers            skip asan/tsan (also: COLLX_TEST_SANITIZERS=0)
+#   --no-fuzz                  skip the fuzzer (also: COLLX_TEST_FUZZ=0)
 #
 # Exits non-zero if any step or any test fails. Logs: build/logs/test-*.log.
 set -uo pipefail
@@ -15,10 +24,14 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 nvcc=/usr/local/cuda/bin/nvcc
 want_cuda="${COLLX_TEST_CUDA:-1}"
+want_san="${COLLX_TEST_SANITIZERS:-1}"
+want_fuzz="${COLLX_TEST_FUZZ:-1}"
 for arg in "$@"; do
   case "$arg" in
     --no-cuda) want_cuda=0 ;;
-    -h|--help) sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --no-sanitizers) want_san=0 ;;
+    --no-fuzz) want_fuzz=0 ;;
+    -h|--help) sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "test.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -66,6 +79,35 @@ ctest_result() {
 start=$SECONDS
 
 run "cpu workflow (configure, build, test)" "$log_dir/test-cpu.log" cmake --workflow --preset cpu
+
+if [[ "$want_san" == 0 ]]; then
+  summary+=("SKIP  asan, tsan (disabled by --no-sanitizers / COLLX_TEST_SANITIZERS=0)")
+else
+  run "asan workflow (ASan+UBSan: unit, thread and process ranks, quick scale)" "$log_dir/test-asan.log" \
+    cmake --workflow --preset asan
+  run "tsan workflow (TSan: unit and thread ranks, quick scale)" "$log_dir/test-tsan.log" \
+    cmake --workflow --preset tsan
+fi
+
+# libFuzzer ships with clang; probe it rather than trusting the version.
+fuzz_probe() {
+  local dir
+  dir=$(mktemp -d) || return 1
+  printf '%s\n' '#include <cstddef>' '#include <cstdint>' \
+    'extern "C" int LLVMFuzzerTestOneInput(const uint8_t*, size_t) { return 0; }' >"$dir/p.cpp"
+  clang++ -fsanitize=fuzzer "$dir/p.cpp" -o "$dir/p" >/dev/null 2>&1
+  local rc=$?
+  rm -rf "$dir"
+  return $rc
+}
+if [[ "$want_fuzz" == 0 ]]; then
+  summary+=("SKIP  fuzz (disabled by --no-fuzz / COLLX_TEST_FUZZ=0)")
+elif ! command -v clang++ >/dev/null 2>&1 || ! fuzz_probe; then
+  summary+=("SKIP  fuzz (clang++ with libFuzzer (-fsanitize=fuzzer) not available)")
+else
+  run "fuzz workflow (libFuzzer, bootstrap parsers, ${COLLX_FUZZ_SECONDS:-20} s)" "$log_dir/test-fuzz.log" \
+    cmake --workflow --preset fuzz
+fi
 
 if [[ "$want_cuda" == 0 ]]; then
   summary+=("SKIP  cuda (disabled by --no-cuda / COLLX_TEST_CUDA=0)")

@@ -86,8 +86,10 @@ void usage(std::FILE* f, const char* prog) {
                "Columns as nccl-tests: size = bytes of the larger of one rank's send and receive\n"
                "buffers, count = the count argument of the call, time = mean microseconds per\n"
                "iteration, the maximum over ranks; algbw = size / time (all_reduce, broadcast,\n"
-               "reduce) or count*P*elt / time (all_gather, reduce_scatter); busbw = algbw * 2(P-1)/P\n"
-               "(all_reduce), (P-1)/P (all_gather, reduce_scatter), 1 (broadcast, reduce).\n"
+               "reduce) or count*P*elt / time (all_gather, reduce_scatter, all_to_all, whose count is\n"
+               "per peer); busbw = algbw * 2(P-1)/P (all_reduce), (P-1)/P (all_gather,\n"
+               "reduce_scatter, all_to_all), 1 (broadcast, reduce). all_to_all has no in-place\n"
+               "form: its in-place block reads N/A.\n"
                "#wrong = wrong elements over all ranks, checked once per size before timing;\n"
                "'Out of bounds values' = bytes written past a rank's output.\n"
                "\n"
@@ -140,6 +142,10 @@ struct caller {
       case coll::reduce_scatter: comm.reduce_scatter(send, recv, count, o.type, o.op, want); break;
       case coll::broadcast: comm.broadcast(send, recv, count, o.type, o.root, want); break;
       case coll::reduce: comm.reduce(send, recv, count, o.type, o.op, o.root, want); break;
+      case coll::all_to_all: comm.all_to_all(send, recv, count, o.type, want); break;
+      case coll::all_to_allv:  // not benchmarked (perf::benchmarked)
+      case coll::send_recv:
+      case coll::barrier: break;
     }
   }
 };
@@ -311,9 +317,8 @@ int run_child(const options& o, variant_choice want) {
       std::fflush(stdout);
       std::fprintf(stderr, "collx-perf: %s\n", f.what.c_str());
     }
-    // The launcher terminates the other ranks as soon as one exits non-zero:
-    // give rank 0 the time to say why before that happens.
-    if (rank != 0 && symmetric) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    // The launcher gives the other ranks a grace period to exit on their own
+    // after one fails, so rank 0 has the time to say why.
     return 1;
   }
 }

@@ -25,6 +25,7 @@ enum class status : int {
   mismatch,          // ranks issued inconsistent calls
   system_error,      // an OS call failed
   internal_error,
+  peer_dead,  // a peer's process died (killed, crashed or exited) during a call
 };
 
 COLLX_HOST_DEVICE constexpr const char* to_string(status s) noexcept {
@@ -38,6 +39,7 @@ COLLX_HOST_DEVICE constexpr const char* to_string(status s) noexcept {
     case status::mismatch: return "mismatched call across ranks";
     case status::system_error: return "system error";
     case status::internal_error: return "internal error";
+    case status::peer_dead: return "peer process died";
   }
   return "unknown status";
 }

@@ -9,6 +9,7 @@
 //   recv(from, dst, n)                        dst ← from
 //   recv_reduce_send(from, to, src, n)        to ← from ⊕ src
 //   recv_reduce_copy(from, src, dst, n)       dst ← post(from ⊕ src)
+//   recv_reduce(from, src, dst, n)            dst ← from ⊕ src   (no post: a partial result)
 //   recv_reduce_copy_send(from, to, src, dst, n)   dst, to ← post(from ⊕ src)
 //   recv_copy_send(from, to, dst, n)          dst, to ← from
 //   copy_send(to, src, dst, n)                dst, to ← src   (no copy if dst == src)
@@ -78,6 +79,10 @@ class prims {
     using namespace proto;
     return engine_.template run<recv_in | src_in | reduce_in | dst_out | post_op>(from, -1, src, dst, n,
                                                                                   red_);
+  }
+  COLLX_HOST_DEVICE status recv_reduce(int from, const T* src, T* dst, std::size_t n) {
+    using namespace proto;
+    return engine_.template run<recv_in | src_in | reduce_in | dst_out>(from, -1, src, dst, n, red_);
   }
   COLLX_HOST_DEVICE status recv_reduce_copy(int from, const T* src, T* dst, std::size_t n, bool finish) {
     using namespace proto;

@@ -95,10 +95,11 @@ struct selection {
       if (name(static_cast<Id>(i)) == n) return i;
     return -1;
   }
-  // Whether a compiled algorithm with this id exists but cannot serve c.
+  // Whether compiled algorithms with this id exist but none can serve c (one
+  // id may name several policies, e.g. bruck's all_gather and all_to_all).
   static bool cannot_serve(algo_id a, coll c) {
     return []<class... As>(algo_id id, coll k, type_list<As...>) {
-      return ((As::id == id && !As::implements(k)) || ...);
+      return ((As::id == id) || ...) && !((As::id == id && As::implements(k)) || ...);
     }(a, c, algorithms{});
   }
 

@@ -7,6 +7,8 @@
 # every other rank does OTHERS:
 #   sleep     sleep 30 s (default): must be terminated by the launcher
 #   stubborn  ignore SIGTERM, then sleep 30 s: needs SIGKILL
+#   linger    sleep 1 s, print "rank R finished" and exit 0 (within the
+#             launcher's grace period after another rank failed)
 #   talk      print "out R/N" on stdout, "err R" on stderr, then "tail R"
 #             without a newline, and exit 0
 set -u
@@ -24,6 +26,7 @@ fi
 case ${3:-sleep} in
   sleep) exec sleep 30 ;;
   stubborn) trap '' TERM; sleep 30 ;;  # sleep inherits the ignored SIGTERM
+  linger) sleep 1.2; echo "rank $COLLX_RANK finished" ;;
   talk)
     echo "out $COLLX_RANK/$COLLX_SIZE"
     echo "err $COLLX_RANK" >&2

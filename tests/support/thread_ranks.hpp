@@ -5,10 +5,18 @@
 
 #include <collx/communicator.hpp>
 
+#include <cstdlib>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 namespace collx::test {
+
+/// COLLX_TEST_SCALE=quick: sanitizer runs skip the largest sizes and rank counts.
+inline bool quick_scale() {
+  const char* s = std::getenv("COLLX_TEST_SCALE");
+  return s != nullptr && std::string_view(s) == "quick";
+}
 
 inline comm_options test_options() {
   comm_options o = comm_options::from_env();

@@ -329,6 +329,23 @@ TEST_CASE("truncated or garbage hellos do not disturb the root", "[bootstrap]") 
   require_all_ok(out);
 }
 
+TEST_CASE("a flood of idle connections does not lock the ranks out", "[bootstrap]") {
+  // More silent connections than the root keeps unauthenticated: it must
+  // drop the oldest idle ones, not the ranks that arrive after them.
+  auto root = bs::start_root("127.0.0.1", 0, bs::random_secret(), quick(5000ms));
+  auto id = root.id();
+  std::vector<raw_client> idle;
+  for (int i = 0; i < 200; ++i) idle.emplace_back(id);
+  std::this_thread::sleep_for(100ms);  // let the root accept them all first
+  auto out = run_ranks(3, [&](int rank) {
+    auto s = bs::session::connect(id, rank, 3, 3000ms);
+    int mine = rank;
+    auto all = s.allgather(&mine, sizeof mine);
+    if (all.size() != 3 * sizeof(int)) throw collx::error(status::internal_error, "short allgather");
+  });
+  require_all_ok(out);
+}
+
 TEST_CASE("duplicate rank, bad rank and size mismatch are rejected by name", "[bootstrap]") {
   auto id = collx::get_unique_id(quick());
   auto info = bs::decode_unique_id(id);

@@ -5,7 +5,8 @@
 // received), so the largest stamp received is the schedule's step count as
 // algo/ids.hpp defines it. Chunks are unbounded, as in that definition.
 // Algorithms on peer memory (uses_peer_memory) count peer loads/stores as sent
-// bytes and barriers as steps, as their cost() documents.
+// bytes and barriers as steps, as their cost() documents. A message to oneself
+// is a local copy (no bytes, no step).
 #include <collx/variants.hpp>
 
 #include <catch2/catch.hpp>
@@ -65,6 +66,11 @@ class counting_prims {
     reduced += n;
     return status::ok;
   }
+  status recv_reduce(int from, const elem*, elem*, std::size_t n) {
+    COLLX_TRY(in(from, n));
+    reduced += n;
+    return status::ok;
+  }
   status recv_reduce_copy_send(int from, int to, const elem*, elem*, std::size_t n) {
     COLLX_TRY(in(from, n));
     reduced += n;
@@ -101,14 +107,15 @@ class counting_prims {
   }
   status out(int to, std::size_t n) {
     if (n == 0) return status::ok;
-    if (to < 0 || to >= net_.P || to == rank_) {
+    if (to < 0 || to >= net_.P) {
       error("send to invalid peer " + std::to_string(to));
       return status::invalid_argument;
     }
-    sent += n;
+    // A message to oneself is a local copy: no bytes cross, no latency.
+    if (to != rank_) sent += n;
     {
       std::lock_guard lk(net_.mu);
-      net_.queues[{rank_, to}].push_back({n, clock + 1});
+      net_.queues[{rank_, to}].push_back({n, to == rank_ ? clock : clock + 1});
     }
     net_.cv.notify_all();
     return status::ok;
@@ -194,8 +201,9 @@ void check_algorithm(int P) {
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     (
         [&] {
+          // The five collectives whose buffer conventions check_cost knows.
           constexpr coll C = static_cast<coll>(I);
-          if constexpr (A::implements(C)) check_cost<A, C>(P);
+          if constexpr (I < 5 && A::implements(C)) check_cost<A, C>(P);
         }(),
         ...);
   }
@@ -205,6 +213,15 @@ void check_algorithm(int P) {
 }  // namespace
 
 TEST_CASE("cost(): steps, bytes sent and bytes reduced match the real schedules", "[cost]") {
-  const int P = GENERATE(1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16);
+  const int P = GENERATE(2, 3, 4, 5, 6, 7, 8, 9, 12, 16);
   []<class... As>(int p, type_list<As...>) { (check_algorithm<As>(p), ...); }(P, algorithms{});
+}
+
+TEST_CASE("cost(): one rank costs nothing", "[cost]") {
+  check_algorithm<algo::ring>(1);
+  check_algorithm<algo::tree>(1);
+  check_algorithm<algo::rhd>(1);
+  check_algorithm<algo::rabenseifner>(1);
+  check_algorithm<algo::bruck>(1);
+  check_algorithm<algo::nvls>(1);
 }

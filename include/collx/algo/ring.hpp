@@ -47,6 +47,10 @@ struct ring {
       case coll::reduce_scatter: return {p - 1, f * bytes, f * bytes};
       case coll::broadcast: return {p - 1, bytes, 0};  // pipelined chain: latency grows with P
       case coll::reduce: return {p - 1, bytes, bytes};
+      case coll::all_to_all:  // not implemented by ring
+      case coll::all_to_allv:
+      case coll::send_recv:
+      case coll::barrier: break;
     }
     return {0, 0, 0};
   }

@@ -13,8 +13,11 @@
 //  * A connection must start with a 40-byte hello. Wrong magic, version or
 //    secret: closed without a word. Bad size/rank, a size that disagrees with
 //    the first hello, a duplicate rank: answered with a `reject` naming the
-//    cause, then closed. Unauthenticated connections are capped in number and
-//    must complete their hello within min(timeout, 10 s).
+//    cause, then closed. Unauthenticated connections are capped in number
+//    (past the cap the oldest is closed) and must complete their hello within
+//    min(timeout, 10 s). Nothing but the hello is read before the secret
+//    matched; the root never proves the secret to clients (use it on a
+//    network where the root's address cannot be taken over).
 //  * Per-rank blobs are bounded (bootstrap_options::max_blob, default 1 MiB);
 //    a larger length prefix, an unknown frame or a second blob in one round is
 //    a protocol violation of that rank. The root never allocates more than a
@@ -256,9 +259,17 @@ class root_loop {
       const auto pending = std::count_if(conns_.begin(), conns_.end(), [](const std::unique_ptr<conn>& c) {
         return c->fd && c->ph == phase::hello;
       });
-      // A flood of connections that never say hello is closed at once
-      // rather than growing the poll set without bound.
-      if (static_cast<std::size_t>(pending) >= max_unauthenticated) continue;
+      // The poll set stays bounded: past the cap the oldest connection that
+      // has not said hello is closed, not the new one. A real rank says hello
+      // as soon as it connects, so a flood of idle connections cannot lock it
+      // out of the job.
+      if (static_cast<std::size_t>(pending) >= max_unauthenticated) {
+        conn* oldest = nullptr;
+        for (auto& c : conns_)
+          if (c->fd && c->ph == phase::hello && (oldest == nullptr || c->since < oldest->since))
+            oldest = c.get();
+        if (oldest != nullptr) oldest->fd.reset();
+      }
       auto c = std::make_unique<conn>();
       c->fd = std::move(fd);
       c->since = clock::now();

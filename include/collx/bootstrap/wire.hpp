@@ -112,7 +112,7 @@ inline std::optional<header> decode_header(const std::byte* b) {
   if (detail::get(b, 4) != frame_magic) return std::nullopt;
   auto k = detail::get(b + 4, 4);
   auto st = detail::get(b + 8, 4);
-  if (k < 1 || k > 6 || st > static_cast<std::uint32_t>(status::internal_error)) return std::nullopt;
+  if (k < 1 || k > 6 || st > static_cast<std::uint32_t>(status::peer_dead)) return std::nullopt;
   header h;
   h.k = static_cast<kind>(k);
   h.st = static_cast<status>(st);

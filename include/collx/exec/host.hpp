@@ -4,7 +4,9 @@
 // group (here: one worker) and a bounded wait. wait() busy-polls for spin_ns,
 // then yields the CPU on every poll so that more ranks than cores still progress,
 // and returns status::timeout at the deadline or status::aborted as soon as the
-// communicator's shared abort word is non-zero. Never waits unboundedly.
+// communicator's shared abort word is non-zero. Never waits unboundedly. While
+// yielding it also runs an optional periodic check (the communicator's watch
+// for dead peers and mismatched calls) and returns its status if not ok.
 #pragma once
 
 #include <collx/config.hpp>
@@ -50,6 +52,11 @@ struct host {
   const std::uint32_t* abort_word = nullptr;  // shared by all ranks of the communicator
   std::uint64_t deadline_ns = ~0ull;          // absolute, CLOCK_MONOTONIC
   std::uint64_t spin_ns = 2000;               // busy-poll this long before yielding the CPU
+  /// Run every check_interval_ns while yielding (first after a fifth of it, so
+  /// short waits never pay for it); a non-ok status ends the wait with it.
+  status (*check)(const void* ctx) = nullptr;
+  const void* check_ctx = nullptr;
+  std::uint64_t check_interval_ns = 50'000'000;
 
   static constexpr group workers() { return {}; }
 
@@ -73,10 +80,19 @@ struct host {
       }
       cpu_relax();
     }
+    std::uint64_t next_check = monotonic_ns() + check_interval_ns / 5;
     for (std::uint32_t polls = 0;; ++polls) {
       if (done()) return status::ok;
       if (abort_word && detail::load_relaxed(abort_word) != 0) return status::aborted;
-      if ((polls & 15u) == 0 && monotonic_ns() > deadline_ns) return done() ? status::ok : status::timeout;
+      if ((polls & 15u) == 0) {
+        const std::uint64_t now = monotonic_ns();
+        if (now > deadline_ns) return done() ? status::ok : status::timeout;
+        if (check != nullptr && now >= next_check) {
+          const status st = check(check_ctx);
+          if (st != status::ok) return done() ? status::ok : st;
+          next_check = now + check_interval_ns;
+        }
+      }
       sched_yield();
     }
   }

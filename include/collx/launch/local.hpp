@@ -8,8 +8,10 @@
 // child's stdout/stderr line by line as "[rank] line" (optional), and
 // supervises them:
 //  * the first child to fail (non-zero exit or signal) is reported on stderr
-//    ("rank 1 exited with code 3", "rank 2 killed by signal 9 (SIGKILL)"),
-//    and the others are terminated: SIGTERM, then SIGKILL after a grace;
+//    ("rank 1 (pid 4242) exited with code 3", "rank 2 (pid 4243) killed by
+//    signal 9 (SIGKILL)"); the others get exit_grace to notice (collx
+//    communicators fail within about a second when a peer process dies) and
+//    print their own error, then SIGTERM, then SIGKILL after kill_grace;
 //  * an overall timeout terminates all ranks the same way and returns 124;
 //  * SIGINT/SIGTERM/SIGHUP sent to the launcher are forwarded to the ranks
 //    (which run in their own process group, so a terminal's Ctrl-C reaches
@@ -67,6 +69,9 @@ struct launch_options {
   bool prefix_output = true;
   /// Overall limit; 0 = none. On expiry all ranks are terminated, 124 returned.
   std::chrono::milliseconds timeout{0};
+  /// After the first rank fails: how long the others may take to exit on
+  /// their own (and report the failure) before they get SIGTERM.
+  std::chrono::milliseconds exit_grace{2000};
   /// Time between SIGTERM and SIGKILL when terminating ranks.
   std::chrono::milliseconds kill_grace{2000};
   /// Extra environment for every rank (overrides inherited values).
@@ -206,13 +211,13 @@ inline std::string seconds(std::chrono::milliseconds ms) {
   return t + " s";
 }
 
-inline std::string describe(int rank, int wstatus) {
+inline std::string describe(int rank, pid_t pid, int wstatus) {
+  const std::string who = "rank " + std::to_string(rank) + " (pid " + std::to_string(pid) + ")";
   if (WIFSIGNALED(wstatus)) {
     const int sig = WTERMSIG(wstatus);
-    return "rank " + std::to_string(rank) + " killed by signal " + std::to_string(sig) + " (" +
-           signal_name(sig) + ")";
+    return who + " killed by signal " + std::to_string(sig) + " (" + signal_name(sig) + ")";
   }
-  return "rank " + std::to_string(rank) + " exited with code " + std::to_string(WEXITSTATUS(wstatus));
+  return who + " exited with code " + std::to_string(WEXITSTATUS(wstatus));
 }
 
 inline int exit_code(int wstatus) {
@@ -437,14 +442,26 @@ inline int run_local(int nranks, const std::vector<std::string>& argv, const lau
   const auto start = clock::now();
   int result = 0;
   bool terminating = false;
-  clock::time_point kill_at{}, drain_until{};
-  bool killed = false;
-  int alive = nranks;
+  clock::time_point kill_at{}, drain_until{}, grace_until{};
+  bool killed = false, in_grace = false;
+  int alive = nranks, failed_rank = -1;
 
   auto terminate_all = [&](int code, int sig) {
     if (terminating) return;
     terminating = true;
     result = code;
+    if (alive > 0) kill_all(sig);
+    kill_at = clock::now() + opt.kill_grace;
+  };
+  // A rank failed: the others may still be about to report it themselves.
+  auto grace_then_terminate = [&](int code) {
+    terminating = true;
+    result = code;
+    in_grace = alive > 0;
+    grace_until = clock::now() + opt.exit_grace;
+  };
+  auto end_grace = [&](int sig) {
+    in_grace = false;
     if (alive > 0) kill_all(sig);
     kill_at = clock::now() + opt.kill_grace;
   };
@@ -468,7 +485,8 @@ inline int run_local(int nranks, const std::vector<std::string>& argv, const lau
     auto cap = [&](clock::time_point t) {
       wait_ms = std::min(wait_ms, bootstrap::detail::poll_timeout_ms(t));
     };
-    if (terminating && !killed) cap(kill_at);
+    if (in_grace) cap(grace_until);
+    else if (terminating && !killed) cap(kill_at);
     if (!terminating && opt.timeout.count() > 0) cap(start + opt.timeout);
     if (alive == 0) cap(drain_until);
     ::poll(fds.data(), fds.size(), wait_ms);
@@ -484,6 +502,9 @@ inline int run_local(int nranks, const std::vector<std::string>& argv, const lau
           if (!terminating) {
             d::message(opt, std::string("received ") + d::signal_name(sig) + ", forwarding it to the ranks");
             terminate_all(128 + sig, sig);
+          } else if (in_grace) {
+            d::message(opt, std::string("received ") + d::signal_name(sig) + ", forwarding it to the ranks");
+            end_grace(sig);
           } else if (!killed && alive > 0) {
             d::message(opt, std::string("received ") + d::signal_name(sig) + " again, killing the ranks");
             kill_all(SIGKILL);
@@ -522,11 +543,9 @@ inline int run_local(int nranks, const std::vector<std::string>& argv, const lau
       if (w < 0) ws = 127 << 8;  // cannot happen while SIGCHLD is ours; count it as a failure
       const bool failed = !(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
       if (failed && !terminating) {
-        d::message(opt, d::describe(r, ws));
-        if (alive > 0)
-          d::message(opt,
-                     "terminating the other " + std::to_string(alive) + (alive == 1 ? " rank" : " ranks"));
-        terminate_all(d::exit_code(ws), SIGTERM);
+        d::message(opt, d::describe(r, k.pid, ws));
+        failed_rank = r;
+        grace_then_terminate(d::exit_code(ws));
       }
     }
 
@@ -537,7 +556,14 @@ inline int run_local(int nranks, const std::vector<std::string>& argv, const lau
                           (alive == 1 ? " rank" : " ranks"));
       terminate_all(124, SIGTERM);
     }
-    if (terminating && !killed && alive > 0 && now >= kill_at) {
+    if (in_grace && alive == 0) in_grace = false;
+    if (in_grace && now >= grace_until) {
+      d::message(opt, "terminating the other " + std::to_string(alive) + (alive == 1 ? " rank" : " ranks") +
+                          ", still running " + d::seconds(opt.exit_grace) + " after rank " +
+                          std::to_string(failed_rank) + " failed");
+      end_grace(SIGTERM);
+    }
+    if (terminating && !in_grace && !killed && alive > 0 && now >= kill_at) {
       d::message(opt, std::to_string(alive) + (alive == 1 ? " rank" : " ranks") + " still running after " +
                           d::seconds(opt.kill_grace) + "; sending SIGKILL");
       kill_all(SIGKILL);

@@ -1,8 +1,10 @@
 // collx/transport/shm.hpp — the shared-memory transport: layout and traits.
 //
 // All ranks of a node map one segment. It holds a header (with the
-// communicator-wide abort word), a P×P mesh of connection control blocks and
-// the FIFO buffers of every directed pair, page-aligned. Pages of pairs an
+// communicator-wide abort word), one record per rank (process identity and
+// the last calls it issued, read by peers to detect dead ranks and mismatched
+// calls), a P×P mesh of connection control blocks and the FIFO buffers of
+// every directed pair, page-aligned. Pages of pairs an
 // algorithm never uses are never touched, so the mesh costs address space, not
 // memory. The same layout serves thread ranks (one anonymous mapping) and
 // process ranks (a POSIX shm object); see shm_segment.hpp for creation.
@@ -49,12 +51,33 @@ struct shm_header {
   std::uint64_t step_origin;  // value every step counter started from
   std::uint64_t total_bytes;
   alignas(cache_line) std::uint32_t abort;  // non-zero: every wait returns status::aborted
-  std::uint32_t abort_reason;               // collx::status of the first failure
-  std::int32_t abort_rank;                  // rank that raised it (-1 = user abort())
+  std::uint32_t reserved;
+  /// Why the abort word was raised: set once, by the first failure, before
+  /// the word (see detail/watchdog.hpp for the packing). Zero until then.
+  std::uint64_t abort_cause;
 };
 
+/// Calls remembered per rank: a peer that finished a mismatched call and
+/// moved on is still compared against the call it made at each sequence.
+inline constexpr std::size_t call_history = 4;
+
+/// One rank's public record, written only by that rank. Identity fields are
+/// written once when the rank joins; calls[s % call_history] describes the
+/// rank's call number s (its `seq` field is stored last, with release).
+struct alignas(cache_line) rank_record {
+  std::int32_t pid;  // 0 until the rank has joined
+  std::uint32_t reserved;
+  std::uint64_t start_time;  // /proc/<pid>/stat starttime: tells a reused pid apart
+  std::uint64_t pid_ns;      // inode of the rank's pid namespace: pids compare only within one
+  std::uint64_t seq;         // number of calls this rank has published
+  struct call {
+    std::uint64_t seq, signature, count;
+  } calls[call_history];
+};
+static_assert(sizeof(rank_record) == cache_line);
+
 inline constexpr std::uint64_t shm_magic = 0x636f6c6c78736d31ull;  // "collxsm1"
-inline constexpr std::uint32_t shm_version = 2;
+inline constexpr std::uint32_t shm_version = 3;
 inline constexpr std::size_t shm_page = 4096;
 
 COLLX_HOST_DEVICE constexpr std::size_t align_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
@@ -76,8 +99,11 @@ struct shm_layout {
     return l;
   }
 
+  COLLX_HOST_DEVICE constexpr std::size_t records_offset() const {
+    return align_up(sizeof(shm_header), cache_line);
+  }
   COLLX_HOST_DEVICE constexpr std::size_t ctrl_offset() const {
-    return align_up(sizeof(shm_header), shm_page);
+    return align_up(records_offset() + std::size_t(nranks) * sizeof(rank_record), shm_page);
   }
   COLLX_HOST_DEVICE constexpr std::size_t pairs() const { return std::size_t(nranks) * nranks; }
   /// Offset of channel ch's buffer inside one pair's buffer block.
@@ -96,9 +122,9 @@ struct shm_layout {
   /// Bytes of each rank's registered buffer: derived from the FIFO geometry, so
   /// ranks that agree on FIFOs agree on it.
   COLLX_HOST_DEVICE constexpr std::size_t peer_buffer_bytes() const {
-    std::size_t b = std::size_t(1) << 20;
-    for (int c = 0; c < channel_count; ++c) b = fifo[c].bytes() > b ? fifo[c].bytes() : b;
-    return align_up(b, shm_page);
+    const std::size_t mib = std::size_t(1) << 20;
+    const std::size_t simple = fifo[channel_of(proto_id::simple)].bytes();
+    return align_up(simple > mib ? simple : mib, shm_page);
   }
   COLLX_HOST_DEVICE constexpr std::size_t peer_buffers_offset() const {
     return align_up(barrier_offset() + std::size_t(nranks) * cache_line, shm_page);
@@ -115,6 +141,9 @@ struct shm_view {
 
   COLLX_HOST_DEVICE shm_header* header() const { return reinterpret_cast<shm_header*>(base); }
   COLLX_HOST_DEVICE std::uint32_t* abort_word() const { return &header()->abort; }
+  COLLX_HOST_DEVICE rank_record* record(int rank) const {
+    return reinterpret_cast<rank_record*>(base + layout.records_offset()) + rank;
+  }
   COLLX_HOST_DEVICE int nranks() const { return static_cast<int>(layout.nranks); }
   /// FIFO geometry of a protocol's channel, the same for every connection.
   COLLX_HOST_DEVICE std::uint32_t fifo_slots(proto_id p = proto_id::simple) const {

@@ -117,7 +117,6 @@ class shm_segment {
     h->nranks = layout_.nranks;
     for (int c = 0; c < channel_count; ++c) h->fifo[c] = layout_.fifo[c];
     h->total_bytes = bytes_;
-    h->abort_rank = -1;
   }
 
   [[noreturn]] static void fail(const std::string& what) {

@@ -1,0 +1,236 @@
+// Reliability on thread ranks: abort from any thread reaches every rank, even
+// idle ones; mismatched calls (count, dtype, root, collective) end as
+// status::mismatch naming the ranks and the field instead of garbage or a
+// hang; and the process-liveness probe used for dead peers.
+#include <collx/communicator.hpp>
+#include <collx/detail/proc.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace collx;
+using Catch::Matchers::Contains;
+
+namespace {
+
+comm_options opts(std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+  comm_options o;
+  o.timeout = timeout;
+  return o;
+}
+
+struct outcome {
+  status code = status::ok;  // of the first call that threw, ok if none did
+  std::string what;
+  status error_after = status::ok;  // comm.error() at the end
+  std::string error_message;
+};
+
+/// Runs body(rank, comm) on one thread per rank; each body runs its calls and
+/// stops at the first collx::error.
+std::vector<outcome> on_threads(std::vector<communicator>& comms,
+                                const std::function<void(int, communicator&)>& body) {
+  std::vector<outcome> out(comms.size());
+  std::vector<std::thread> ts;
+  for (std::size_t r = 0; r < comms.size(); ++r)
+    ts.emplace_back([&, r] {
+      try {
+        body(static_cast<int>(r), comms[r]);
+      } catch (const collx::error& e) {
+        out[r].code = e.code();
+        out[r].what = e.what();
+      }
+      out[r].error_after = comms[r].error();
+      out[r].error_message = comms[r].error_message();
+    });
+  for (auto& t : ts) t.join();
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("abort() on an idle communicator: every rank's error() and next call report it", "[reliability]") {
+  auto comms = communicator::create_thread_group(3, opts());
+  CHECK(comms[0].error() == status::ok);
+  comms[1].abort();
+  for (auto& c : comms) {
+    CHECK(c.error() == status::aborted);
+    CHECK_THAT(c.error_message(), Contains("communicator::abort()"));
+  }
+  // P = 1-like calls that would never wait (count 0) fail too: the check is up front.
+  float x = 1, y = 0;
+  for (auto& c : comms) {
+    try {
+      c.all_reduce(&x, &y, 0, reduce_op::sum);
+      FAIL("a call on an aborted communicator succeeded");
+    } catch (const collx::error& e) {
+      CHECK(e.code() == status::aborted);
+      CHECK_THAT(e.what(), Contains("error state") && Contains("abort()"));
+    }
+  }
+}
+
+TEST_CASE("abort() from a side thread ends back-to-back large all_reduces on every rank", "[reliability]") {
+  auto comms = communicator::create_thread_group(4, opts());
+  std::atomic<int> started{0};
+  std::thread aborter([&] {
+    while (started.load() < 4) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    comms[2].abort();
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  auto out = on_threads(comms, [&](int, communicator& c) {
+    std::vector<float> a(1 << 20, 1.0f), b(a.size());
+    ++started;
+    for (;;) c.all_reduce(a.data(), b.data(), a.size(), reduce_op::sum);
+  });
+  aborter.join();
+  for (auto& o : out) {
+    CHECK(o.code == status::aborted);
+    CHECK_THAT(o.what, Contains("communicator::abort()"));
+    CHECK(o.error_after == status::aborted);
+  }
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));  // far below the 60 s deadline
+}
+
+TEST_CASE("mismatched count: status::mismatch naming both ranks and the count", "[reliability][mismatch]") {
+  // A small difference (both calls move the same number of FIFO slots and
+  // complete) and a large one (one rank waits for data that never comes).
+  const std::size_t other = GENERATE(std::size_t{1200}, std::size_t{1} << 20);
+  INFO("rank 1's count = " << other);
+  auto comms = communicator::create_thread_group(2, opts());
+  auto out = on_threads(comms, [&](int r, communicator& c) {
+    const std::size_t n = r == 0 ? 1000 : other;
+    std::vector<float> a(n, 1.0f), b(n);
+    c.all_reduce(a.data(), b.data(), n, reduce_op::sum);
+    c.all_reduce(a.data(), b.data(), n, reduce_op::sum);  // a rank that got through must fail here
+  });
+  int named = 0;
+  for (auto& o : out) {
+    CHECK(o.code == status::mismatch);
+    CHECK(o.error_after == status::mismatch);
+    CHECK_THAT(o.what, Contains("count"));
+    if (o.what.find("count 1000") != std::string::npos &&
+        o.what.find("count " + std::to_string(other)) != std::string::npos)
+      ++named;
+  }
+  CHECK(named >= 1);  // the rank that detected it names both calls
+}
+
+TEST_CASE("mismatched dtype, collective and root are reported as such", "[reliability][mismatch]") {
+  auto comms = communicator::create_thread_group(3, opts());
+  std::string field;
+  std::function<void(int, communicator&)> body;
+  SECTION("dtype: float32 on rank 2, int32 elsewhere") {
+    field = "dtype";
+    body = [](int r, communicator& c) {
+      std::vector<std::int32_t> a(4096, 1), b(4096);
+      const dtype dt = r == 2 ? dtype::float32 : dtype::int32;
+      c.all_reduce(a.data(), b.data(), a.size(), dt, reduce_op::sum);
+      c.all_reduce(a.data(), b.data(), a.size(), dtype::int32, reduce_op::sum);
+    };
+  }
+  SECTION("collective: all_gather on rank 0, all_reduce elsewhere") {
+    field = "collective";
+    body = [](int r, communicator& c) {
+      std::vector<float> a(3 * 999, 1.0f), b(3 * 999);
+      if (r == 0) c.all_gather(a.data(), b.data(), 999);
+      else c.all_reduce(a.data(), b.data(), 999, reduce_op::sum);
+      c.all_reduce(a.data(), b.data(), 999, reduce_op::sum);
+    };
+  }
+  SECTION("root: broadcast from 0 on rank 0, from 1 elsewhere") {
+    field = "root";
+    body = [](int r, communicator& c) {
+      std::vector<double> a(5000, r), b(5000);
+      c.broadcast(a.data(), b.data(), a.size(), r == 0 ? 0 : 1);
+      c.all_reduce(a.data(), b.data(), a.size(), reduce_op::sum);
+    };
+  }
+  SECTION("op: max on rank 1, sum elsewhere") {
+    field = "reduce_op";
+    body = [](int r, communicator& c) {
+      std::vector<float> a(777, 1.0f), b(777);
+      c.all_reduce(a.data(), b.data(), a.size(), r == 1 ? reduce_op::max : reduce_op::sum);
+      c.all_reduce(a.data(), b.data(), a.size(), reduce_op::sum);
+    };
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto out = on_threads(comms, body);
+  INFO("field " << field);
+  int threw = 0;
+  for (auto& o : out) {
+    INFO(o.what << " / " << o.error_message);
+    CHECK(o.error_after == status::mismatch);
+    CHECK_THAT(o.error_message, Contains(field));
+    if (o.code == status::mismatch) ++threw;
+    else CHECK(o.code == status::ok);  // finished before anyone saw it; error() still reports it
+  }
+  CHECK(threw >= 1);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
+}
+
+TEST_CASE("a mismatched call is a mismatch even on one rank pair of many", "[reliability][mismatch]") {
+  auto comms = communicator::create_thread_group(5, opts());
+  auto out = on_threads(comms, [](int r, communicator& c) {
+    std::vector<std::int64_t> a(100000, 1), b(100000);
+    for (int i = 0; i < 3; ++i) c.all_reduce(a.data(), b.data(), a.size(), reduce_op::sum);
+    c.all_reduce(a.data(), b.data(), r == 3 ? 50000 : a.size(), reduce_op::sum);
+    c.all_reduce(a.data(), b.data(), a.size(), reduce_op::sum);
+  });
+  for (auto& o : out) {
+    INFO(o.what);
+    CHECK(o.error_after == status::mismatch);
+    CHECK_THAT(o.error_message, Contains("count"));
+    const std::string& m = o.error_message;
+    CHECK((m.find("rank 3 called") != std::string::npos || m.find("ranks 3 and") != std::string::npos ||
+           m.find("and 3 issued") != std::string::npos));  // the pair named includes rank 3
+  }
+  for (auto& c : comms) CHECK(c.calls_issued() >= 3);  // the three matching calls went through
+}
+
+TEST_CASE("process liveness probe: alive, zombie, reaped, reused pid", "[reliability][proc]") {
+  using namespace collx::detail;
+  const proc_identity me = self_identity();
+  CHECK(me.pid == ::getpid());
+  CHECK(me.start_time > 0);
+  CHECK(me.pid_ns != 0);
+  CHECK(probe(me, me.pid_ns) == proc_state::alive);
+  proc_identity other_ns = me;
+  other_ns.pid_ns = me.pid_ns + 1;
+  CHECK(probe(other_ns, me.pid_ns) == proc_state::unknown);  // pids of another namespace mean nothing here
+  proc_identity reused = me;
+  reused.start_time = me.start_time + 1;
+  CHECK(probe(reused, me.pid_ns) == proc_state::dead);
+
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  proc_identity c{static_cast<std::int32_t>(child), 0, me.pid_ns};
+  char st = 0;
+  // The child's start time, once it is visible.
+  while (!read_proc_stat(child, st, c.start_time)) std::this_thread::yield();
+  CHECK(probe(c, me.pid_ns) == proc_state::alive);
+  ::kill(child, SIGKILL);
+  // Not reaped yet: a zombie is dead too (kill(pid, 0) would still succeed).
+  for (int i = 0; i < 1000 && probe(c, me.pid_ns) != proc_state::dead; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHECK(probe(c, me.pid_ns) == proc_state::dead);
+  CHECK(::kill(child, 0) == 0);
+  int ws = 0;
+  REQUIRE(::waitpid(child, &ws, 0) == child);
+  CHECK(probe(c, me.pid_ns) == proc_state::dead);
+}
