@@ -86,8 +86,10 @@ void usage(std::FILE* f, const char* prog) {
                "Columns as nccl-tests: size = bytes of the larger of one rank's send and receive\n"
                "buffers, count = the count argument of the call, time = mean microseconds per\n"
                "iteration, the maximum over ranks; algbw = size / time (all_reduce, broadcast,\n"
-               "reduce) or count*P*elt / time (all_gather, reduce_scatter); busbw = algbw * 2(P-1)/P\n"
-               "(all_reduce), (P-1)/P (all_gather, reduce_scatter), 1 (broadcast, reduce).\n"
+               "reduce) or count*P*elt / time (all_gather, reduce_scatter, all_to_all, whose count is\n"
+               "per peer); busbw = algbw * 2(P-1)/P (all_reduce), (P-1)/P (all_gather,\n"
+               "reduce_scatter, all_to_all), 1 (broadcast, reduce). all_to_all has no in-place\n"
+               "form: its in-place block reads N/A.\n"
                "#wrong = wrong elements over all ranks, checked once per size before timing;\n"
                "'Out of bounds values' = bytes written past a rank's output.\n"
                "\n"
@@ -140,6 +142,10 @@ struct caller {
       case coll::reduce_scatter: comm.reduce_scatter(send, recv, count, o.type, o.op, want); break;
       case coll::broadcast: comm.broadcast(send, recv, count, o.type, o.root, want); break;
       case coll::reduce: comm.reduce(send, recv, count, o.type, o.op, o.root, want); break;
+      case coll::all_to_all: comm.all_to_all(send, recv, count, o.type, want); break;
+      case coll::all_to_allv:  // not benchmarked (perf::benchmarked)
+      case coll::send_recv:
+      case coll::barrier: break;
     }
   }
 };

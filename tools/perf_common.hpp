@@ -47,10 +47,20 @@ namespace collx::perf {
 // Names
 // ---------------------------------------------------------------------------
 
+/// The collectives the benchmark measures (all_to_allv, send_recv and barrier
+/// have no single count argument to sweep).
+inline bool benchmarked(coll c) {
+  return c == coll::all_reduce || c == coll::all_gather || c == coll::reduce_scatter ||
+         c == coll::broadcast || c == coll::reduce || c == coll::all_to_all;
+}
+
+/// Whether the collective has an in-place form (all_to_all has none, as NCCL's).
+inline bool has_in_place(coll c) { return c != coll::all_to_all; }
+
 inline bool parse_coll(std::string_view s, coll& out) {
   for (int i = 0; i < coll_count; ++i) {
     const auto c = static_cast<coll>(i);
-    if (s == name(c)) {
+    if (benchmarked(c) && s == name(c)) {
       out = c;
       return true;
     }
@@ -200,7 +210,7 @@ inline parse_outcome parse_command_line(int argc, char** argv, options& o, flag_
       if (have_coll) return fail("unexpected argument '" + arg + "'");
       if (!parse_coll(arg, o.collective))
         return fail("unknown collective '" + arg +
-                    "' (all_reduce, all_gather, reduce_scatter, broadcast, reduce)");
+                    "' (all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all)");
       have_coll = true;
       continue;
     }
@@ -301,7 +311,8 @@ inline parse_outcome parse_command_line(int argc, char** argv, options& o, flag_
     }
   }
   if (!have_coll)
-    return fail("missing the collective (all_reduce, all_gather, reduce_scatter, broadcast, reduce)");
+    return fail(
+        "missing the collective (all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all)");
   if (o.min_bytes > o.max_bytes)
     return fail("minbytes (" + std::to_string(o.min_bytes) + ") is larger than maxbytes (" +
                 std::to_string(o.max_bytes) + ")");
@@ -350,6 +361,10 @@ inline coll_counts counts_for(coll c, std::size_t bytes, std::size_t elt, int nr
       k.send = k.recv * P;
       k.recv_inplace = k.recv;
       break;
+    case coll::all_to_all:  // count per peer; both buffers hold P blocks
+      k.param = count / P;
+      k.send = k.recv = k.param * P;
+      break;
     default: k.param = k.send = k.recv = count; break;
   }
   return k;
@@ -360,9 +375,13 @@ inline double busbw_factor(coll c, int nranks) {
   switch (c) {
     case coll::all_reduce: return 2 * (P - 1) / P;
     case coll::all_gather:
-    case coll::reduce_scatter: return (P - 1) / P;
+    case coll::reduce_scatter:
+    case coll::all_to_all: return (P - 1) / P;
     case coll::broadcast:
-    case coll::reduce: return 1;
+    case coll::reduce:
+    case coll::all_to_allv:
+    case coll::send_recv:
+    case coll::barrier: return 1;
   }
   return 1;
 }
@@ -371,7 +390,7 @@ inline double busbw_factor(coll c, int nranks) {
 inline std::pair<double, double> bandwidth(coll c, std::size_t param, std::size_t elt, double seconds,
                                            int nranks) {
   double bytes = static_cast<double>(param) * static_cast<double>(elt);
-  if (c == coll::all_gather || c == coll::reduce_scatter) bytes *= nranks;
+  if (c == coll::all_gather || c == coll::reduce_scatter || c == coll::all_to_all) bytes *= nranks;
   const double alg = seconds > 0 ? bytes / 1.0e9 / seconds : 0.0;
   return {alg, alg * busbw_factor(c, nranks)};
 }
@@ -704,6 +723,14 @@ std::pair<long long, long long> check_result(const data_spec& s, const coll_coun
       for (int q = 0; q < s.nranks; ++q)
         wrong += count_wrong_copied<T>(s, out + static_cast<std::size_t>(q) * k.send, k.send, q, 0);
       break;
+    case coll::all_to_all:  // block q is rank q's send block `rank`
+      for (int q = 0; q < s.nranks; ++q)
+        wrong += count_wrong_copied<T>(s, out + static_cast<std::size_t>(q) * k.param, k.param, q,
+                                       static_cast<std::size_t>(rank) * k.param);
+      break;
+    case coll::all_to_allv:  // not benchmarked
+    case coll::send_recv:
+    case coll::barrier: break;
   }
   const long long oob = count_clobbered(recvbuf + p.guard_off, guard_bytes);
   return {wrong, oob};
@@ -802,6 +829,10 @@ sweep_totals run_sweep(const options& o, int rank, int nranks, std::byte* sendbu
       print_row_start(table, k.bytes(elt), k.param, name(o.type), op_column(o.collective, o.op),
                       root_column(o.collective, o.root));
     for (int in_place = 0; in_place < 2; ++in_place) {
+      if (in_place && !has_in_place(o.collective)) {  // nothing to measure: an N/A block
+        if (table) print_row_block(table, 0, 0, 0, -1);
+        continue;
+      }
       call_plan plan = plan_for(k, elt, rank, in_place != 0);
       const void* send =
           in_place ? d.in_place_send(plan, recvbuf + plan.send_off) : static_cast<const void*>(sendbuf);

@@ -131,6 +131,12 @@ struct mpi_caller {
         else if (rank == o.root) MPI_Reduce(MPI_IN_PLACE, recv, n, type, op, o.root, MPI_COMM_WORLD);
         else MPI_Reduce(recv, nullptr, n, type, op, o.root, MPI_COMM_WORLD);
         break;
+      case coll::all_to_all:
+        MPI_Alltoall(send, n, type, recv, n, type, MPI_COMM_WORLD);  // never in place (perf::has_in_place)
+        break;
+      case coll::all_to_allv:  // not benchmarked (perf::benchmarked)
+      case coll::send_recv:
+      case coll::barrier: break;
     }
   }
 };

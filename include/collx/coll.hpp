@@ -8,9 +8,22 @@
 
 namespace collx {
 
-enum class coll : std::uint8_t { all_reduce, all_gather, reduce_scatter, broadcast, reduce };
+/// The collectives. all_to_all and later kinds were appended so that earlier
+/// values keep their numbers; send_recv is a group of point-to-point transfers
+/// (communicator::send/recv between group_start and group_end).
+enum class coll : std::uint8_t {
+  all_reduce,
+  all_gather,
+  reduce_scatter,
+  broadcast,
+  reduce,
+  all_to_all,
+  all_to_allv,
+  send_recv,
+  barrier,
+};
 
-inline constexpr int coll_count = 5;
+inline constexpr int coll_count = 9;
 
 COLLX_HOST_DEVICE constexpr const char* name(coll c) {
   switch (c) {
@@ -19,6 +32,10 @@ COLLX_HOST_DEVICE constexpr const char* name(coll c) {
     case coll::reduce_scatter: return "reduce_scatter";
     case coll::broadcast: return "broadcast";
     case coll::reduce: return "reduce";
+    case coll::all_to_all: return "all_to_all";
+    case coll::all_to_allv: return "all_to_allv";
+    case coll::send_recv: return "send_recv";
+    case coll::barrier: return "barrier";
   }
   return "invalid";
 }
@@ -27,10 +44,51 @@ COLLX_HOST_DEVICE constexpr bool is_reduction(coll c) {
   return c == coll::all_reduce || c == coll::reduce_scatter || c == coll::reduce;
 }
 
+/// Per-peer layout of an all_to_allv, in elements of the schedule's value
+/// type: rank j's block is send[send_displs[j], +send_counts[j]) going out and
+/// recv[recv_displs[j], +recv_counts[j]) coming in. Plain pointers to P entries
+/// each, so that a device schedule can read them from device memory.
+struct peer_layout {
+  const std::size_t* send_counts = nullptr;
+  const std::size_t* send_displs = nullptr;
+  const std::size_t* recv_counts = nullptr;
+  const std::size_t* recv_displs = nullptr;
+};
+
+/// One point-to-point message of a send_recv group, in elements of the
+/// schedule's value type (send buffers are only read).
+struct p2p_message {
+  void* buf = nullptr;
+  std::size_t count = 0;
+};
+
+/// A send_recv group as seen from one rank: the messages to peer q are
+/// sends[send_begin[q] .. send_begin[q+1]) in issue order, those from q
+/// recvs[recv_begin[q] .. recv_begin[q+1]). P+1 offsets each.
+struct p2p_plan {
+  const p2p_message* sends = nullptr;
+  const std::uint32_t* send_begin = nullptr;
+  const p2p_message* recvs = nullptr;
+  const std::uint32_t* recv_begin = nullptr;
+};
+
+/// What a schedule reports when ranks disagree on a transfer's size (a count
+/// header that does not match what this rank expects). Lives in memory the
+/// whole worker group sees; the schedule's receive headers land in `header`.
+struct mismatch_report {
+  std::uint64_t header[2] = {0, 0};  // scratch for incoming count headers
+  int peer = -1;                     // the peer whose header disagreed
+  int message = 0;                   // which message of that peer (send_recv groups)
+  std::uint64_t expected = 0, got = 0;
+  bool messages = false;  // got/expected are message counts, not element counts
+};
+
 /// What a schedule needs to know, in elements of its value type. `count` is
 /// the per-call count with NCCL's conventions: all_reduce/broadcast/reduce the
 /// buffer length; all_gather the per-rank send count; reduce_scatter the
-/// per-rank receive count.
+/// per-rank receive count; all_to_all the count per peer. all_to_allv reads
+/// `layout` and send_recv `plan` instead, and report disagreeing counts
+/// through `report`.
 template <class T>
 struct schedule_args {
   const T* send = nullptr;
@@ -39,6 +97,9 @@ struct schedule_args {
   int root = 0;
   int rank = 0;
   int nranks = 1;
+  const peer_layout* layout = nullptr;
+  const p2p_plan* plan = nullptr;
+  mismatch_report* report = nullptr;
 };
 
 }  // namespace collx

@@ -9,13 +9,44 @@
 //   reduce_scatter(send, recv, recvcount, dtype, op) in place: recv == send + rank·recvcount
 //   broadcast(send, recv, count, dtype, root)       send read on root only; in place: send == recv
 //   reduce(send, recv, count, dtype, op, root)      recv written on root only
+//   all_to_all(send, recv, count, dtype)            block j of send (count elements at j·count)
+//                                                   goes to rank j; block j of recv comes from j
+//   all_to_allv(send, send_counts, send_displs, recv, recv_counts, recv_displs, dtype)
+//                                                   per-peer counts and displacements in elements
+//   barrier()                                       returns once every rank has entered it
+//   send(buf, count, dtype, peer) / recv(buf, count, dtype, peer)   point to point
+//   group_start() … group_end()                     a group of sends and receives
 //
-// Every call is collective: all ranks call it in the same order with matching
+// Every collective is called by all ranks in the same order with matching
 // arguments. Calls block until this rank's part is done. Arguments are checked
 // before any byte moves (collx::error with status::invalid_argument naming the
 // argument). A failure while moving data (timeout, abort) raises the shared
 // abort word so every rank's pending call fails promptly; the communicator then
 // stays in the error state (error() != ok) and later calls fail at once.
+//
+// all_to_all and all_to_allv are out of place only (as NCCL's): send and recv
+// blocks must not overlap at all. In all_to_allv any count may be 0; the recv
+// blocks must not overlap each other; send blocks may. recv_counts[j] on rank i
+// must equal send_counts[i] on rank j: every block travels with a count header,
+// and a disagreement fails the call on the receiving rank with status::mismatch
+// naming both counts (its peers then fail with status::aborted) instead of
+// corrupting memory. Counts may also be given as int or int64 arrays, where
+// negative values are rejected; the std::span overloads also check that every
+// block lies inside the buffer and that the count arrays hold P entries.
+//
+// Point to point: send and recv between group_start() and group_end() are
+// queued (buffers must stay valid until group_end) and run together at
+// group_end, which returns once all of this rank's transfers are done. Any set
+// of transfers completes regardless of the order they were issued in — every
+// rank sending to its right and receiving from its left, arbitrary pairings,
+// messages to self. Messages between two ranks match in issue order and must
+// agree in size (bytes), and both sides must agree on how many messages the
+// group carries between them: a disagreement fails with status::mismatch on
+// the receiver. A send or recv outside a group is a group of one, so two ranks
+// that exchange must use a group (or the first blocks until its deadline once
+// the message is larger than the connection's FIFO). Groups nest; collectives
+// may not be called inside a group. Only the ranks named by the transfers take
+// part; the others need not call anything.
 //
 // Reliability (see also detail/watch.hpp): a wait that has yielded the CPU
 // for a while checks, every ~50 ms, that the peer processes still run (pid +
@@ -57,10 +88,13 @@
 #include <cstdio>
 
 #include <sched.h>
+#include <algorithm>
+#include <concepts>
 #include <cstring>
 #include <limits>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -152,6 +186,42 @@ class communicator {
     run(coll::reduce, send, recv, count, dt, op, root, v);
   }
 
+  void all_to_all(const void* send, void* recv, std::size_t count, dtype dt, variant_choice v = {}) {
+    run(coll::all_to_all, send, recv, count, dt, reduce_op::sum, 0, v);
+  }
+  void all_to_allv(const void* send, const std::size_t* send_counts, const std::size_t* send_displs,
+                   void* recv, const std::size_t* recv_counts, const std::size_t* recv_displs, dtype dt,
+                   variant_choice v = {}) {
+    run_v(buffer_desc{send, send_counts, send_displs, unknown_length},
+          buffer_desc{recv, recv_counts, recv_displs, unknown_length}, dt, v);
+  }
+  /// Counts and displacements as signed integers (MPI's int, PyTorch's int64):
+  /// negative entries are rejected.
+  template <std::signed_integral I>
+  void all_to_allv(const void* send, const I* send_counts, const I* send_displs, void* recv,
+                   const I* recv_counts, const I* recv_displs, dtype dt, variant_choice v = {}) {
+    const auto sc = to_sizes(send_counts, "send_counts"), sd = to_sizes(send_displs, "send_displs");
+    const auto rc = to_sizes(recv_counts, "recv_counts"), rd = to_sizes(recv_displs, "recv_displs");
+    all_to_allv(send, sc.data(), sd.data(), recv, rc.data(), rd.data(), dt, v);
+  }
+  void barrier(variant_choice v = {}) {
+    run(coll::barrier, nullptr, nullptr, 0, dtype::uint8, reduce_op::sum, 0, v);
+  }
+
+  // ---- point to point -------------------------------------------------------------
+  void send(const void* buf, std::size_t count, dtype dt, int peer) {
+    post_p2p(const_cast<void*>(buf), count, dt, peer, true);
+  }
+  void recv(void* buf, std::size_t count, dtype dt, int peer) { post_p2p(buf, count, dt, peer, false); }
+  /// Opens a group: sends and receives are queued until the matching group_end().
+  void group_start() { ++live("group_start").group_depth; }
+  /// Closes a group; the outermost group_end runs every queued transfer.
+  void group_end() {
+    state& s = live("group_end");
+    require(s.group_depth > 0, "group_end", "no group is open (group_end without group_start)");
+    if (--s.group_depth == 0) run_group(s);
+  }
+
   // ---- collectives (typed) ------------------------------------------------------
   template <class T>
   void all_reduce(const T* send, T* recv, std::size_t count, reduce_op op, variant_choice v = {}) {
@@ -174,6 +244,53 @@ class communicator {
     reduce(send, recv, count, dtype_of<T>, op, root, v);
   }
 
+  template <class T>
+  void all_to_all(const T* send, T* recv, std::size_t count, variant_choice v = {}) {
+    all_to_all(send, recv, count, dtype_of<T>, v);
+  }
+  template <class T>
+  void all_to_allv(const T* send, const std::size_t* send_counts, const std::size_t* send_displs, T* recv,
+                   const std::size_t* recv_counts, const std::size_t* recv_displs, variant_choice v = {}) {
+    all_to_allv(static_cast<const void*>(send), send_counts, send_displs, static_cast<void*>(recv),
+                recv_counts, recv_displs, dtype_of<T>, v);
+  }
+  template <class T, std::signed_integral I>
+  void all_to_allv(const T* send, const I* send_counts, const I* send_displs, T* recv, const I* recv_counts,
+                   const I* recv_displs, variant_choice v = {}) {
+    all_to_allv(static_cast<const void*>(send), send_counts, send_displs, static_cast<void*>(recv),
+                recv_counts, recv_displs, dtype_of<T>, v);
+  }
+  /// Bounds-checked: every block must lie inside its span, and the count and
+  /// displacement spans must hold exactly size() entries.
+  template <class T>
+  void all_to_allv(std::span<const T> send, std::span<const std::size_t> send_counts,
+                   std::span<const std::size_t> send_displs, std::span<T> recv,
+                   std::span<const std::size_t> recv_counts, std::span<const std::size_t> recv_displs,
+                   variant_choice v = {}) {
+    state& s = live("all_to_allv");
+    const std::size_t P = static_cast<std::size_t>(s.size);
+    auto need_p = [&](std::size_t n, const char* what) {
+      require(n == P, "all_to_allv", [&] {
+        return std::string(what) + " has " + std::to_string(n) + " entries, expected one per rank (" +
+               std::to_string(P) + ")";
+      });
+    };
+    need_p(send_counts.size(), "send_counts");
+    need_p(send_displs.size(), "send_displs");
+    need_p(recv_counts.size(), "recv_counts");
+    need_p(recv_displs.size(), "recv_displs");
+    run_v(buffer_desc{send.data(), send_counts.data(), send_displs.data(), send.size()},
+          buffer_desc{recv.data(), recv_counts.data(), recv_displs.data(), recv.size()}, dtype_of<T>, v);
+  }
+  template <class T>
+  void send(const T* buf, std::size_t count, int peer) {
+    send(buf, count, dtype_of<T>, peer);
+  }
+  template <class T>
+  void recv(T* buf, std::size_t count, int peer) {
+    recv(buf, count, dtype_of<T>, peer);
+  }
+
   /// Runs collective C with the variant <Algo, Proto>, chosen at compile time.
   template <class Algo, class Proto, coll C>
   void execute(const void* send, void* recv, std::size_t count, dtype dt, reduce_op op, int root) {
@@ -182,6 +299,19 @@ class communicator {
     state& s = live(name(C));
     validate(s, C, send, recv, count, dt, op, root);
     launch<Algo, Proto, C>(s, send, recv, count, dt, op, root);
+  }
+
+  /// all_to_allv with the variant <Algo, Proto>, chosen at compile time.
+  template <class Algo, class Proto>
+  void execute_v(const void* send, const std::size_t* send_counts, const std::size_t* send_displs, void* recv,
+                 const std::size_t* recv_counts, const std::size_t* recv_displs, dtype dt) {
+    static_assert(Algo::implements(coll::all_to_allv), "this algorithm does not implement all_to_allv");
+    static_assert(composable<Algo, Proto, transport::shm>, "this protocol cannot run on the shm transport");
+    state& s = live("all_to_allv");
+    const buffer_desc sb{send, send_counts, send_displs, unknown_length};
+    const buffer_desc rb{recv, recv_counts, recv_displs, unknown_length};
+    validate_v(s, sb, rb, dt);
+    launch_v<Algo, Proto>(s, sb, rb, dt);
   }
 
   /// Raises the communicator's abort word: every rank's blocked or future call
@@ -203,6 +333,32 @@ class communicator {
   }
 
  private:
+  struct p2p_op {
+    void* buf;
+    std::size_t count;
+    dtype dt;
+    int peer;
+    bool is_send;
+  };
+
+  static constexpr std::size_t unknown_length = ~std::size_t(0);
+
+  /// One side of an all_to_allv: buffer, per-peer counts and displacements
+  /// (elements), and the buffer's length in elements where the caller gave it.
+  struct buffer_desc {
+    const void* buf;
+    const std::size_t* counts;
+    const std::size_t* displs;
+    std::size_t length;
+  };
+
+  /// Schedule arguments beyond schedule_args' scalars (all_to_allv, send_recv).
+  struct extra_args {
+    const peer_layout* layout = nullptr;
+    const p2p_plan* plan = nullptr;
+    mismatch_report* report = nullptr;
+  };
+
   struct state {
     std::shared_ptr<transport::shm_segment> seg;
     transport::shm_view view{};
@@ -212,6 +368,8 @@ class communicator {
     std::string err_msg;
     bool destroyed = false;
     variant_choice last{};
+    int group_depth = 0;              // open group_start() calls
+    std::vector<p2p_op> pending;      // transfers queued in the open group
     std::uint64_t spin_ns = 0;        // resolved comm_options::spin
     std::shared_ptr<void> keepalive;  // e.g. the bootstrap session of process ranks
     // Reliability watch (detail/watch.hpp): this rank's call sequence, and the
@@ -360,6 +518,21 @@ class communicator {
     }
   }
 
+  /// Refuses work on a communicator in the error state, and collectives while
+  /// a point-to-point group is open.
+  static void check_usable(state& s, const char* cn, bool collective) {
+    if (s.err != status::ok || detail::load_relaxed(s.view.abort_word()) != 0) {
+      sync_error(s);
+      throw_error(s.err, std::string(cn) + " (rank " + std::to_string(s.rank) +
+                             "): communicator is in the error state after an earlier failure: " + s.err_msg);
+    }
+    if (collective && s.group_depth > 0)
+      throw_error(status::invalid_argument,
+                  std::string(cn) +
+                      ": called inside group_start()/group_end(); only send and recv may be "
+                      "grouped");
+  }
+
   // ---- reliability watch --------------------------------------------------------
 
   /// Publishes this call (after validation, before any byte moves).
@@ -431,11 +604,7 @@ class communicator {
     const char* cn = name(c);
     // Messages are built only on failure: this runs on every call.
     auto where = [&] { return std::string(cn) + " (rank " + std::to_string(s.rank) + ")"; };
-    if (s.err != status::ok || detail::load_relaxed(s.view.abort_word()) != 0) {
-      sync_error(s);
-      throw_error(s.err,
-                  where() + ": communicator is in the error state after an earlier failure: " + s.err_msg);
-    }
+    check_usable(s, cn, c != coll::send_recv);
     require(is_valid(dt), cn, [&] {
       return std::string("dtype " + std::to_string(static_cast<int>(dt)) + " is not a collx dtype");
     });
@@ -461,6 +630,7 @@ class communicator {
     std::size_t send_elems = count, recv_elems = count;
     if (c == coll::all_gather) recv_elems = count * P;
     if (c == coll::reduce_scatter) send_elems = count * P;
+    if (c == coll::all_to_all) send_elems = recv_elems = count * P;
     const bool reads_send = c != coll::broadcast || s.rank == root;
     const bool writes_recv = c != coll::reduce || s.rank == root;
     if (count > 0) {
@@ -481,9 +651,12 @@ class communicator {
     switch (c) {
       case coll::all_gather: in_place = sb == rb + own; break;
       case coll::reduce_scatter: in_place = rb == sb + own; break;
+      case coll::all_to_all: in_place = false; break;
       default: in_place = sb == rb; break;
     }
     require(in_place, cn, [&] {
+      if (c == coll::all_to_all)
+        return std::string("send and recv buffers overlap; all_to_all is out of place only");
       return std::string(
           "send and recv buffers overlap without being the in-place layout (see collx/communicator.hpp)");
     });
@@ -493,32 +666,306 @@ class communicator {
            variant_choice v) {
     state& s = live(name(c));
     validate(s, c, send, recv, count, dt, op, root);
-    if (v.algo == algo_id::automatic) v.algo = s.opt.variant.algo;
-    if (v.proto == proto_id::automatic) v.proto = s.opt.variant.proto;
-    if (v.algo == algo_id::automatic) v.algo = algo_id::ring;  // the only algorithm so far
-    if (v.proto == proto_id::automatic) v.proto = proto_id::simple;
+    v = resolve(s, c, v);
     bool found = false;
     visit_variant<transport::shm>(c, v.algo, v.proto, [&]<class A, class Pr>() {
       found = true;
       switch (c) {
-        case coll::all_reduce: launch<A, Pr, coll::all_reduce>(s, send, recv, count, dt, op, root); break;
-        case coll::all_gather: launch<A, Pr, coll::all_gather>(s, send, recv, count, dt, op, root); break;
-        case coll::reduce_scatter:
-          launch<A, Pr, coll::reduce_scatter>(s, send, recv, count, dt, op, root);
-          break;
-        case coll::broadcast: launch<A, Pr, coll::broadcast>(s, send, recv, count, dt, op, root); break;
-        case coll::reduce: launch<A, Pr, coll::reduce>(s, send, recv, count, dt, op, root); break;
+#define COLLX_CASE(C)                                                      \
+  case coll::C:                                                            \
+    found = launch_if<A, Pr, coll::C>(s, send, recv, count, dt, op, root); \
+    break;
+        COLLX_CASE(all_reduce)
+        COLLX_CASE(all_gather)
+        COLLX_CASE(reduce_scatter)
+        COLLX_CASE(broadcast)
+        COLLX_CASE(reduce)
+        COLLX_CASE(all_to_all)
+        COLLX_CASE(barrier)
+#undef COLLX_CASE
+        case coll::all_to_allv:  // run_v and run_group are their entry points
+        case coll::send_recv: found = false; break;
       }
     });
-    if (!found)
-      throw_error(status::not_supported, std::string(name(c)) + ": no compiled variant " + name(v.algo) +
-                                             "/" + name(v.proto) +
-                                             " serves this collective on the shm transport");
+    if (!found) no_variant(c, v);
   }
 
-  template <class Algo, class Proto, coll C>
+  /// launch<A, Pr, C> where A implements C; instantiates nothing otherwise.
+  template <class A, class Pr, coll C>
+  static bool launch_if(state& s, const void* send, void* recv, std::size_t count, dtype dt, reduce_op op,
+                        int root) {
+    if constexpr (A::implements(C)) {
+      launch<A, Pr, C>(s, send, recv, count, dt, op, root);
+      return true;
+    } else {
+      return false;
+    }
+  }
+
+  [[noreturn]] static void no_variant(coll c, variant_choice v) {
+    throw_error(status::not_supported, std::string(name(c)) + ": no compiled variant " + name(v.algo) + "/" +
+                                           name(v.proto) + " serves this collective on the shm transport");
+  }
+
+  /// Fills in `automatic`: the call's choice, else the communicator's option
+  /// (ignored where its algorithm does not implement c), else the automatic
+  /// choice among compiled variants allowed by COLLX_ALGO/COLLX_PROTO (and
+  /// deterministic where the options ask for it; see collx/selection.hpp).
+  static variant_choice resolve(const state& s, coll c, variant_choice v) {
+    if (v.algo == algo_id::automatic && implements(s.opt.variant.algo, c)) v.algo = s.opt.variant.algo;
+    if (v.proto == proto_id::automatic) v.proto = s.opt.variant.proto;
+    if (s.opt.deterministic && c == coll::all_reduce && v.algo != algo_id::automatic &&
+        !algo_is_deterministic(v.algo))
+      throw_error(status::invalid_argument, std::string(name(c)) + ": algorithm " + name(v.algo) +
+                                                " does not give deterministic results, which the "
+                                                "communicator's options require (COLLX_DETERMINISTIC)");
+    if (v.algo == algo_id::automatic || v.proto == proto_id::automatic) {
+      const variant_choice chosen = choose_variant<transport::shm>(c, v, s.opt.allowed, s.opt.deterministic);
+      if (chosen.algo == algo_id::automatic || chosen.proto == proto_id::automatic)
+        throw_error(status::not_supported,
+                    std::string(name(c)) + ": no compiled variant" +
+                        (v.algo != algo_id::automatic ? std::string(" of ") + name(v.algo) : std::string()) +
+                        " allowed by COLLX_ALGO/COLLX_PROTO" +
+                        (s.opt.deterministic ? " with deterministic results" : "") +
+                        " serves this collective on the shm transport");
+      v = chosen;
+    }
+    return v;
+  }
+
+  // ---- all_to_allv ------------------------------------------------------------------
+
+  template <std::signed_integral I>
+  std::vector<std::size_t> to_sizes(const I* v, const char* what) const {
+    std::vector<std::size_t> out;
+    if (v == nullptr) return out;  // reported as a null array by validate_v
+    const int P = size();
+    out.resize(static_cast<std::size_t>(P));
+    for (int j = 0; j < P; ++j) {
+      require(v[j] >= 0, "all_to_allv", [&] {
+        return std::string(what) + "[" + std::to_string(j) + "] is negative (" + std::to_string(v[j]) + ")";
+      });
+      out[static_cast<std::size_t>(j)] = static_cast<std::size_t>(v[j]);
+    }
+    return out;
+  }
+
+  void run_v(const buffer_desc& sb, const buffer_desc& rb, dtype dt, variant_choice v) {
+    state& s = live("all_to_allv");
+    validate_v(s, sb, rb, dt);
+    v = resolve(s, coll::all_to_allv, v);
+    bool found = false;
+    visit_variant<transport::shm>(coll::all_to_allv, v.algo, v.proto, [&]<class A, class Pr>() {
+      if constexpr (A::implements(coll::all_to_allv)) {
+        found = true;
+        launch_v<A, Pr>(s, sb, rb, dt);
+      }
+    });
+    if (!found) no_variant(coll::all_to_allv, v);
+  }
+
+  static void validate_v(state& s, const buffer_desc& sb, const buffer_desc& rb, dtype dt) {
+    const char* cn = "all_to_allv";
+    check_usable(s, cn, true);
+    require(is_valid(dt), cn, [&] {
+      return std::string("dtype " + std::to_string(static_cast<int>(dt)) + " is not a collx dtype");
+    });
+    const std::size_t esz = size_of(dt), P = static_cast<std::size_t>(s.size);
+    const std::size_t limit = static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()) / esz;
+    struct block {
+      std::size_t lo, hi;
+      std::size_t peer;
+    };
+    std::vector<block> blocks[2];
+    const buffer_desc* sides[2] = {&sb, &rb};
+    const char* side_name[2] = {"send", "recv"};
+    for (int side = 0; side < 2; ++side) {
+      const buffer_desc& b = *sides[side];
+      const std::string sn = side_name[side];
+      require(b.counts != nullptr, cn, [&] { return sn + "_counts is null"; });
+      require(b.displs != nullptr, cn, [&] { return sn + "_displs is null"; });
+      for (std::size_t j = 0; j < P; ++j) {
+        const std::size_t c = b.counts[j], d = b.displs[j];
+        auto entry = [&](const char* what, std::size_t val) {
+          return sn + what + "[" + std::to_string(j) + "] = " + std::to_string(val);
+        };
+        require(c <= limit, cn, [&] {
+          return entry("_counts", c) +
+                 " overflows the addressable byte range (a negative value cast to "
+                 "an unsigned type?)";
+        });
+        require(d <= limit, cn, [&] {
+          return entry("_displs", d) +
+                 " overflows the addressable byte range (a negative value cast to "
+                 "an unsigned type?)";
+        });
+        require(d + c <= limit, cn, [&] {
+          return entry("_displs", d) + " + " + entry("_counts", c) + " overflows the addressable byte range";
+        });
+        if (c == 0) continue;
+        require(b.buf != nullptr, cn, [&] { return sn + " buffer is null with " + entry("_counts", c); });
+        require(b.length == unknown_length || d + c <= b.length, cn, [&] {
+          return "block of rank " + std::to_string(j) + " [" + std::to_string(d) + ", " +
+                 std::to_string(d + c) + ") lies outside the " + sn + " buffer of " +
+                 std::to_string(b.length) + " elements";
+        });
+        const auto base = reinterpret_cast<std::uintptr_t>(b.buf);
+        blocks[side].push_back(block{base + d * esz, base + (d + c) * esz, j});
+      }
+    }
+    // Receive blocks must be disjoint (each byte has one writer), and no send
+    // block may overlap a receive block: the exchange is out of place.
+    auto by_lo = [](const block& x, const block& y) { return x.lo < y.lo; };
+    std::sort(blocks[1].begin(), blocks[1].end(), by_lo);
+    for (std::size_t i = 1; i < blocks[1].size(); ++i)
+      require(blocks[1][i - 1].hi <= blocks[1][i].lo, cn, [&] {
+        return "recv blocks of ranks " + std::to_string(blocks[1][i - 1].peer) + " and " +
+               std::to_string(blocks[1][i].peer) + " overlap";
+      });
+    for (const block& x : blocks[0]) {
+      // The first receive block ending after x starts is the only candidate.
+      auto it = std::partition_point(blocks[1].begin(), blocks[1].end(),
+                                     [&](const block& y) { return y.hi <= x.lo; });
+      require(it == blocks[1].end() || it->lo >= x.hi, cn, [&] {
+        return "send block of rank " + std::to_string(x.peer) + " overlaps the recv block of rank " +
+               std::to_string(it->peer) + "; all_to_allv is out of place only";
+      });
+    }
+  }
+
+  template <class Algo, class Proto>
+  static void launch_v(state& s, const buffer_desc& sb, const buffer_desc& rb, dtype dt) {
+    // Data movement runs on bytes: scale the layout by the element size.
+    const std::size_t esz = size_of(dt), P = static_cast<std::size_t>(s.size);
+    std::vector<std::size_t> bytes(4 * P);
+    for (std::size_t j = 0; j < P; ++j) {
+      bytes[j] = sb.counts[j] * esz;
+      bytes[P + j] = sb.displs[j] * esz;
+      bytes[2 * P + j] = rb.counts[j] * esz;
+      bytes[3 * P + j] = rb.displs[j] * esz;
+    }
+    const peer_layout layout{bytes.data(), bytes.data() + P, bytes.data() + 2 * P, bytes.data() + 3 * P};
+    mismatch_report report{};
+    launch<Algo, Proto, coll::all_to_allv>(
+        s, sb.buf, const_cast<void*>(rb.buf), 0, dt, reduce_op::sum, 0, extra_args{&layout, nullptr, &report},
+        [&] {
+          const auto r = std::to_string(s.rank), q = std::to_string(report.peer);
+          if (report.peer == s.rank)
+            return "send_counts[" + r + "] = " + std::to_string(report.got / esz) + " but recv_counts[" + r +
+                   "] = " + std::to_string(report.expected / esz) + " (the block a rank sends itself)";
+          return "recv_counts[" + q + "] = " + std::to_string(report.expected / esz) +
+                 " on this rank, but rank " + q + " sends " + std::to_string(report.got / esz) +
+                 " elements (its send_counts[" + r + "])";
+        });
+  }
+
+  // ---- point to point ---------------------------------------------------------------
+
+  void post_p2p(void* buf, std::size_t count, dtype dt, int peer, bool is_send) {
+    const char* cn = is_send ? "send" : "recv";
+    state& s = live(cn);
+    check_usable(s, cn, false);
+    require(is_valid(dt), cn, [&] {
+      return std::string("dtype " + std::to_string(static_cast<int>(dt)) + " is not a collx dtype");
+    });
+    require(peer >= 0 && peer < s.size, cn, [&] {
+      return "peer " + std::to_string(peer) + " is out of range for " + std::to_string(s.size) + " ranks";
+    });
+    const std::size_t limit = static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max());
+    require(count <= limit / size_of(dt), cn,
+            [&] { return "count " + std::to_string(count) + " overflows the addressable byte range"; });
+    require(count == 0 || buf != nullptr, cn,
+            [&] { return "buffer is null with count " + std::to_string(count); });
+    s.pending.push_back(p2p_op{buf, count, dt, peer, is_send});
+    if (s.group_depth == 0) run_group(s);
+  }
+
+  static void run_group(state& s) {
+    std::vector<p2p_op> ops = std::move(s.pending);
+    s.pending.clear();
+    if (ops.empty()) return;
+    const char* cn = "group_end";
+    check_usable(s, cn, false);
+    // A receive buffer may not overlap any other buffer of the group.
+    struct span_ {
+      std::uintptr_t lo, hi;
+      std::size_t op;
+    };
+    std::vector<span_> recvs, all;
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].count == 0) continue;
+      const auto lo = reinterpret_cast<std::uintptr_t>(ops[i].buf);
+      const span_ sp{lo, lo + ops[i].count * size_of(ops[i].dt), i};
+      all.push_back(sp);
+      if (!ops[i].is_send) recvs.push_back(sp);
+    }
+    auto by_lo = [](const span_& x, const span_& y) { return x.lo < y.lo; };
+    std::sort(recvs.begin(), recvs.end(), by_lo);
+    auto describe = [&](std::size_t i) {
+      return std::string(ops[i].is_send ? "send to " : "recv from ") + std::to_string(ops[i].peer);
+    };
+    for (const span_& x : all) {
+      auto it =
+          std::partition_point(recvs.begin(), recvs.end(), [&](const span_& y) { return y.hi <= x.lo; });
+      for (; it != recvs.end() && it->lo < x.hi; ++it)
+        require(it->op == x.op, cn, [&] {
+          return "the buffer of the " + describe(it->op) + " overlaps the buffer of the " + describe(x.op) +
+                 " in the same group";
+        });
+    }
+    // Bucket by peer, keeping issue order; counts in bytes.
+    const std::size_t P = static_cast<std::size_t>(s.size);
+    std::vector<std::uint32_t> begin[2];
+    std::vector<p2p_message> msgs[2];
+    std::vector<std::size_t> index[2];  // position in ops, for error messages
+    for (int side = 0; side < 2; ++side) {
+      begin[side].assign(P + 1, 0);
+      for (const p2p_op& o : ops)
+        if (o.is_send == (side == 0)) ++begin[side][static_cast<std::size_t>(o.peer) + 1];
+      for (std::size_t q = 0; q < P; ++q) begin[side][q + 1] += begin[side][q];
+      msgs[side].resize(begin[side][P]);
+      index[side].resize(begin[side][P]);
+      std::vector<std::uint32_t> fill(begin[side].begin(), begin[side].end() - 1);
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        const p2p_op& o = ops[i];
+        if (o.is_send != (side == 0)) continue;
+        const std::uint32_t at = fill[static_cast<std::size_t>(o.peer)]++;
+        msgs[side][at] = p2p_message{o.buf, o.count * size_of(o.dt)};
+        index[side][at] = i;
+      }
+    }
+    const p2p_plan plan{msgs[0].data(), begin[0].data(), msgs[1].data(), begin[1].data()};
+    mismatch_report report{};
+    const variant_choice v = resolve(s, coll::send_recv, {algo_id::direct, proto_id::automatic});
+    bool found = false;
+    visit_variant<transport::shm>(coll::send_recv, v.algo, v.proto, [&]<class A, class Pr>() {
+      if constexpr (A::implements(coll::send_recv)) {
+        found = true;
+        launch<A, Pr, coll::send_recv>(
+            s, nullptr, nullptr, 0, dtype::uint8, reduce_op::sum, 0, extra_args{nullptr, &plan, &report},
+            [&] {
+              const auto q = std::to_string(report.peer);
+              const auto r = std::to_string(s.rank);
+              if (report.messages)
+                return "rank " + q + " sends " + std::to_string(report.got) + " message(s) to rank " + r +
+                       " in this group, rank " + r + " posted " + std::to_string(report.expected) +
+                       " recv(s) from it";
+              return "recv #" + std::to_string(report.message) + " from rank " + q +
+                     " (in issue order) posted " + std::to_string(report.expected) + " bytes, but rank " + q +
+                     " sends " + std::to_string(report.got) + " bytes";
+            });
+      }
+    });
+    if (!found) no_variant(coll::send_recv, v);
+  }
+
+  static std::string no_detail() { return {}; }
+
+  /// Runs the schedule of <Algo, Proto, C> on this rank. `mismatch_detail`
+  /// explains a status::mismatch from what the schedule put in extra.report.
+  template <class Algo, class Proto, coll C, class Detail = decltype(&no_detail)>
   static void launch(state& s, const void* send, void* recv, std::size_t count, dtype dt, reduce_op op,
-                     int root) {
+                     int root, extra_args extra = {}, Detail mismatch_detail = &no_detail) {
     s.last = variant_choice{Algo::id, Proto::id};
     begin_call(s, C, count, dt, op, root, s.last);
     exec::host ex;
@@ -534,7 +981,7 @@ class communicator {
       auto go = [&]<std::size_t N>() {
         using W = detail::word<N>;
         st = run_schedule<Algo, Proto, C>(s, ex, red, static_cast<const W*>(send), static_cast<W*>(recv),
-                                          count, root);
+                                          count, root, extra);
       };
       switch (size_of(dt)) {
         case 1: go.template operator()<1>(); break;
@@ -547,21 +994,22 @@ class communicator {
       const std::size_t bytes = count * size_of(dt);
       reducer<std::uint8_t, reduce_op::sum> red{};
       st = run_schedule<Algo, Proto, C>(s, ex, red, static_cast<const std::uint8_t*>(send),
-                                        static_cast<std::uint8_t*>(recv), bytes, root);
+                                        static_cast<std::uint8_t*>(recv), bytes, root, extra);
     }
+    if (st == status::mismatch) fail(s, C, st, mismatch_detail());
     if (st != status::ok) fail(s, C, st);
     end_call(s, C);
   }
 
   template <class Algo, class Proto, coll C, class T, class Red>
   static status run_schedule(state& s, const exec::host& ex, const Red& red, const T* send, T* recv,
-                             std::size_t count, int root) {
+                             std::size_t count, int root, const extra_args& extra) {
     prims<Proto, exec::host, transport::shm_view, T, Red> p(ex, s.view, s.rank, red);
-    schedule_args<T> a{send, recv, count, root, s.rank, s.size};
+    schedule_args<T> a{send, recv, count, root, s.rank, s.size, extra.layout, extra.plan, extra.report};
     return Algo::template run<C>(p, a);
   }
 
-  [[noreturn]] static void fail(state& s, coll c, status st) {
+  [[noreturn]] static void fail(state& s, coll c, status st, const std::string& extra = {}) {
     std::string msg =
         std::string(name(c)) + " (rank " + std::to_string(s.rank) + " of " + std::to_string(s.size) + "): ";
     if (st == status::aborted) {
@@ -576,6 +1024,7 @@ class communicator {
              " ms waiting for a peer (raise COLLX_TIMEOUT if the peers are merely slow)";
     } else {
       msg += to_string(st);
+      if (!extra.empty()) msg += ": " + extra;
     }
     raise_abort(s, st, s.rank);
     s.err = st;
@@ -606,6 +1055,20 @@ void broadcast(communicator& c, const T* send, T* recv, std::size_t count, int r
 template <class Algo, class Proto, class T>
 void reduce(communicator& c, const T* send, T* recv, std::size_t count, reduce_op op, int root) {
   c.execute<Algo, Proto, coll::reduce>(send, recv, count, dtype_of<T>, op, root);
+}
+template <class Algo, class Proto, class T>
+void all_to_all(communicator& c, const T* send, T* recv, std::size_t count) {
+  c.execute<Algo, Proto, coll::all_to_all>(send, recv, count, dtype_of<T>, reduce_op::sum, 0);
+}
+template <class Algo, class Proto, class T>
+void all_to_allv(communicator& c, const T* send, const std::size_t* send_counts,
+                 const std::size_t* send_displs, T* recv, const std::size_t* recv_counts,
+                 const std::size_t* recv_displs) {
+  c.execute_v<Algo, Proto>(send, send_counts, send_displs, recv, recv_counts, recv_displs, dtype_of<T>);
+}
+template <class Algo, class Proto>
+void barrier(communicator& c) {
+  c.execute<Algo, Proto, coll::barrier>(nullptr, nullptr, 0, dtype::uint8, reduce_op::sum, 0);
 }
 
 }  // namespace collx

@@ -6,10 +6,17 @@
 //   COLLX_BUFFSIZE        bytes of one connection's Simple FIFO (slots × slot bytes)
 //   COLLX_LL_BUFFSIZE     bytes of one connection's LL FIFO (lines of 16 bytes)
 //   COLLX_LL128_BUFFSIZE  bytes of one connection's LL128 FIFO (lines of 128 bytes)
+//   COLLX_ALGO         algorithms the automatic choice may use (NCCL list syntax,
+//                      see collx/selection.hpp), e.g. "ring,tree", "^nvls",
+//                      "allreduce:tree;allgather:ring"
+//   COLLX_PROTO        protocols likewise, e.g. "simple"
+//   COLLX_DETERMINISTIC 1: all_reduce results bitwise identical on every rank
+//                      and across calls (0 or unset: no such promise)
 // Bad values throw collx::error naming the variable.
 #pragma once
 
 #include <collx/error.hpp>
+#include <collx/selection.hpp>
 #include <collx/variants.hpp>
 
 #include <algorithm>
@@ -46,6 +53,14 @@ struct comm_options {
   std::chrono::nanoseconds spin{0};
   /// Variant used when a call does not name one.
   variant_choice variant{};
+  /// What the automatic choice may pick, per collective (COLLX_ALGO, COLLX_PROTO).
+  selection allowed = selection::all();
+  /// all_reduce results bitwise identical on every rank and across repeated
+  /// calls: the automatic choice then only picks algorithms whose
+  /// `deterministic` trait is true (each element's final value is computed once,
+  /// by one rank, in a fixed order, then copied), and naming any other
+  /// algorithm for all_reduce is an error. COLLX_DETERMINISTIC=1.
+  bool deterministic = false;
 
   /// Defaults overridden by COLLX_* environment variables.
   static comm_options from_env() {
@@ -65,6 +80,10 @@ struct comm_options {
     o.slot_bytes = buffsize_env("COLLX_BUFFSIZE", o.fifo_slots, 128, o.slot_bytes);
     o.ll_slot_bytes = buffsize_env("COLLX_LL_BUFFSIZE", o.fifo_slots, 16, o.ll_slot_bytes);
     o.ll128_slot_bytes = buffsize_env("COLLX_LL128_BUFFSIZE", o.fifo_slots, 128, o.ll128_slot_bytes);
+    if (const char* v = std::getenv("COLLX_ALGO")) o.allowed.restrict_algos(v);
+    if (const char* v = std::getenv("COLLX_PROTO")) o.allowed.restrict_protos(v);
+    if (const char* v = std::getenv("COLLX_DETERMINISTIC"))
+      o.deterministic = parse_u32("COLLX_DETERMINISTIC", v, 0, 1) == 1;
     return o;
   }
 

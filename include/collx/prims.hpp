@@ -9,10 +9,22 @@
 //   recv(from, dst, n)                        dst ← from
 //   recv_reduce_send(from, to, src, n)        to ← from ⊕ src
 //   recv_reduce_copy(from, src, dst, n)       dst ← post(from ⊕ src)
+//   recv_reduce(from, src, dst, n)            dst ← from ⊕ src   (no post: a partial result)
 //   recv_reduce_copy_send(from, to, src, dst, n)   dst, to ← post(from ⊕ src)
 //   recv_copy_send(from, to, dst, n)          dst, to ← from
 //   copy_send(to, src, dst, n)                dst, to ← src   (no copy if dst == src)
 //   local_copy(src, dst, n, finish)           dst ← src, post() applied if finish
+//   recv_reduce_copy(from, src, dst, n, finish)    dst ← from ⊕ src, post() only if finish
+//                                             (partial results that are reduced further)
+//
+// Peer memory, for transports whose ranks load and store each other's memory
+// (Transport::peer_buffer_access; the View provides peer_buffer/barrier_word):
+//   buffer(q), buffer_elems()                 rank q's registered buffer (every rank
+//                                             may load/store it); buffer(rank) doubles
+//                                             as this rank's scratch between barriers
+//   local_reduce(a, b, dst, n, finish)        dst ← a ⊕ b (post() if finish), local
+//   barrier()                                 every rank's earlier loads/stores of peer
+//                                             buffers happen before any rank's later ones
 //
 // Calls with n == 0 move nothing and touch no counter, so both sides of a
 // connection must agree on n (they do: schedules derive it from the same
@@ -22,11 +34,13 @@
 #pragma once
 
 #include <collx/config.hpp>
+#include <collx/detail/atomic.hpp>
 #include <collx/detail/reduce_copy.hpp>
 #include <collx/error.hpp>
 #include <collx/proto/step_flags.hpp>
 
 #include <cstddef>
+#include <cstdint>
 
 #define COLLX_TRY(expr)                                             \
   do {                                                              \
@@ -43,7 +57,7 @@ class prims {
   using engine_type = typename Proto::template engine<Exec, View>;
 
   COLLX_HOST_DEVICE prims(const Exec& ex, const View& view, int rank, const Red& red)
-      : ex_(ex), engine_(ex, view, rank), red_(red) {}
+      : ex_(ex), engine_(ex, view, rank), red_(red), view_(view), rank_(rank) {}
 
   /// Largest n one call may carry in a schedule where every rank sends before
   /// it receives (a ring): larger calls could fill every FIFO and deadlock.
@@ -66,6 +80,15 @@ class prims {
     return engine_.template run<recv_in | src_in | reduce_in | dst_out | post_op>(from, -1, src, dst, n,
                                                                                   red_);
   }
+  COLLX_HOST_DEVICE status recv_reduce(int from, const T* src, T* dst, std::size_t n) {
+    using namespace proto;
+    return engine_.template run<recv_in | src_in | reduce_in | dst_out>(from, -1, src, dst, n, red_);
+  }
+  COLLX_HOST_DEVICE status recv_reduce_copy(int from, const T* src, T* dst, std::size_t n, bool finish) {
+    using namespace proto;
+    if (finish) return recv_reduce_copy(from, src, dst, n);
+    return engine_.template run<recv_in | src_in | reduce_in | dst_out>(from, -1, src, dst, n, red_);
+  }
   COLLX_HOST_DEVICE status recv_reduce_copy_send(int from, int to, const T* src, T* dst, std::size_t n) {
     using namespace proto;
     return engine_.template run<recv_in | src_in | reduce_in | dst_out | send_out | post_op>(from, to, src,
@@ -87,12 +110,44 @@ class prims {
     return status::ok;
   }
 
+  // ---- peer memory ----------------------------------------------------------------
+  COLLX_HOST_DEVICE T* buffer(int rank) const { return reinterpret_cast<T*>(view_.peer_buffer(rank)); }
+  COLLX_HOST_DEVICE std::size_t buffer_elems() const { return view_.peer_buffer_bytes() / sizeof(T); }
+
+  COLLX_HOST_DEVICE status local_reduce(const T* a, const T* b, T* dst, std::size_t n, bool finish) {
+    const auto g = ex_.workers();
+    if (finish && Red::has_post) detail::reduce_copy<true, true, 1>(g, a, b, dst, nullptr, n, red_);
+    else detail::reduce_copy<true, false, 1>(g, a, b, dst, nullptr, n, red_);
+    g.sync();
+    return status::ok;
+  }
+
+  /// Each rank bumps its own counter in the segment (release) and waits until
+  /// every rank's counter has reached the same value (acquire). Counters only
+  /// grow, so a rank already in the next barrier still satisfies this one.
+  COLLX_HOST_DEVICE status barrier() {
+    const auto g = ex_.workers();
+    std::uint64_t* mine = view_.barrier_word(rank_);
+    const std::uint64_t want = detail::load_relaxed(mine) + 1;
+    g.sync();
+    ex_.fence_before_post();
+    if (g.leader()) detail::store_release(mine, want);
+    for (int q = 0; q < view_.nranks(); ++q) {
+      const std::uint64_t* w = view_.barrier_word(q);
+      COLLX_TRY(ex_.wait([&] { return detail::load_acquire(w) >= want; }));
+    }
+    g.sync();
+    return status::ok;
+  }
+
  private:
   static constexpr const T* no_src = nullptr;
   static constexpr T* no_dst = nullptr;
   Exec ex_;
   engine_type engine_;
   Red red_;
+  View view_;
+  int rank_;
 };
 
 }  // namespace collx

@@ -6,8 +6,15 @@
 // transport is filtered by the same traits that reject explicit composition.
 #pragma once
 
+#include <collx/algo/bruck.hpp>
+#include <collx/algo/bruck_a2a.hpp>
+#include <collx/algo/direct.hpp>
 #include <collx/algo/ids.hpp>
+#include <collx/algo/nvls.hpp>
+#include <collx/algo/rabenseifner.hpp>
+#include <collx/algo/rhd.hpp>
 #include <collx/algo/ring.hpp>
+#include <collx/algo/tree.hpp>
 #include <collx/coll.hpp>
 #include <collx/proto/ids.hpp>
 #include <collx/proto/ll.hpp>
@@ -19,7 +26,8 @@ namespace collx {
 template <class... Ts>
 struct type_list {};
 
-using algorithms = type_list<algo::ring>;
+using algorithms = type_list<algo::ring, algo::tree, algo::rhd, algo::rabenseifner, algo::bruck, algo::nvls,
+                             algo::direct, algo::bruck_a2a>;
 using protocols = type_list<proto::simple, proto::ll, proto::ll128>;
 
 /// A runtime request for a variant; `automatic` lets the communicator choose.
@@ -27,6 +35,13 @@ struct variant_choice {
   algo_id algo = algo_id::automatic;
   proto_id proto = proto_id::automatic;
 };
+
+/// Whether the compiled algorithm named `a` implements collective c.
+constexpr bool implements(algo_id a, coll c) {
+  return [&]<class... Algos>(type_list<Algos...>) {
+    return ((Algos::id == a && Algos::implements(c)) || ...);
+  }(algorithms{});
+}
 
 template <class Algo, class Proto, class Transport>
 inline constexpr bool composable = Proto::template usable_with<Transport>;

@@ -3,7 +3,55 @@
 // Built for sm_80 and sm_90 by the cuda preset; nothing here runs.
 #include "ring_kernels.cuh"
 
+#include <collx/algo/bruck.hpp>
+#include <collx/algo/bruck_a2a.hpp>
+#include <collx/algo/direct.hpp>
+#include <collx/algo/nvls.hpp>
+#include <collx/algo/rabenseifner.hpp>
+#include <collx/algo/rhd.hpp>
+#include <collx/algo/tree.hpp>
+
 namespace collx::test {
+
+/// Any algorithm's schedule in a kernel, with the arguments beyond the
+/// scalars (all_to_allv layout, send_recv plan, mismatch report) in device memory.
+template <class Algo, class Proto, coll C, class T, reduce_op Op>
+__global__ void algo_kernel(transport::shm_view view, exec::cuda ex, const T* send, T* recv,
+                            std::size_t count, const peer_layout* layout, const p2p_plan* plan,
+                            mismatch_report* report, int* status_out) {
+  const int rank = static_cast<int>(blockIdx.x);
+  reducer<T, Op> red{static_cast<std::uint32_t>(view.nranks())};
+  prims<Proto, exec::cuda, transport::shm_view, T, reducer<T, Op>> p(ex, view, rank, red);
+  schedule_args<T> a{send, recv, count, 0, rank, view.nranks(), layout, plan, report};
+  const status st = Algo::template run<C>(p, a);
+  if (threadIdx.x == 0) status_out[rank] = static_cast<int>(st);
+}
+
+template <class Proto, class T, reduce_op Op>
+void instantiate_direct() {
+  transport::shm_view v{};
+  exec::cuda ex{};
+  algo_kernel<algo::direct, Proto, coll::all_reduce, T, Op>
+      <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
+  algo_kernel<algo::direct_one_shot, Proto, coll::all_reduce, T, Op>
+      <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
+  algo_kernel<algo::direct_two_shot, Proto, coll::all_reduce, T, Op>
+      <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
+  algo_kernel<algo::direct, Proto, coll::reduce_scatter, T, Op>
+      <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
+  algo_kernel<algo::direct, Proto, coll::all_gather, T, Op>
+      <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
+  algo_kernel<algo::direct, Proto, coll::all_to_all, T, Op>
+      <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
+  algo_kernel<algo::direct, Proto, coll::all_to_allv, T, Op>
+      <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
+  algo_kernel<algo::direct, Proto, coll::send_recv, T, Op>
+      <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
+  algo_kernel<algo::bruck_a2a, Proto, coll::all_to_all, T, Op>
+      <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
+  algo_kernel<algo::direct, Proto, coll::barrier, T, Op>
+      <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
+}
 
 template <class Proto, class T, reduce_op Op>
 void instantiate_proto() {
@@ -23,6 +71,44 @@ void instantiate_all() {
   instantiate_proto<proto::ll128, T, Op>();
 }
 
+// Every other algorithm, every collective it implements, under every protocol.
+template <class Algo, class Proto, class T, reduce_op Op>
+void instantiate_algo() {
+  transport::shm_view v{};
+  exec::cuda ex{};
+  constexpr coll all[] = {coll::all_reduce, coll::all_gather, coll::reduce_scatter, coll::broadcast,
+                          coll::reduce};
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    ((Algo::implements(all[I]) ? (algo_kernel<Algo, Proto, all[I], T, Op>
+                                  <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr),
+                                  0)
+                               : 0),
+     ...);
+  }
+  (std::make_index_sequence<5>{});
+}
+
+template <class Proto, class T, reduce_op Op>
+void instantiate_family() {
+  instantiate_algo<algo::tree, Proto, T, Op>();
+  instantiate_algo<algo::rhd, Proto, T, Op>();
+  instantiate_algo<algo::rabenseifner, Proto, T, Op>();
+  instantiate_algo<algo::bruck, Proto, T, Op>();
+  instantiate_algo<algo::nvls, Proto, T, Op>();
+}
+
+template <class T, reduce_op Op>
+void instantiate_algos() {
+  instantiate_family<proto::simple, T, Op>();
+  instantiate_family<proto::ll, T, Op>();
+  instantiate_family<proto::ll128, T, Op>();
+}
+
+template void instantiate_algos<float, reduce_op::sum>();
+template void instantiate_algos<double, reduce_op::avg>();
+template void instantiate_algos<half_t, reduce_op::max>();
+template void instantiate_algos<std::int32_t, reduce_op::prod>();
+
 template void instantiate_all<float, reduce_op::sum>();
 template void instantiate_all<double, reduce_op::avg>();
 template void instantiate_all<half_t, reduce_op::sum>();
@@ -32,5 +118,14 @@ template void instantiate_all<float8_e5m2_t, reduce_op::min>();
 template void instantiate_all<std::int32_t, reduce_op::prod>();
 template void instantiate_all<std::uint8_t, reduce_op::bxor>();
 template void instantiate_all<std::int64_t, reduce_op::band>();
+
+template void instantiate_direct<proto::simple, float, reduce_op::sum>();
+template void instantiate_direct<proto::simple, half_t, reduce_op::avg>();
+template void instantiate_direct<proto::simple, std::uint8_t, reduce_op::max>();
+template void instantiate_direct<proto::simple, double, reduce_op::prod>();
+template void instantiate_direct<proto::ll, float, reduce_op::sum>();
+template void instantiate_direct<proto::ll, std::uint8_t, reduce_op::max>();
+template void instantiate_direct<proto::ll128, half_t, reduce_op::avg>();
+template void instantiate_direct<proto::ll128, std::uint8_t, reduce_op::max>();
 
 }  // namespace collx::test

@@ -67,6 +67,21 @@ int main(int argc, char** argv) {
         }
       ++k;
     }
+  // The direct algorithm: all_to_all, and one-shot/two-shot all_reduce.
+  for (std::size_t n : {std::size_t(0), std::size_t(1), static_cast<std::size_t>(P + 1), std::size_t(70001)})
+    for (auto [dt, op] : {std::pair{dtype::float32, reduce_op::sum}, std::pair{dtype::int8, reduce_op::max},
+                          std::pair{dtype::bfloat16, reduce_op::avg}}) {
+      case_desc c;
+      c.kind = coll::all_to_all;
+      c.dt = dt;
+      c.count = n;
+      cases.push_back(c);
+      c.kind = coll::all_reduce;
+      c.op = op;
+      c.in_place = n % 2 == 1;
+      c.variant = {algo_id::direct, proto_id::simple};
+      cases.push_back(c);
+    }
   int failed = 0;
   for (const auto& c : cases) {
     const std::string e = run_case(comm, c);
@@ -75,6 +90,34 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "FAILED %s\n", e.c_str());
     }
   }
-  std::printf("rank %d/%d: %zu cases, %d failed\n", comm.rank(), P, cases.size(), failed);
+  // Point to point across processes: a ring in both directions in one group,
+  // larger than a FIFO, then a barrier.
+  try {
+    const std::size_t n = 300007;
+    const int right = (comm.rank() + 1) % P, left = (comm.rank() + P - 1) % P;
+    std::vector<std::int32_t> to_r(n), to_l(n), from_l(n, -1), from_r(n, -1);
+    for (std::size_t i = 0; i < n; ++i) {
+      to_r[i] = static_cast<std::int32_t>(i * 7 + static_cast<std::size_t>(comm.rank()));
+      to_l[i] = static_cast<std::int32_t>(i * 11 + static_cast<std::size_t>(comm.rank()));
+    }
+    comm.group_start();
+    comm.recv(from_l.data(), n, left);
+    comm.send(to_r.data(), n, right);
+    comm.recv(from_r.data(), n, right);
+    comm.send(to_l.data(), n, left);
+    comm.group_end();
+    comm.barrier();
+    for (std::size_t i = 0; i < n; ++i)
+      if (from_l[i] != static_cast<std::int32_t>(i * 7 + static_cast<std::size_t>(left)) ||
+          from_r[i] != static_cast<std::int32_t>(i * 11 + static_cast<std::size_t>(right))) {
+        ++failed;
+        std::fprintf(stderr, "FAILED send/recv ring: element %zu is wrong\n", i);
+        break;
+      }
+  } catch (const std::exception& e) {
+    ++failed;
+    std::fprintf(stderr, "FAILED send/recv ring: %s\n", e.what());
+  }
+  std::printf("rank %d/%d: %zu cases, %d failed\n", comm.rank(), P, cases.size() + 1, failed);
   return failed == 0 ? 0 : 1;
 }

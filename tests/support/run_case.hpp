@@ -18,6 +18,17 @@
 
 namespace collx::test {
 
+/// A collective called through explicit composition instead of the runtime
+/// variant choice, e.g. &call_explicit<algo::direct_one_shot, proto::simple, coll::all_reduce>.
+using call_fn = void (*)(communicator&, const void* send, void* recv, std::size_t count, dtype, reduce_op,
+                         int root);
+
+template <class Algo, class Proto, coll C>
+void call_explicit(communicator& comm, const void* send, void* recv, std::size_t count, dtype dt,
+                   reduce_op op, int root) {
+  comm.execute<Algo, Proto, C>(send, recv, count, dt, op, root);
+}
+
 struct case_desc {
   coll kind = coll::all_reduce;
   dtype dt = dtype::float32;
@@ -27,6 +38,8 @@ struct case_desc {
   int root = 0;
   std::size_t misalign = 0;  // elements off a 64-byte boundary, applied to every buffer
   variant_choice variant{};
+  call_fn call = nullptr;  // explicit composition; overrides `variant`
+  const char* call_name = "";
 
   std::string str(int nranks) const {
     std::ostringstream s;
@@ -37,6 +50,7 @@ struct case_desc {
     if (misalign) s << " misalign=" << misalign;
     if (variant.algo != algo_id::automatic) s << " algo=" << name(variant.algo);
     if (variant.proto != proto_id::automatic) s << " proto=" << name(variant.proto);
+    if (call != nullptr) s << " via " << call_name;
     return s.str();
   }
 };
@@ -56,8 +70,10 @@ template <class T>
 std::string run_typed(communicator& comm, const case_desc& c, shared_reference* shared) {
   const int P = comm.size(), r = comm.rank();
   const std::size_t n = c.count, Pn = n * static_cast<std::size_t>(P);
-  const std::size_t send_n = c.kind == coll::reduce_scatter ? Pn : n;
-  const std::size_t recv_n = c.kind == coll::all_gather ? Pn : n;
+  const bool a2a = c.kind == coll::all_to_all;
+  const std::size_t send_n = c.kind == coll::reduce_scatter || a2a ? Pn : n;
+  const std::size_t recv_n = c.kind == coll::all_gather || a2a ? Pn : n;
+  if (a2a && c.in_place) return c.str(P) + " — all_to_all has no in-place form";
   const bool reduction = is_reduction(c.kind);
   std::ostringstream err;
   int reported = 0;
@@ -89,12 +105,20 @@ std::string run_typed(communicator& comm, const case_desc& c, shared_reference* 
   // there forever. Record it and go on; the checks are skipped.
   std::string call_error;
   try {
-    switch (c.kind) {
-      case coll::all_reduce: comm.all_reduce(send, recv_ptr, n, c.op, c.variant); break;
-      case coll::all_gather: comm.all_gather(send, recv_ptr, n, c.variant); break;
-      case coll::reduce_scatter: comm.reduce_scatter(send, recv_ptr, n, c.op, c.variant); break;
-      case coll::broadcast: comm.broadcast(send, recv_ptr, n, c.root, c.variant); break;
-      case coll::reduce: comm.reduce(send, recv_ptr, n, c.op, c.root, c.variant); break;
+    if (c.call != nullptr) {
+      c.call(comm, send, recv_ptr, n, c.dt, c.op, c.root);
+    } else {
+      switch (c.kind) {
+        case coll::all_reduce: comm.all_reduce(send, recv_ptr, n, c.op, c.variant); break;
+        case coll::all_gather: comm.all_gather(send, recv_ptr, n, c.variant); break;
+        case coll::reduce_scatter: comm.reduce_scatter(send, recv_ptr, n, c.op, c.variant); break;
+        case coll::broadcast: comm.broadcast(send, recv_ptr, n, c.root, c.variant); break;
+        case coll::reduce: comm.reduce(send, recv_ptr, n, c.op, c.root, c.variant); break;
+        case coll::all_to_all: comm.all_to_all(send, recv_ptr, n, c.variant); break;
+        case coll::all_to_allv:  // these have their own tests (tests/matrix/test_alltoall.cpp, test_p2p.cpp)
+        case coll::send_recv:
+        case coll::barrier: call_error = std::string(name(c.kind)) + " is not a run_case kind"; break;
+      }
     }
   } catch (const std::exception& e) {
     call_error = e.what();
@@ -160,6 +184,13 @@ std::string run_typed(communicator& comm, const case_desc& c, shared_reference* 
     case coll::all_gather:
       for (int q = 0; q < P; ++q) check_exact(recv_ptr + static_cast<std::size_t>(q) * n, n, q, 0);
       break;
+    case coll::all_to_all:  // block q came from rank q's send block r
+      for (int q = 0; q < P; ++q)
+        check_exact(recv_ptr + static_cast<std::size_t>(q) * n, n, q, static_cast<std::size_t>(r) * n);
+      break;
+    case coll::all_to_allv:
+    case coll::send_recv:
+    case coll::barrier: break;
   }
   if (!recvbuf.guards_intact()) fail("guard bytes around the output buffer were overwritten");
   if (!c.in_place) {

@@ -1,4 +1,14 @@
 // collx/algo/ids.hpp — names of the algorithms, for runtime selection.
+//
+// Every algorithm's constexpr cost(coll, P, bytes) returns α-β-γ terms with one
+// meaning (checked against the real schedules by tests/unit/test_cost.cpp):
+//   steps          the Lamport depth of the schedule run with unbounded chunks:
+//                  each message is stamped one more than the largest stamp its
+//                  sender had received before sending it (in program order);
+//                  steps is the largest stamp any rank receives — the number of
+//                  message latencies (α) on the critical path;
+//   bytes_sent     the most bytes any one rank sends (β term);
+//   bytes_reduced  the most bytes any one rank combines with received data (γ).
 #pragma once
 
 #include <cstdint>

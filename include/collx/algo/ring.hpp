@@ -6,6 +6,10 @@
 // (reduce) at the root. Data is cut into chunks of at most prims.max_chunk()
 // elements so the FIFOs pipeline and the ring cannot deadlock. Written only
 // against the primitives; runs on host threads and in CUDA blocks.
+//
+// Determinism: every all_reduce element is reduced along the ring once, ending
+// at one rank, in an order fixed by P and the chunking, then copied around;
+// results are bitwise identical on every rank and across calls.
 #pragma once
 
 #include <collx/algo/ids.hpp>
@@ -21,6 +25,7 @@ namespace collx::algo {
 struct ring {
   static constexpr algo_id id = algo_id::ring;
   static constexpr const char* name = "ring";
+  static constexpr bool deterministic = true;
 
   static constexpr bool implements(coll c) {
     return c == coll::all_reduce || c == coll::all_gather || c == coll::reduce_scatter ||
@@ -28,11 +33,13 @@ struct ring {
   }
 
   /// α-β-γ terms on the critical path for `bytes` (the collective's size as
-  /// nccl-tests counts it) on P ranks: steps, bytes sent per rank, bytes reduced.
+  /// nccl-tests counts it) on P ranks: steps, bytes sent per rank, bytes reduced
+  /// (exact definitions in algo/ids.hpp).
   struct cost_terms {
     double steps, bytes_sent, bytes_reduced;
   };
   static constexpr cost_terms cost(coll c, int P, double bytes) {
+    if (P <= 1) return {0, 0, 0};  // a local copy
     const double p = P, f = (p - 1) / p;
     switch (c) {
       case coll::all_reduce: return {2 * (p - 1), 2 * f * bytes, f * bytes};
@@ -40,6 +47,10 @@ struct ring {
       case coll::reduce_scatter: return {p - 1, f * bytes, f * bytes};
       case coll::broadcast: return {p - 1, bytes, 0};  // pipelined chain: latency grows with P
       case coll::reduce: return {p - 1, bytes, bytes};
+      case coll::all_to_all:  // not implemented by ring
+      case coll::all_to_allv:
+      case coll::send_recv:
+      case coll::barrier: break;
     }
     return {0, 0, 0};
   }

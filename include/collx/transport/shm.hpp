@@ -9,6 +9,12 @@
 // memory. The same layout serves thread ranks (one anonymous mapping) and
 // process ranks (a POSIX shm object); see shm_segment.hpp for creation.
 //
+// After the FIFOs come one barrier counter per rank (own cache line) and one
+// registered buffer per rank (peer_buffer_bytes(), at least 1 MiB and at least
+// one FIFO): every rank may load and store every rank's buffer, which is what
+// the peer-memory primitives and the NVLS-style algorithm build on; a rank's
+// own buffer is also its scratch memory.
+//
 // Capabilities (compile-time): ranks load and store the FIFO memory directly;
 // 128-byte lines arrive in order when the flag word is written with release
 // and read with acquire; every rank can load/store every peer's FIFO; no proxy.
@@ -110,8 +116,21 @@ struct shm_layout {
   COLLX_HOST_DEVICE constexpr std::size_t buffers_offset() const {
     return align_up(ctrl_offset() + pairs() * channel_count * sizeof(fifo_ctrl), shm_page);
   }
-  COLLX_HOST_DEVICE constexpr std::size_t total_bytes() const {
+  COLLX_HOST_DEVICE constexpr std::size_t barrier_offset() const {
     return buffers_offset() + pairs() * pair_bytes();
+  }
+  /// Bytes of each rank's registered buffer: derived from the FIFO geometry, so
+  /// ranks that agree on FIFOs agree on it.
+  COLLX_HOST_DEVICE constexpr std::size_t peer_buffer_bytes() const {
+    const std::size_t mib = std::size_t(1) << 20;
+    const std::size_t simple = fifo[channel_of(proto_id::simple)].bytes();
+    return align_up(simple > mib ? simple : mib, shm_page);
+  }
+  COLLX_HOST_DEVICE constexpr std::size_t peer_buffers_offset() const {
+    return align_up(barrier_offset() + std::size_t(nranks) * cache_line, shm_page);
+  }
+  COLLX_HOST_DEVICE constexpr std::size_t total_bytes() const {
+    return peer_buffers_offset() + std::size_t(nranks) * peer_buffer_bytes();
   }
 };
 
@@ -154,6 +173,15 @@ struct shm_view {
     for (std::size_t i = 0; i < layout.pairs() * channel_count; ++i)
       c[i].tail = c[i].head_seen = c[i].head = origin;
     header()->step_origin = origin;
+  }
+
+  /// Rank r's registered buffer and barrier counter (see the header comment).
+  COLLX_HOST_DEVICE std::byte* peer_buffer(int r) const {
+    return base + layout.peer_buffers_offset() + std::size_t(r) * layout.peer_buffer_bytes();
+  }
+  COLLX_HOST_DEVICE std::size_t peer_buffer_bytes() const { return layout.peer_buffer_bytes(); }
+  COLLX_HOST_DEVICE std::uint64_t* barrier_word(int r) const {
+    return reinterpret_cast<std::uint64_t*>(base + layout.barrier_offset() + std::size_t(r) * cache_line);
   }
 };
 

@@ -1,0 +1,69 @@
+// collx/algo/bruck.hpp — Bruck's all_gather.
+//
+// ⌈log2 P⌉ steps for any P: at step k (distance d = 2^k) rank r, which holds
+// the blocks of ranks r, r+1, …, r+d-1 (mod P), sends the first min(d, P-d) of
+// them to rank r-d and receives as many from rank r+d. Blocks are received
+// straight into their final places in recv (block j at recv + j·count), so the
+// classic final rotation is not needed and no scratch is used. Every rank
+// sends before it receives (a shift, like a ring), so transfers are paced
+// piece by piece with pieces of at most max_chunk() elements.
+#pragma once
+
+#include <collx/algo/detail/hypercube.hpp>
+#include <collx/algo/ids.hpp>
+#include <collx/coll.hpp>
+#include <collx/config.hpp>
+#include <collx/error.hpp>
+#include <collx/prims.hpp>
+
+#include <cstddef>
+
+namespace collx::algo {
+
+struct bruck {
+  static constexpr algo_id id = algo_id::bruck;
+  static constexpr const char* name = "bruck";
+  static constexpr bool deterministic = true;  // no reduction
+
+  COLLX_HOST_DEVICE static constexpr bool implements(coll c) { return c == coll::all_gather; }
+
+  /// α-β-γ terms for `bytes` (P blocks) on P ranks. steps: ⌈log2 P⌉ rounds,
+  /// each one hop; every rank sends P-1 blocks; nothing is reduced.
+  struct cost_terms {
+    double steps, bytes_sent, bytes_reduced;
+  };
+  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes) {
+    if (P <= 1 || !implements(c)) return {0, 0, 0};
+    int steps = 0;
+    for (int d = 1; d < P; d *= 2) ++steps;
+    return {double(steps), bytes * (P - 1) / P, 0};
+  }
+
+  template <coll C, class Prims, class T>
+  COLLX_HOST_DEVICE static status run(Prims& p, const schedule_args<T>& a) {
+    // Dispatch folds may instantiate every collective; only implemented ones are reached.
+    if constexpr (!implements(C)) {
+      return status::not_supported;
+    } else {
+      const int P = a.nranks, r = a.rank;
+      const std::size_t c = a.count, Pz = static_cast<std::size_t>(P);
+      COLLX_TRY(p.local_copy(a.send, a.recv + static_cast<std::size_t>(r) * c, c, false));
+      const std::size_t ch = p.max_chunk();
+      for (int d = 1; d < P; d *= 2) {
+        const int to = (r - d + P) % P, from = (r + d) % P;
+        const std::size_t cnt = static_cast<std::size_t>(d < P - d ? d : P - d);
+        // Index x of a stream starting at block b: block (b + x/c) mod P, offset x mod c.
+        auto at = [&](int b, std::size_t x) {
+          return a.recv + ((static_cast<std::size_t>(b) + x / c) % Pz) * c + x % c;
+        };
+        COLLX_TRY(detail::paced(
+            {0, cnt * c}, {0, cnt * c}, ch, c,
+            [&](std::size_t x, std::size_t k) { return p.send(to, at(r, x), k); },
+            [&](std::size_t x, std::size_t k) { return p.recv(from, at(from, x), k); }));
+      }
+      return status::ok;
+    }
+  }
+};
+
+}  // namespace collx::algo

@@ -1,0 +1,71 @@
+// collx/algo/bruck_a2a.hpp — Bruck's all_to_all for small messages.
+//
+// ceil(log2 P) rounds instead of P-1 peers: block i of rank r (the block for
+// rank r+i) travels by the binary digits of i. In round k rank r sends every
+// block whose index has bit k set to r+2^k and receives the same indices from
+// r-2^k, in place. Each block thus crosses popcount(i) links: about log2(P)/2
+// times the data of the direct exchange, for log2(P) instead of P-1 message
+// latencies per rank. Worth it where a message costs far more than its bytes.
+//
+// The working array is the receive buffer itself, with block i of rank r kept
+// at position (r-i) mod P: the initial rotation is one local copy per block and
+// no final rotation is needed, because after the last round block i holds the
+// data of rank r-i. Blocks move one call (at most p.max_chunk() elements) at a
+// time, send then receive, so both ends of every connection make the same calls
+// in the same order and the bounded FIFOs cannot deadlock (see direct.hpp).
+#pragma once
+
+#include <collx/algo/ids.hpp>
+#include <collx/coll.hpp>
+#include <collx/config.hpp>
+#include <collx/error.hpp>
+#include <collx/prims.hpp>
+
+#include <cstddef>
+
+namespace collx::algo {
+
+struct bruck_a2a {
+  static constexpr algo_id id = algo_id::bruck;
+  static constexpr const char* name = "bruck";
+
+  static constexpr bool implements(coll c) { return c == coll::all_to_all; }
+
+  struct cost_terms {
+    double steps, bytes_sent, bytes_reduced;
+  };
+  /// `bytes` is one rank's whole send buffer (P blocks), as nccl-tests counts it.
+  static constexpr cost_terms cost(coll c, int P, double bytes) {
+    if (c != coll::all_to_all) return {0, 0, 0};
+    double rounds = 0;
+    for (int d = 1; d < P; d *= 2) ++rounds;
+    return {rounds, rounds * bytes / 2, 0};
+  }
+
+  template <coll C, class Prims, class T>
+  COLLX_HOST_DEVICE static status run(Prims& p, const schedule_args<T>& a) {
+    static_assert(C == coll::all_to_all, "bruck_a2a implements all_to_all only");
+    const int P = a.nranks, r = a.rank;
+    const std::size_t c = a.count, chunk = p.max_chunk();
+    if (c == 0) return status::ok;
+    auto block = [&](int i) { return static_cast<std::size_t>((r - i + P) % P) * c; };  // where block i lives
+    for (int i = 0; i < P; ++i)
+      COLLX_TRY(
+          p.local_copy(a.send + static_cast<std::size_t>((r + i) % P) * c, a.recv + block(i), c, false));
+    for (int bit = 1; bit < P; bit <<= 1) {
+      const int to = (r + bit) % P, from = (r - bit + P) % P;
+      for (int i = bit; i < P; ++i) {
+        if ((i & bit) == 0) continue;
+        T* b = a.recv + block(i);
+        for (std::size_t off = 0; off < c; off += chunk) {
+          const std::size_t n = c - off < chunk ? c - off : chunk;
+          COLLX_TRY(p.send(to, b + off, n));  // copied out before the peer's block lands here
+          COLLX_TRY(p.recv(from, b + off, n));
+        }
+      }
+    }
+    return status::ok;
+  }
+};
+
+}  // namespace collx::algo

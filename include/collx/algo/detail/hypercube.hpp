@@ -1,0 +1,93 @@
+// collx/algo/detail/hypercube.hpp — what recursive halving/doubling schedules
+// (RHD, Rabenseifner) share: the virtual power-of-two group, the ranges each
+// step keeps and gives, and paced transfers that cannot deadlock.
+//
+// P ranks form P' = 2^L virtual ranks (P' the largest power of two ≤ P). The
+// first rem = P - P' pairs of ranks (2i, 2i+1) act as one virtual rank i: the
+// odd rank "stays" in the hypercube, the even one is the "extra" whose data is
+// folded in and out. Other ranks r are virtual rank r - rem.
+//
+// Ranges: the data is cut into P' parts by a boundary function bnd(v) (element
+// offsets, or block indices when the data is per-rank blocks). At step s
+// (s = 0 … L-1, partner v ^ mask(s), mask(s) = P' >> (s+1)) virtual rank v
+// keeps the half of its current range that holds its own part and gives the
+// other half, so after L steps it holds part v.
+#pragma once
+
+#include <collx/config.hpp>
+#include <collx/error.hpp>
+#include <collx/prims.hpp>
+
+#include <cstddef>
+
+namespace collx::algo::detail {
+
+struct span {
+  std::size_t lo = 0, hi = 0;
+  COLLX_HOST_DEVICE constexpr std::size_t size() const { return hi - lo; }
+};
+
+struct hypercube {
+  int P = 1, Pp = 1, rem = 0, L = 0;
+
+  COLLX_HOST_DEVICE constexpr explicit hypercube(int nranks) : P(nranks) {
+    while (Pp * 2 <= P) {
+      Pp *= 2;
+      ++L;
+    }
+    rem = P - Pp;
+  }
+  /// Virtual rank of physical rank r (-1 for an extra rank).
+  COLLX_HOST_DEVICE constexpr int vrank(int r) const {
+    return r < 2 * rem ? (r % 2 == 1 ? r / 2 : -1) : r - rem;
+  }
+  /// The rank that stays in the hypercube for v, and the extra one (or -1).
+  COLLX_HOST_DEVICE constexpr int stay(int v) const { return v < rem ? 2 * v + 1 : v + rem; }
+  COLLX_HOST_DEVICE constexpr int extra(int v) const { return v < rem ? 2 * v : -1; }
+  /// The virtual rank an extra rank belongs to.
+  COLLX_HOST_DEVICE constexpr int vof(int r) const { return r < 2 * rem ? r / 2 : r - rem; }
+  /// First physical rank of v (its ranks' blocks are [first(v), first(v+1))).
+  COLLX_HOST_DEVICE constexpr int first(int v) const { return v < rem ? 2 * v : v + rem; }
+  COLLX_HOST_DEVICE constexpr int mask(int s) const { return Pp >> (s + 1); }
+
+  /// Keep and give ranges of v at step s, for boundary function bnd.
+  template <class Bnd>
+  COLLX_HOST_DEVICE constexpr void step(int v, int s, const Bnd& bnd, span& keep, span& give) const {
+    const int m = mask(s), vlo = v & ~(2 * m - 1), vmid = vlo + m, vhi = vlo + 2 * m;
+    const span low{bnd(vlo), bnd(vmid)}, high{bnd(vmid), bnd(vhi)};
+    keep = (v & m) ? high : low;
+    give = (v & m) ? low : high;
+  }
+};
+
+/// Moves a send range and a receive range in rounds: up to `chunk` elements
+/// out, then up to `chunk` elements in. Two ranks exchanging with each other
+/// (both send, then receive) so never need more than `chunk` elements (half a
+/// FIFO) of space per direction. Within a round, pieces also break at every
+/// multiple of `unit` (0: none) so that each maps to contiguous memory. Both
+/// ends of a connection cut a range the same way (rounds start at the range's
+/// start, units are absolute). send_fn(x, n) / recv_fn(x, n) move elements
+/// [x, x+n) of the range's index space.
+template <class SendFn, class RecvFn>
+COLLX_HOST_DEVICE status paced(span out, span in, std::size_t chunk, std::size_t unit, SendFn&& send_fn,
+                               RecvFn&& recv_fn) {
+  auto round = [&](std::size_t& x, std::size_t hi, auto&& fn) -> status {
+    const std::size_t end = hi - x < chunk ? hi : x + chunk;
+    while (x < end) {
+      std::size_t n = end - x;
+      if (unit != 0 && unit - x % unit < n) n = unit - x % unit;
+      const status st = fn(x, n);
+      if (st != status::ok) return st;
+      x += n;
+    }
+    return status::ok;
+  };
+  std::size_t xs = out.lo, xr = in.lo;
+  while (xs < out.hi || xr < in.hi) {
+    COLLX_TRY(round(xs, out.hi, send_fn));
+    COLLX_TRY(round(xr, in.hi, recv_fn));
+  }
+  return status::ok;
+}
+
+}  // namespace collx::algo::detail

@@ -1,0 +1,392 @@
+// collx/algo/direct.hpp — direct (pairwise) exchange: every rank talks to every
+// peer itself, no forwarding.
+//
+// * all_to_all, all_to_allv, send_recv: rank-rotated rounds. Each (rank, peer)
+//   direction is a stream of calls (for all_to_allv and send_recv a 16-byte
+//   count header, then the data cut into chunks of at most p.max_chunk()
+//   elements). In round j rank r makes call j of its stream to (r+k)%P for
+//   k = 0..P-1, then call j of its stream from (r-k+P)%P: the pairwise schedule
+//   with the steps of a round issued back to back, so a round costs one latency
+//   instead of P-1 and no peer is the target of every rank at once.
+// * all_reduce: one-shot (every rank sends its whole vector to every peer and
+//   reduces all P inputs itself) or two-shot (reduce-scatter then all-gather,
+//   both by direct exchange). Inputs are combined in fixed rank order 0..P-1,
+//   so every rank computes bitwise identical results; the rank's own input
+//   goes through its loopback FIFO, which also makes in-place calls safe.
+//   `direct` picks one-shot when the vector fits one chunk (one round), two-shot
+//   otherwise; `direct_one_shot` / `direct_two_shot` force one.
+// * all_gather, reduce_scatter: the two halves of two-shot on their own.
+// * barrier: dissemination; in round d rank r sends a token to r+2^d and waits
+//   for one from r-2^d, so nobody leaves before everyone has entered.
+//
+// Deadlock freedom with bounded FIFOs: every call moves at most half a FIFO
+// and both ends of a connection make the same calls in the same rounds. A rank
+// in round j has finished receiving round j-1, so when it sends call j the
+// receiver has consumed call j-2 and two calls fit; the ranks in the lowest
+// round therefore always progress. Written only against the primitives; runs
+// on host threads and in CUDA blocks.
+#pragma once
+
+#include <collx/algo/ids.hpp>
+#include <collx/coll.hpp>
+#include <collx/config.hpp>
+#include <collx/error.hpp>
+#include <collx/prims.hpp>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace collx::algo {
+
+/// How the direct algorithm runs all_reduce.
+enum class shot : std::uint8_t { automatic, one, two };
+
+template <shot Shot>
+struct basic_direct {
+  static constexpr algo_id id = algo_id::direct;
+  static constexpr const char* name = Shot == shot::one   ? "direct_one_shot"
+                                      : Shot == shot::two ? "direct_two_shot"
+                                                          : "direct";
+
+  static constexpr bool implements(coll c) {
+    return c == coll::all_reduce || c == coll::all_gather || c == coll::reduce_scatter ||
+           c == coll::all_to_all || c == coll::all_to_allv || c == coll::send_recv || c == coll::barrier;
+  }
+
+  /// Bytes up to which the automatic all_reduce is one-shot in the cost model:
+  /// one chunk of the default FIFO (512 KiB, half per call). The schedule itself
+  /// decides from the actual FIFO geometry.
+  static constexpr double one_shot_bytes = 256.0 * 1024;
+
+  /// α-β-γ terms on the critical path for `bytes` (the collective's size as
+  /// nccl-tests counts it) on P ranks: steps, bytes sent per rank, bytes reduced.
+  struct cost_terms {
+    double steps, bytes_sent, bytes_reduced;
+  };
+  static constexpr cost_terms cost(coll c, int P, double bytes) {
+    const double p = P, f = (p - 1) / p;
+    switch (c) {
+      case coll::all_reduce: {
+        const bool one = Shot == shot::one || (Shot == shot::automatic && bytes <= one_shot_bytes);
+        return one ? cost_terms{1, (p - 1) * bytes, (p - 1) * bytes}
+                   : cost_terms{2, 2 * f * bytes, f * bytes};
+      }
+      case coll::all_gather: return {1, f * bytes, 0};
+      case coll::reduce_scatter: return {1, f * bytes, f * bytes};
+      case coll::all_to_all:
+      case coll::all_to_allv: return {1, f * bytes, 0};
+      case coll::send_recv: return {1, bytes, 0};
+      case coll::barrier: {
+        double rounds = 0;
+        for (int d = 1; d < P; d *= 2) ++rounds;
+        return {rounds, 0, 0};
+      }
+      default: return {0, 0, 0};
+    }
+  }
+
+  template <coll C, class Prims, class T>
+  COLLX_HOST_DEVICE static status run(Prims& p, const schedule_args<T>& a) {
+    if constexpr (C == coll::all_reduce) {
+      if (Shot == shot::one || (Shot == shot::automatic && a.count <= p.max_chunk())) return one_shot(p, a);
+      return two_shot(p, a);
+    } else if constexpr (C == coll::all_gather) {
+      return all_gather(p, a);
+    } else if constexpr (C == coll::reduce_scatter) {
+      return reduce_scatter(p, a);
+    } else if constexpr (C == coll::all_to_all) {
+      return all_to_all(p, a);
+    } else if constexpr (C == coll::all_to_allv) {
+      return all_to_allv(p, a);
+    } else if constexpr (C == coll::send_recv) {
+      return send_recv(p, a);
+    } else if constexpr (C == coll::barrier) {
+      return barrier(p, a);
+    } else {
+      static_assert(C == coll::all_reduce, "direct does not implement this collective");
+      return status::not_supported;
+    }
+  }
+
+ private:
+  COLLX_HOST_DEVICE static constexpr std::size_t min(std::size_t x, std::size_t y) { return x < y ? x : y; }
+  COLLX_HOST_DEVICE static constexpr std::size_t at(int j, std::size_t n) {
+    return static_cast<std::size_t>(j) * n;
+  }
+  /// Start of block j when n elements are split as evenly as possible over P.
+  COLLX_HOST_DEVICE static constexpr std::size_t split(std::size_t n, int j, int P) {
+    return n / static_cast<std::size_t>(P) * static_cast<std::size_t>(j) +
+           min(static_cast<std::size_t>(j), n % static_cast<std::size_t>(P));
+  }
+
+  /// Receives chunk [off, off+n) of the reduction of the P inputs that peer q
+  /// sent for this rank, combining them in rank order 0..P-1 into dst.
+  template <class Prims, class T>
+  COLLX_HOST_DEVICE static status reduce_in_order(Prims& p, int P, T* dst, std::size_t n) {
+    COLLX_TRY(p.recv(0, dst, n));
+    for (int q = 1; q < P; ++q) {
+      if (q < P - 1) COLLX_TRY(p.recv_reduce(q, dst, dst, n));
+      else COLLX_TRY(p.recv_reduce_copy(q, dst, dst, n));  // the last input finishes (avg)
+    }
+    return status::ok;
+  }
+
+  template <class Prims, class T>
+  COLLX_HOST_DEVICE static status one_shot(Prims& p, const schedule_args<T>& a) {
+    const int P = a.nranks, r = a.rank;
+    if (P == 1) return p.local_copy(a.send, a.recv, a.count, true);
+    const std::size_t chunk = p.max_chunk();
+    for (std::size_t off = 0; off < a.count; off += chunk) {
+      const std::size_t n = min(chunk, a.count - off);
+      for (int k = 0; k < P; ++k) COLLX_TRY(p.send((r + k) % P, a.send + off, n));  // k = 0: loopback
+      COLLX_TRY(reduce_in_order(p, P, a.recv + off, n));
+    }
+    return status::ok;
+  }
+
+  /// Reduce-scatter by direct exchange: block j of the input is
+  /// send[begin(j), begin(j)+len(j)) and goes to rank j; this rank's reduced
+  /// block is written to out. Blocks may differ in length (split()).
+  template <class Prims, class T, class Begin, class Len>
+  COLLX_HOST_DEVICE static status rs_phase(Prims& p, const schedule_args<T>& a, Begin begin, Len len, T* out,
+                                           std::size_t longest) {
+    const int P = a.nranks, r = a.rank;
+    const std::size_t chunk = p.max_chunk();
+    const std::size_t mine = len(r);
+    for (std::size_t off = 0; off < longest; off += chunk) {
+      for (int k = 0; k < P; ++k) {
+        const int j = (r + k) % P;
+        const std::size_t lj = len(j), n = off < lj ? min(chunk, lj - off) : 0;
+        COLLX_TRY(p.send(j, a.send + begin(j) + off, n));
+      }
+      if (off < mine) COLLX_TRY(reduce_in_order(p, P, out + off, min(chunk, mine - off)));
+    }
+    return status::ok;
+  }
+
+  /// All-gather by direct exchange: this rank's block `own` goes to every peer;
+  /// block q arrives at recv + begin(q). The own block is already in place.
+  template <class Prims, class T, class Begin, class Len>
+  COLLX_HOST_DEVICE static status ag_phase(Prims& p, const schedule_args<T>& a, Begin begin, Len len,
+                                           const T* own, std::size_t longest) {
+    const int P = a.nranks, r = a.rank;
+    const std::size_t chunk = p.max_chunk();
+    const std::size_t mine = len(r);
+    for (std::size_t off = 0; off < longest; off += chunk) {
+      if (off < mine)
+        for (int k = 1; k < P; ++k) COLLX_TRY(p.send((r + k) % P, own + off, min(chunk, mine - off)));
+      for (int k = 1; k < P; ++k) {
+        const int q = (r - k + P) % P;
+        const std::size_t lq = len(q);
+        if (off < lq) COLLX_TRY(p.recv(q, a.recv + begin(q) + off, min(chunk, lq - off)));
+      }
+    }
+    return status::ok;
+  }
+
+  template <class Prims, class T>
+  COLLX_HOST_DEVICE static status two_shot(Prims& p, const schedule_args<T>& a) {
+    const int P = a.nranks, r = a.rank;
+    const std::size_t n = a.count;
+    if (P == 1) return p.local_copy(a.send, a.recv, n, true);
+    auto begin = [&](int j) { return split(n, j, P); };
+    auto len = [&](int j) { return split(n, j + 1, P) - split(n, j, P); };
+    const std::size_t longest = len(0);
+    COLLX_TRY(rs_phase(p, a, begin, len, a.recv + begin(r), longest));
+    return ag_phase(p, a, begin, len, a.recv + begin(r), longest);
+  }
+
+  template <class Prims, class T>
+  COLLX_HOST_DEVICE static status reduce_scatter(Prims& p, const schedule_args<T>& a) {
+    const std::size_t c = a.count;
+    if (a.nranks == 1) return p.local_copy(a.send, a.recv, c, true);
+    auto begin = [&](int j) { return at(j, c); };
+    auto len = [&](int) { return c; };
+    return rs_phase(p, a, begin, len, a.recv, c);
+  }
+
+  template <class Prims, class T>
+  COLLX_HOST_DEVICE static status all_gather(Prims& p, const schedule_args<T>& a) {
+    const std::size_t c = a.count;
+    T* mine = a.recv + at(a.rank, c);
+    if (c > 0) COLLX_TRY(p.local_copy(a.send, mine, c, false));  // nothing to do in place
+    if (a.nranks == 1) return status::ok;
+    auto begin = [&](int j) { return at(j, c); };
+    auto len = [&](int) { return c; };
+    return ag_phase(p, a, begin, len, mine, c);
+  }
+
+  template <class Prims, class T>
+  COLLX_HOST_DEVICE static status all_to_all(Prims& p, const schedule_args<T>& a) {
+    const int P = a.nranks, r = a.rank;
+    const std::size_t c = a.count, chunk = p.max_chunk();
+    if (c > 0) COLLX_TRY(p.local_copy(a.send + at(r, c), a.recv + at(r, c), c, false));
+    for (std::size_t off = 0; off < c; off += chunk) {
+      const std::size_t n = min(chunk, c - off);
+      for (int k = 1; k < P; ++k) {
+        const int q = (r + k) % P;
+        COLLX_TRY(p.send(q, a.send + at(q, c) + off, n));
+      }
+      for (int k = 1; k < P; ++k) {
+        const int q = (r - k + P) % P;
+        COLLX_TRY(p.recv(q, a.recv + at(q, c) + off, n));
+      }
+    }
+    return status::ok;
+  }
+
+  // ---- message streams (all_to_allv, send_recv) ---------------------------------
+  //
+  // Message i of a stream is a header call {count, messages in the stream}
+  // followed by ceil(count / chunk) data calls. The receiver compares the
+  // header with what it posted and stops with status::mismatch, filling
+  // a.report, before it reads any data of a message that disagrees.
+
+  struct call {
+    enum kind_t : std::uint8_t { none, header, data } kind = none;
+    std::uint32_t msg = 0;
+    std::size_t off = 0, n = 0;
+  };
+
+  template <class Count>
+  COLLX_HOST_DEVICE static call locate(std::uint32_t nmsgs, Count count, std::size_t j, std::size_t chunk) {
+    for (std::uint32_t i = 0; i < nmsgs; ++i) {
+      const std::size_t c = count(i), calls = 1 + (c + chunk - 1) / chunk;
+      if (j < calls) {
+        if (j == 0) return call{call::header, i, 0, 0};
+        const std::size_t off = (j - 1) * chunk;
+        return call{call::data, i, off, min(chunk, c - off)};
+      }
+      j -= calls;
+    }
+    return call{};
+  }
+
+  /// Streams of an all_to_allv: one message per peer, from the layout.
+  template <class T>
+  struct layout_streams {
+    const schedule_args<T>& a;
+    COLLX_HOST_DEVICE std::uint32_t out_n(int) const { return 1; }
+    COLLX_HOST_DEVICE std::uint32_t in_n(int) const { return 1; }
+    COLLX_HOST_DEVICE std::size_t out_count(int q, std::uint32_t) const { return a.layout->send_counts[q]; }
+    COLLX_HOST_DEVICE std::size_t in_count(int q, std::uint32_t) const { return a.layout->recv_counts[q]; }
+    COLLX_HOST_DEVICE const T* out_buf(int q, std::uint32_t) const {
+      return a.send + a.layout->send_displs[q];
+    }
+    COLLX_HOST_DEVICE T* in_buf(int q, std::uint32_t) const { return a.recv + a.layout->recv_displs[q]; }
+  };
+
+  /// Streams of a send_recv group, from the plan.
+  template <class T>
+  struct plan_streams {
+    const p2p_plan& g;
+    COLLX_HOST_DEVICE std::uint32_t out_n(int q) const { return g.send_begin[q + 1] - g.send_begin[q]; }
+    COLLX_HOST_DEVICE std::uint32_t in_n(int q) const { return g.recv_begin[q + 1] - g.recv_begin[q]; }
+    COLLX_HOST_DEVICE std::size_t out_count(int q, std::uint32_t i) const {
+      return g.sends[g.send_begin[q] + i].count;
+    }
+    COLLX_HOST_DEVICE std::size_t in_count(int q, std::uint32_t i) const {
+      return g.recvs[g.recv_begin[q] + i].count;
+    }
+    COLLX_HOST_DEVICE const T* out_buf(int q, std::uint32_t i) const {
+      return static_cast<const T*>(g.sends[g.send_begin[q] + i].buf);
+    }
+    COLLX_HOST_DEVICE T* in_buf(int q, std::uint32_t i) const {
+      return static_cast<T*>(g.recvs[g.recv_begin[q] + i].buf);
+    }
+  };
+
+  template <class Prims, class T, class S>
+  COLLX_HOST_DEVICE static status run_streams(Prims& p, const schedule_args<T>& a, const S& s, int first_k) {
+    static_assert(16 % sizeof(T) == 0, "count headers are 16 bytes of the schedule's value type");
+    constexpr std::size_t H = 16 / sizeof(T);
+    const int P = a.nranks, r = a.rank;
+    const std::size_t chunk = p.max_chunk();
+    mismatch_report* rep = a.report;
+    if (rep == nullptr) return status::invalid_argument;
+    for (std::size_t j = 0;; ++j) {
+      bool any = false;
+      for (int k = first_k; k < P; ++k) {
+        const int q = (r + k) % P;
+        const call c = locate(
+            s.out_n(q), [&](std::uint32_t i) { return s.out_count(q, i); }, j, chunk);
+        if (c.kind == call::none) continue;
+        any = true;
+        if (c.kind == call::header) {
+          const std::uint64_t h[2] = {s.out_count(q, c.msg), s.out_n(q)};
+          COLLX_TRY(p.send(q, reinterpret_cast<const T*>(h), H));
+        } else {
+          COLLX_TRY(p.send(q, s.out_buf(q, c.msg) + c.off, c.n));
+        }
+      }
+      for (int k = first_k; k < P; ++k) {
+        const int q = (r - k + P) % P;
+        const call c = locate(
+            s.in_n(q), [&](std::uint32_t i) { return s.in_count(q, i); }, j, chunk);
+        if (c.kind == call::none) continue;
+        any = true;
+        if (c.kind == call::header) {
+          COLLX_TRY(p.recv(q, reinterpret_cast<T*>(rep->header), H));
+          const std::uint64_t want = s.in_count(q, c.msg), nmsgs = s.in_n(q);
+          if (rep->header[1] != nmsgs || rep->header[0] != want) {
+            // Every worker of the group writes the same values.
+            rep->peer = q;
+            rep->message = static_cast<int>(c.msg);
+            rep->messages = rep->header[1] != nmsgs;
+            rep->expected = rep->messages ? nmsgs : want;
+            rep->got = rep->messages ? rep->header[1] : rep->header[0];
+            return status::mismatch;
+          }
+        } else {
+          COLLX_TRY(p.recv(q, s.in_buf(q, c.msg) + c.off, c.n));
+        }
+      }
+      if (!any) return status::ok;
+    }
+  }
+
+  template <class Prims, class T>
+  COLLX_HOST_DEVICE static status all_to_allv(Prims& p, const schedule_args<T>& a) {
+    const int r = a.rank;
+    if (a.layout == nullptr || a.report == nullptr) return status::invalid_argument;
+    const peer_layout& l = *a.layout;
+    // The own block needs no header: both counts are this rank's.
+    if (l.send_counts[r] != l.recv_counts[r]) {
+      a.report->peer = r;
+      a.report->expected = l.recv_counts[r];
+      a.report->got = l.send_counts[r];
+      a.report->messages = false;
+      return status::mismatch;
+    }
+    if (l.send_counts[r] > 0)
+      COLLX_TRY(p.local_copy(a.send + l.send_displs[r], a.recv + l.recv_displs[r], l.send_counts[r], false));
+    return run_streams(p, a, layout_streams<T>{a}, 1);
+  }
+
+  template <class Prims, class T>
+  COLLX_HOST_DEVICE static status send_recv(Prims& p, const schedule_args<T>& a) {
+    if (a.plan == nullptr) return status::invalid_argument;
+    return run_streams(p, a, plan_streams<T>{*a.plan}, 0);  // k = 0: messages to self use the loopback
+  }
+
+  template <class Prims, class T>
+  COLLX_HOST_DEVICE static status barrier(Prims& p, const schedule_args<T>& a) {
+    const int P = a.nranks, r = a.rank;
+    const T token{};
+    T in{};
+    for (int d = 1; d < P; d *= 2) {
+      COLLX_TRY(p.send((r + d) % P, &token, 1));
+      COLLX_TRY(p.recv((r - d % P + P) % P, &in, 1));
+    }
+    return status::ok;
+  }
+};
+
+/// The direct algorithm as registered: all_reduce one-shot while the vector fits
+/// one chunk, two-shot beyond.
+using direct = basic_direct<shot::automatic>;
+/// Explicit all_reduce flavours for composition (`all_reduce<algo::direct_one_shot, ...>`).
+using direct_one_shot = basic_direct<shot::one>;
+using direct_two_shot = basic_direct<shot::two>;
+
+}  // namespace collx::algo

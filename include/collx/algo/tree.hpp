@@ -1,0 +1,258 @@
+// collx/algo/tree.hpp — the double binary tree.
+//
+// Two complementary binary trees each carry half of the data, so that every
+// rank is an inner node in at most one of them and the leaves' idle links of
+// one tree do the work of the other (NCCL's double binary tree). Tree 1 is the
+// in-order binary tree on the ranks (root 0 with one child); tree 2 is its
+// mirror (r → P-1-r) for even P, or its shift by one rank for odd P.
+//
+// all_reduce reduces every chunk up both trees to their roots and then
+// broadcasts it down; broadcast only goes down, reduce only goes up. For the
+// rooted collectives the trees are built on ranks relabelled relative to the
+// root (v = rank - root mod P): tree 1 is the in-order tree on v (rooted at
+// v = 0), tree 2 hangs the in-order tree of v = 1..P-1 (whose inner nodes are
+// the leaves of tree 1) below v = 0. Data moves in chunks of at most
+// max_chunk() elements, the chunks of the two trees interleaved.
+//
+// Bounded FIFOs cannot deadlock: every rank runs the same sequence of
+// (phase, chunk, tree) steps; in one step a rank receives only from its
+// children (up) or its parent (down) and sends the other way, so within a step
+// waits point down (up phase) or up (down phase) a tree, and a send blocks only
+// on a message of an earlier step (each call moves at most half a FIFO).
+// Hence the blocked rank of the earliest step nearest the data source could
+// always progress.
+//
+// Working memory: an inner node with two children combines them before
+// sending up. all_reduce does that in recv (overwritten by the final value on
+// the way down); reduce may not touch recv on non-root ranks and uses the
+// rank's scratch buffer (prims.buffer(rank)), so its chunks are also at most
+// buffer_elems().
+//
+// Determinism: every element's final value is computed once, at the root of
+// its tree, in an order fixed by the tree shape, then copied down; all_reduce
+// results are therefore bitwise identical on every rank and across calls.
+#pragma once
+
+#include <collx/algo/ids.hpp>
+#include <collx/coll.hpp>
+#include <collx/config.hpp>
+#include <collx/error.hpp>
+#include <collx/prims.hpp>
+
+#include <cstddef>
+
+namespace collx::algo {
+
+struct tree {
+  static constexpr algo_id id = algo_id::tree;
+  static constexpr const char* name = "tree";
+  static constexpr bool deterministic = true;
+
+  COLLX_HOST_DEVICE static constexpr bool implements(coll c) {
+    return c == coll::all_reduce || c == coll::broadcast || c == coll::reduce;
+  }
+
+  /// A node's links in one tree (-1: none); kids[0..nkids) are valid.
+  struct links {
+    int parent = -1;
+    int kids[2] = {-1, -1};
+    int nkids = 0;
+  };
+
+  /// The in-order binary tree on labels 0..n-1 (NCCL's btree): label 0 is the
+  /// root with one child, the highest power of two below n.
+  COLLX_HOST_DEVICE static constexpr links btree(int n, int x) {
+    links t;
+    if (n <= 1) return t;
+    int bit = 1;
+    while (bit < n && (bit & x) == 0) bit <<= 1;
+    if (x == 0) {
+      t.kids[t.nkids++] = bit >> 1;
+      return t;
+    }
+    t.parent = (x ^ bit) | (bit << 1);
+    if (t.parent >= n) t.parent = x ^ bit;
+    int low = bit >> 1;
+    if (low != 0) t.kids[t.nkids++] = x - low;
+    while (low != 0 && x + low >= n) low >>= 1;
+    if (low != 0) t.kids[t.nkids++] = x + low;
+    return t;
+  }
+
+  /// Tree `which` (0 or 1) of the unrooted pair, on ranks (all_reduce).
+  COLLX_HOST_DEVICE static constexpr links dtree(int P, int r, int which) {
+    if (which == 0) return btree(P, r);
+    // Tree 2: mirror for even P, shift by one for odd P.
+    const bool mirror = P % 2 == 0;
+    auto to = [&](int y) { return y < 0 ? -1 : (mirror ? P - 1 - y : (y + 1) % P); };
+    links t = btree(P, mirror ? P - 1 - r : (r - 1 + P) % P);
+    t.parent = to(t.parent);
+    for (int k = 0; k < t.nkids; ++k) t.kids[k] = to(t.kids[k]);
+    return t;
+  }
+
+  /// Tree `which` of the rooted pair, on labels v = rank - root mod P (both trees
+  /// rooted at v = 0, which has one child in each).
+  COLLX_HOST_DEVICE static constexpr links rooted(int P, int v, int which) {
+    if (which == 0) return btree(P, v);
+    links t;
+    if (v == 0) {
+      if (P > 1) t.kids[t.nkids++] = 1;
+      return t;
+    }
+    t = btree(P - 1, v - 1);
+    t.parent = t.parent < 0 ? 0 : t.parent + 1;
+    for (int k = 0; k < t.nkids; ++k) t.kids[k] += 1;
+    return t;
+  }
+
+  /// The links of `rank` in tree `which` for collective c, as ranks.
+  COLLX_HOST_DEVICE static constexpr links node(coll c, int P, int rank, int root, int which) {
+    if (c == coll::all_reduce) return dtree(P, rank, which);
+    links t = rooted(P, (rank - root + P) % P, which);
+    auto to = [&](int v) { return v < 0 ? -1 : (v + root) % P; };
+    t.parent = to(t.parent);
+    for (int k = 0; k < t.nkids; ++k) t.kids[k] = to(t.kids[k]);
+    return t;
+  }
+
+  /// α-β-γ terms for `bytes` on P ranks.
+  ///
+  /// steps: the Lamport depth of the schedule run as one chunk per tree — every
+  /// message is stamped one more than the largest stamp its sender had received
+  /// before sending it, and steps is the largest stamp any rank receives, i.e.
+  /// the number of dependent message latencies on the critical path. For the
+  /// tree that is about twice the height (up, then down) for all_reduce and
+  /// the height for broadcast/reduce, stretched where a rank's work in one tree
+  /// waits for its work in the other (one rank serves both trees in order).
+  /// bytes_sent / bytes_reduced: the most any one rank sends / reduces (each
+  /// tree carries bytes/2; a rank sends its half up once and down once per child).
+  struct cost_terms {
+    double steps, bytes_sent, bytes_reduced;
+  };
+  static constexpr int max_cost_ranks = 4096;
+  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes) {
+    if (P <= 1 || !implements(c) || P > max_cost_ranks) return {0, 0, 0};
+    int clk[max_cost_ranks] = {};
+    // Phases in schedule order: up tree 0, up tree 1, down tree 0, down tree 1.
+    for (int w = 0; w < 2 && c != coll::broadcast; ++w) lamport_up(c, P, w, root_of(c, P, w), clk);
+    for (int w = 0; w < 2 && c != coll::reduce; ++w) {
+      const int r = root_of(c, P, w);
+      lamport_down(c, P, w, r, clk[r], clk);
+    }
+    int steps = 0;
+    for (int r = 0; r < P; ++r) steps = clk[r] > steps ? clk[r] : steps;
+    int sent = 0, reduced = 0;  // in halves
+    for (int r = 0; r < P; ++r) {
+      int s = 0, red = 0;
+      for (int w = 0; w < 2; ++w) {
+        const links t = node(c, P, r, 0, w);
+        if (c != coll::broadcast && t.parent >= 0) ++s;
+        if (c != coll::reduce) s += t.nkids;
+        if (c != coll::broadcast) red += t.nkids;
+      }
+      sent = s > sent ? s : sent;
+      reduced = red > reduced ? red : reduced;
+    }
+    return {double(steps), sent * bytes / 2, reduced * bytes / 2};
+  }
+
+  template <coll C, class Prims, class T>
+  COLLX_HOST_DEVICE static status run(Prims& p, const schedule_args<T>& a) {
+    // Dispatch folds may instantiate every collective; only implemented ones are reached.
+    if constexpr (!implements(C)) return status::not_supported;
+    else return run_impl<C>(p, a);
+  }
+
+ private:
+  template <coll C, class Prims, class T>
+  COLLX_HOST_DEVICE static status run_impl(Prims& p, const schedule_args<T>& a) {
+    const int P = a.nranks;
+    if (P == 1) return p.local_copy(a.send, a.recv, a.count, C != coll::broadcast);
+    const links t[2] = {node(C, P, a.rank, a.root, 0), node(C, P, a.rank, a.root, 1)};
+    const std::size_t half = a.count / 2;
+    const std::size_t lo[2] = {0, half}, len[2] = {half, a.count - half};
+    std::size_t chunk = p.max_chunk();
+    if constexpr (C == coll::reduce) {
+      const std::size_t s = p.buffer_elems();
+      chunk = s < chunk ? s : chunk;
+    }
+    // Both trees' chunks, interleaved: (chunk k of tree 0, chunk k of tree 1), k = 0, 1, ...
+    const std::size_t steps = (len[1] + chunk - 1) / chunk;
+    if constexpr (C != coll::broadcast) {
+      for (std::size_t k = 0; k < steps; ++k)
+        for (int w = 0; w < 2; ++w) {
+          const std::size_t b = k * chunk;
+          if (b >= len[w]) continue;
+          const std::size_t o = lo[w] + b, m = len[w] - b < chunk ? len[w] - b : chunk;
+          COLLX_TRY(up<C>(p, a, t[w], o, m));
+        }
+    }
+    if constexpr (C != coll::reduce) {
+      for (std::size_t k = 0; k < steps; ++k)
+        for (int w = 0; w < 2; ++w) {
+          const std::size_t b = k * chunk;
+          if (b >= len[w]) continue;
+          const std::size_t o = lo[w] + b, m = len[w] - b < chunk ? len[w] - b : chunk;
+          COLLX_TRY(down<C>(p, a, t[w], o, m));
+        }
+    }
+    return status::ok;
+  }
+
+  COLLX_HOST_DEVICE static constexpr int root_of(coll c, int P, int which) {
+    for (int r = 0; r < P; ++r)
+      if (node(c, P, r, 0, which).parent < 0) return r;
+    return 0;
+  }
+  // Up phase: x receives from its kids, then sends (stamp = clock + 1); returns that stamp.
+  COLLX_HOST_DEVICE static constexpr int lamport_up(coll c, int P, int w, int x, int* clk) {
+    const links t = node(c, P, x, 0, w);
+    for (int k = 0; k < t.nkids; ++k) {
+      const int s = lamport_up(c, P, w, t.kids[k], clk);
+      clk[x] = s > clk[x] ? s : clk[x];
+    }
+    return clk[x] + 1;
+  }
+  // Down phase: x receives `stamp` from its parent (the root: its own clock), then sends to its kids.
+  COLLX_HOST_DEVICE static constexpr void lamport_down(coll c, int P, int w, int x, int stamp, int* clk) {
+    clk[x] = stamp > clk[x] ? stamp : clk[x];
+    const links t = node(c, P, x, 0, w);
+    for (int k = 0; k < t.nkids; ++k) lamport_down(c, P, w, t.kids[k], clk[x] + 1, clk);
+  }
+
+  // Reduces elements [o, o+m) from the children into the parent (or, at the
+  // root, into recv with post()).
+  template <coll C, class Prims, class T>
+  COLLX_HOST_DEVICE static status up(Prims& p, const schedule_args<T>& a, const links& t, std::size_t o,
+                                     std::size_t m) {
+    const T* src = a.send + o;
+    if (t.parent < 0) {  // root: the final value lands in recv
+      if (t.nkids == 1) return p.recv_reduce_copy(t.kids[0], src, a.recv + o, m);
+      COLLX_TRY(p.recv_reduce_copy(t.kids[0], src, a.recv + o, m, false));
+      return p.recv_reduce_copy(t.kids[1], a.recv + o, a.recv + o, m);
+    }
+    if (t.nkids == 0) return p.send(t.parent, src, m);
+    if (t.nkids == 1) return p.recv_reduce_send(t.kids[0], t.parent, src, m);
+    T* w = C == coll::reduce ? p.buffer(a.rank) : a.recv + o;
+    COLLX_TRY(p.recv_reduce_copy(t.kids[0], src, w, m, false));
+    return p.recv_reduce_send(t.kids[1], t.parent, w, m);
+  }
+
+  // Sends elements [o, o+m) of the result from the root down to the leaves.
+  template <coll C, class Prims, class T>
+  COLLX_HOST_DEVICE static status down(Prims& p, const schedule_args<T>& a, const links& t, std::size_t o,
+                                       std::size_t m) {
+    T* dst = a.recv + o;
+    if (t.parent < 0) {
+      if constexpr (C == coll::broadcast) COLLX_TRY(p.copy_send(t.kids[0], a.send + o, dst, m));
+      else COLLX_TRY(p.send(t.kids[0], dst, m));
+      return t.nkids == 2 ? p.send(t.kids[1], dst, m) : status::ok;
+    }
+    if (t.nkids == 0) return p.recv(t.parent, dst, m);
+    COLLX_TRY(p.recv_copy_send(t.parent, t.kids[0], dst, m));
+    return t.nkids == 2 ? p.send(t.kids[1], dst, m) : status::ok;
+  }
+};
+
+}  // namespace collx::algo

@@ -1,0 +1,180 @@
+// collx/selection.hpp — which algorithms and protocols each collective may use
+// (COLLX_ALGO / COLLX_PROTO, in NCCL's list syntax), and the automatic choice.
+//
+// Syntax, for both variables (names case-insensitive, blanks ignored):
+//   "ring,tree"                    only these, for every collective
+//   "^nvls,bruck"                  all but these, for every collective
+//   "allreduce:tree;allgather:ring"   per collective (clauses separated by ';');
+//                                  collectives not named keep everything
+//   "^tree;allreduce:tree"         clauses apply left to right
+// Collective names are NCCL's (allreduce, allgather, reducescatter, broadcast,
+// reduce) or collx's (all_reduce, …). An unknown name, an empty list, or an
+// algorithm named for a collective it cannot serve throws collx::error
+// (status::invalid_argument) naming the variable.
+//
+// The automatic choice (until a tuner exists) takes, among the compiled
+// variants that are allowed and serve the collective on the transport, ring
+// first, then the others in the order of collx::algorithms; protocols prefer
+// simple, then the order of collx::protocols. With determinism requested it
+// only considers algorithms whose `deterministic` trait is true.
+#pragma once
+
+#include <collx/algo/ids.hpp>
+#include <collx/coll.hpp>
+#include <collx/error.hpp>
+#include <collx/proto/ids.hpp>
+#include <collx/variants.hpp>
+
+#include <cctype>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace collx {
+
+/// Whether algorithm A promises bitwise-identical all_reduce results on every
+/// rank and across calls (its `deterministic` trait; false if it has none).
+template <class A>
+inline constexpr bool is_deterministic = [] {
+  if constexpr (requires { A::deterministic; }) return static_cast<bool>(A::deterministic);
+  else return false;
+}();
+
+/// Runtime form of is_deterministic for a compiled algorithm id.
+inline bool algo_is_deterministic(algo_id a) {
+  return []<class... As>(algo_id id, type_list<As...>) {
+    return ((As::id == id && is_deterministic<As>) || ...);
+  }(a, algorithms{});
+}
+
+/// Per-collective sets of allowed algorithm and protocol ids (bit i = id i).
+struct selection {
+  std::uint32_t algos[coll_count];
+  std::uint32_t protos[coll_count];
+
+  /// Everything allowed.
+  static selection all() {
+    selection s{};
+    for (int c = 0; c < coll_count; ++c) s.algos[c] = s.protos[c] = ~0u;
+    return s;
+  }
+  bool allows(coll c, algo_id a) const { return (algos[static_cast<int>(c)] >> static_cast<int>(a)) & 1u; }
+  bool allows(coll c, proto_id p) const { return (protos[static_cast<int>(c)] >> static_cast<int>(p)) & 1u; }
+
+  /// Applies an algorithm list (COLLX_ALGO syntax) on top of this selection.
+  void restrict_algos(std::string_view spec, const char* var = "COLLX_ALGO") {
+    apply<algo_id>(spec, var, algos);
+  }
+  /// Applies a protocol list (COLLX_PROTO syntax) on top of this selection.
+  void restrict_protos(std::string_view spec, const char* var = "COLLX_PROTO") {
+    apply<proto_id>(spec, var, protos);
+  }
+
+ private:
+  static std::string canon(std::string_view s) {
+    std::string out;
+    for (char ch : s)
+      if (!std::isspace(static_cast<unsigned char>(ch)))
+        out += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return out;
+  }
+  static std::string no_underscores(std::string s) {
+    std::string out;
+    for (char ch : s)
+      if (ch != '_') out += ch;
+    return out;
+  }
+  static int find_coll(const std::string& n) {
+    for (int c = 0; c < coll_count; ++c)
+      if (no_underscores(name(static_cast<coll>(c))) == no_underscores(n)) return c;
+    return -1;
+  }
+  template <class Id>
+  static int find_id(const std::string& n) {
+    for (int i = 0; i < 32; ++i)
+      if (name(static_cast<Id>(i)) == n) return i;
+    return -1;
+  }
+  // Whether compiled algorithms with this id exist but none can serve c (one
+  // id may name several policies, e.g. bruck's all_gather and all_to_all).
+  static bool cannot_serve(algo_id a, coll c) {
+    return []<class... As>(algo_id id, coll k, type_list<As...>) {
+      return ((As::id == id) || ...) && !((As::id == id && As::implements(k)) || ...);
+    }(a, c, algorithms{});
+  }
+
+  template <class Id>
+  static void apply(std::string_view spec, const char* var, std::uint32_t (&sets)[coll_count]) {
+    const std::string all = canon(spec);
+    auto bad = [&](const std::string& why) {
+      throw_error(status::invalid_argument, std::string(var) + "='" + std::string(spec) + "': " + why);
+    };
+    if (all.empty()) bad("empty list");
+    std::size_t pos = 0;
+    while (pos <= all.size()) {
+      const std::size_t end = all.find(';', pos);
+      const std::string clause = all.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+      pos = end == std::string::npos ? all.size() + 1 : end + 1;
+      if (clause.empty()) bad("empty clause");
+      int target = -1;  // -1: every collective
+      std::string list = clause;
+      if (const std::size_t colon = clause.find(':'); colon != std::string::npos) {
+        target = find_coll(clause.substr(0, colon));
+        if (target < 0) bad("unknown collective '" + clause.substr(0, colon) + "'");
+        list = clause.substr(colon + 1);
+      }
+      const bool exclude = !list.empty() && list[0] == '^';
+      if (exclude) list.erase(0, 1);
+      if (list.empty()) bad("empty list in '" + clause + "'");
+      std::uint32_t named = 0;
+      std::size_t p = 0;
+      while (p <= list.size()) {
+        const std::size_t comma = list.find(',', p);
+        const std::string n = list.substr(p, comma == std::string::npos ? std::string::npos : comma - p);
+        p = comma == std::string::npos ? list.size() + 1 : comma + 1;
+        const int id = find_id<Id>(n);
+        if (n.empty() || n == "auto" || id < 0) bad("unknown name '" + n + "'");
+        if constexpr (std::is_same_v<Id, algo_id>)
+          if (target >= 0 && !exclude && cannot_serve(static_cast<algo_id>(id), static_cast<coll>(target)))
+            bad("algorithm " + n + " cannot serve " + name(static_cast<coll>(target)));
+        named |= 1u << id;
+      }
+      for (int c = 0; c < coll_count; ++c)
+        if (target < 0 || target == c) sets[c] = exclude ? (~0u & ~named) : named;
+    }
+  }
+};
+
+/// The automatic choice for collective c on Transport (see the header
+/// comment); `requested` fields that are not automatic are kept as given.
+/// Returns automatic fields unchanged when nothing allowed serves c.
+template <class Transport>
+variant_choice choose_variant(coll c, variant_choice requested, const selection& allowed,
+                              bool deterministic) {
+  variant_choice best = requested;
+  bool found = false;
+  auto consider = [&]<class A, class Pr>() {
+    if (found || !A::implements(c) || !composable<A, Pr, Transport>) return;
+    if (requested.algo != algo_id::automatic
+            ? A::id != requested.algo
+            : (!allowed.allows(c, A::id) || (deterministic && c == coll::all_reduce && !is_deterministic<A>)))
+      return;
+    if (requested.proto != proto_id::automatic ? Pr::id != requested.proto : !allowed.allows(c, Pr::id))
+      return;
+    best = {A::id, Pr::id};
+    found = true;
+  };
+  auto protos_of = [&]<class A>(bool simple_first) {
+    [&]<class... Ps>(type_list<Ps...>) {
+      if (simple_first) ((Ps::id == proto_id::simple ? consider.template operator()<A, Ps>() : void()), ...);
+      (consider.template operator()<A, Ps>(), ...);
+    }(protocols{});
+  };
+  [&]<class... As>(type_list<As...>) {
+    ((As::id == algo_id::ring ? protos_of.template operator()<As>(true) : void()), ...);
+    (protos_of.template operator()<As>(true), ...);
+  }(algorithms{});
+  return best;
+}
+
+}  // namespace collx

@@ -1,0 +1,20 @@
+// The test matrix of the recursive halving-doubling on thread ranks: all_reduce,
+// reduce_scatter and all_gather × every protocol × dtype × op × P ∈ 1..9 × counts ×
+// in/out of place, checked against double references with guard bytes; plus
+// ~1M elements for a representative subset.
+#include "../support/matrix.hpp"
+
+using namespace collx;
+using namespace collx::test;
+
+TEST_CASE("rhd: every protocol, dtype and op at small and prime counts", "[rhd][matrix]") {
+  const int P = GENERATE(1, 2, 3, 4, 5, 6, 7, 8, 9);
+  INFO("P = " << P);
+  report(run_on_threads(P, small_matrix(algo_id::rhd, P)));
+}
+
+TEST_CASE("rhd: ~1M elements", "[rhd][matrix][large]") {
+  const int P = GENERATE(2, 5, 8);
+  INFO("P = " << P);
+  report(run_on_threads(P, large_matrix(algo_id::rhd, P)));
+}

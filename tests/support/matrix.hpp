@@ -1,0 +1,102 @@
+// Test support: the per-algorithm collective matrix on thread ranks.
+//
+// For one algorithm: every collective it implements × every compiled protocol
+// (iterating collx::protocols, so new protocols are covered without edits) ×
+// dtype/op pairs × counts × in/out of place. At small P every dtype/op pair
+// runs; at larger P a rotating third of them, so that each pair still runs at
+// two or more P ≥ 4 while the file stays fast.
+#pragma once
+
+#include "thread_ranks.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+namespace collx::test {
+
+inline constexpr coll five_colls[] = {coll::all_reduce, coll::all_gather, coll::reduce_scatter,
+                                      coll::broadcast, coll::reduce};
+
+/// The protocol ids of the compiled protocol list.
+inline std::vector<proto_id> compiled_protocols() {
+  return []<class... Ps>(type_list<Ps...>) { return std::vector<proto_id>{Ps::id...}; }(protocols{});
+}
+
+/// Whether the compiled algorithm `a` implements collective c.
+inline bool algo_implements(algo_id a, coll c) {
+  return []<class... As>(algo_id id, coll k, type_list<As...>) {
+    return ((As::id == id && As::implements(k)) || ...);
+  }(a, c, algorithms{});
+}
+
+/// The small-count matrix of algorithm `a` at P ranks, for every protocol.
+inline std::vector<case_desc> small_matrix(algo_id a, int P) {
+  const std::size_t p = static_cast<std::size_t>(P);
+  const std::vector<std::size_t> counts{0, 1, p - 1, p, p + 1, 1009};
+  const auto pairs = all_dtype_ops();
+  std::vector<case_desc> cases;
+  std::size_t k = 0;
+  for (proto_id pr : compiled_protocols())
+    for (coll kind : five_colls) {
+      if (!algo_implements(a, kind)) continue;
+      for (std::size_t i = 0; i < pairs.size(); ++i) {
+        const auto [dt, op] = pairs[i];
+        if (!is_reduction(kind) && op != reduce_op::sum) continue;  // data movement: once per dtype
+        if (is_reduction(kind) && P >= 4 && i % 3 != p % 3) continue;
+        for (std::size_t count : counts)
+          for (bool in_place : {false, true}) {
+            case_desc c;
+            c.kind = kind;
+            c.dt = dt;
+            c.op = op;
+            c.count = count;
+            c.in_place = in_place;
+            c.root = static_cast<int>(k++ % p);
+            c.variant = {a, pr};
+            cases.push_back(c);
+          }
+      }
+    }
+  return cases;
+}
+
+/// ~1M elements for a representative subset (fp32 sum, int32 max, bf16 sum,
+/// fp64 avg; data movement in fp32 and int8), every protocol.
+inline std::vector<case_desc> large_matrix(algo_id a, int P) {
+  const std::size_t total = (1u << 20) + 3;
+  const std::pair<dtype, reduce_op> subset[] = {{dtype::float32, reduce_op::sum},
+                                                {dtype::int32, reduce_op::max},
+                                                {dtype::bfloat16, reduce_op::sum},
+                                                {dtype::float64, reduce_op::avg}};
+  std::vector<case_desc> cases;
+  int k = 0;
+  for (proto_id pr : compiled_protocols())
+    for (coll kind : five_colls) {
+      if (!algo_implements(a, kind)) continue;
+      for (auto [dt, op] : subset) {
+        if (!is_reduction(kind) && op != reduce_op::sum) continue;
+        if (!is_reduction(kind) && dt == dtype::bfloat16) dt = dtype::int8;
+        case_desc c;
+        c.kind = kind;
+        c.dt = dt;
+        c.op = op;
+        c.count = kind == coll::all_gather || kind == coll::reduce_scatter
+                      ? total / static_cast<std::size_t>(P)
+                      : total;
+        c.in_place = (k % 2) == 1;
+        c.root = k++ % P;
+        c.variant = {a, pr};
+        cases.push_back(c);
+      }
+    }
+  return cases;
+}
+
+inline void report(const std::vector<std::string>& failures) {
+  for (std::size_t i = 0; i < failures.size() && i < 8; ++i) UNSCOPED_INFO(failures[i]);
+  CHECK(failures.empty());
+}
+
+}  // namespace collx::test

@@ -1,0 +1,165 @@
+// COLLX_ALGO / COLLX_PROTO parsing (NCCL list syntax) and the automatic choice.
+#include <collx/communicator.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+using namespace collx;
+using Catch::Matchers::Contains;
+
+namespace {
+selection algos(const char* spec) {
+  selection s = selection::all();
+  s.restrict_algos(spec);
+  return s;
+}
+selection protos(const char* spec) {
+  selection s = selection::all();
+  s.restrict_protos(spec);
+  return s;
+}
+constexpr coll colls[] = {coll::all_reduce, coll::all_gather, coll::reduce_scatter, coll::broadcast,
+                          coll::reduce};
+}  // namespace
+
+TEST_CASE("selection: good algorithm and protocol lists", "[selection]") {
+  SECTION("a plain list allows exactly its names everywhere") {
+    const auto s = algos("ring,tree");
+    for (coll c : colls) {
+      CHECK(s.allows(c, algo_id::ring));
+      CHECK(s.allows(c, algo_id::tree));
+      CHECK_FALSE(s.allows(c, algo_id::rhd));
+      CHECK_FALSE(s.allows(c, algo_id::nvls));
+    }
+  }
+  SECTION("^ excludes") {
+    const auto s = algos("^nvls,bruck");
+    for (coll c : colls) {
+      CHECK(s.allows(c, algo_id::ring));
+      CHECK(s.allows(c, algo_id::rabenseifner));
+      CHECK_FALSE(s.allows(c, algo_id::nvls));
+      CHECK_FALSE(s.allows(c, algo_id::bruck));
+    }
+  }
+  SECTION("per collective; others keep everything") {
+    const auto s = algos("allreduce:tree;allgather:ring,bruck");
+    CHECK(s.allows(coll::all_reduce, algo_id::tree));
+    CHECK_FALSE(s.allows(coll::all_reduce, algo_id::ring));
+    CHECK(s.allows(coll::all_gather, algo_id::bruck));
+    CHECK_FALSE(s.allows(coll::all_gather, algo_id::rhd));
+    CHECK(s.allows(coll::broadcast, algo_id::ring));
+    CHECK(s.allows(coll::reduce_scatter, algo_id::rhd));
+  }
+  SECTION("case, blanks, collx names and left-to-right clauses") {
+    const auto s = algos(" ^Tree ; All_Reduce : TREE ");
+    CHECK(s.allows(coll::all_reduce, algo_id::tree));
+    CHECK_FALSE(s.allows(coll::all_reduce, algo_id::ring));
+    CHECK_FALSE(s.allows(coll::broadcast, algo_id::tree));
+    CHECK(s.allows(coll::broadcast, algo_id::ring));
+    const auto x = algos("reduce_scatter:^ring");
+    CHECK_FALSE(x.allows(coll::reduce_scatter, algo_id::ring));
+    CHECK(x.allows(coll::reduce_scatter, algo_id::rhd));
+  }
+  SECTION("protocols") {
+    const auto s = protos("simple");
+    CHECK(s.allows(coll::all_reduce, proto_id::simple));
+    CHECK_FALSE(s.allows(coll::all_reduce, proto_id::ll));
+    const auto x = protos("allgather:^ll128");
+    CHECK(x.allows(coll::all_gather, proto_id::ll));
+    CHECK_FALSE(x.allows(coll::all_gather, proto_id::ll128));
+    CHECK(x.allows(coll::all_reduce, proto_id::ll128));
+  }
+}
+
+TEST_CASE("selection: bad lists throw naming the variable and the problem", "[selection]") {
+  CHECK_THROWS_WITH(algos(""), Contains("COLLX_ALGO") && Contains("empty"));
+  CHECK_THROWS_WITH(algos("ring,warp"), Contains("unknown name 'warp'"));
+  CHECK_THROWS_WITH(algos("ring,,tree"), Contains("unknown name ''"));
+  CHECK_THROWS_WITH(algos("auto"), Contains("unknown name"));
+  CHECK_THROWS_WITH(algos("allreduce:"), Contains("empty list"));
+  CHECK_THROWS_WITH(algos("^"), Contains("empty list"));
+  CHECK_THROWS_WITH(algos("ring;"), Contains("empty clause"));
+  CHECK_THROWS_WITH(algos("alltoall2:ring"), Contains("unknown collective 'alltoall2'"));
+  CHECK_THROWS_WITH(algos("allgather:tree"), Contains("tree cannot serve all_gather"));
+  CHECK_THROWS_WITH(algos("reduce:bruck"), Contains("bruck cannot serve reduce"));
+  CHECK_THROWS_WITH(protos("fast"), Contains("COLLX_PROTO") && Contains("unknown name 'fast'"));
+  CHECK_THROWS_WITH(protos("allreduce:ring"), Contains("unknown name 'ring'"));
+  try {
+    algos("warp");
+  } catch (const error& e) {
+    CHECK(e.code() == status::invalid_argument);
+  }
+}
+
+TEST_CASE("selection: the automatic choice prefers ring, then any allowed variant", "[selection]") {
+  for (coll c : colls) {
+    const auto v = choose_variant<transport::shm>(c, {}, selection::all(), false);
+    CHECK(v.algo == algo_id::ring);
+    CHECK(v.proto == proto_id::simple);
+    const auto w = choose_variant<transport::shm>(c, {}, algos("^ring"), true);
+    INFO(name(c) << " picked " << name(w.algo));
+    CHECK(w.algo != algo_id::ring);
+    CHECK(w.algo != algo_id::automatic);
+    const auto none =
+        choose_variant<transport::shm>(c, {}, algos("^ring,tree,rhd,rabenseifner,bruck,nvls,direct"), false);
+    CHECK(none.algo == algo_id::automatic);
+  }
+  // A named algorithm keeps its name; only the protocol is chosen.
+  const auto v = choose_variant<transport::shm>(coll::all_reduce, {algo_id::tree, proto_id::automatic},
+                                                algos("ring"), false);
+  CHECK(v.algo == algo_id::tree);
+  CHECK(v.proto == proto_id::simple);
+}
+
+TEST_CASE("selection: communicators follow COLLX_ALGO and refuse what nothing serves", "[selection]") {
+  SECTION("from the environment") {
+    ::setenv("COLLX_ALGO", "allreduce:tree;allgather:bruck", 1);
+    ::setenv("COLLX_DETERMINISTIC", "1", 1);
+    const comm_options o = comm_options::from_env();
+    ::unsetenv("COLLX_ALGO");
+    ::unsetenv("COLLX_DETERMINISTIC");
+    CHECK(o.deterministic);
+    auto comms = communicator::create_thread_group(3, o);
+    std::vector<std::thread> ts;
+    std::vector<algo_id> ar(3), ag(3);
+    std::vector<float> sums(3);
+    for (int r = 0; r < 3; ++r)
+      ts.emplace_back([&, r] {
+        std::vector<float> x(1000, float(r + 1)), y(1000), z(3000);
+        comms[r].all_reduce(x.data(), y.data(), x.size(), reduce_op::sum);
+        ar[r] = comms[r].last_variant().algo;
+        sums[r] = y[999];
+        comms[r].all_gather(x.data(), z.data(), x.size());
+        ag[r] = comms[r].last_variant().algo;
+      });
+    for (auto& t : ts) t.join();
+    for (int r = 0; r < 3; ++r) {
+      CHECK(ar[r] == algo_id::tree);
+      CHECK(ag[r] == algo_id::bruck);
+      CHECK(sums[r] == 6.0f);
+    }
+  }
+  SECTION("bad environment values") {
+    ::setenv("COLLX_ALGO", "rign", 1);
+    CHECK_THROWS_WITH(comm_options::from_env(), Contains("COLLX_ALGO") && Contains("rign"));
+    ::unsetenv("COLLX_ALGO");
+    ::setenv("COLLX_PROTO", "^", 1);
+    CHECK_THROWS_WITH(comm_options::from_env(), Contains("COLLX_PROTO"));
+    ::unsetenv("COLLX_PROTO");
+    ::setenv("COLLX_DETERMINISTIC", "yes", 1);
+    CHECK_THROWS_WITH(comm_options::from_env(), Contains("COLLX_DETERMINISTIC"));
+    ::unsetenv("COLLX_DETERMINISTIC");
+  }
+  SECTION("nothing allowed serves the collective") {
+    comm_options o;
+    o.allowed.restrict_algos("allgather:^ring,rhd,bruck");
+    auto comms = communicator::create_thread_group(1, o);
+    std::vector<float> x(4, 1.0f), y(4);
+    CHECK_THROWS_WITH(comms[0].all_gather(x.data(), y.data(), 4), Contains("COLLX_ALGO"));
+    CHECK_NOTHROW(comms[0].all_reduce(x.data(), y.data(), 4, reduce_op::sum));
+    CHECK(comms[0].last_variant().algo == algo_id::ring);
+  }
+}
