@@ -1023,6 +1023,8 @@ class communicator {
       const detail::abort_cause cause = detail::read_abort(s.view.header());
       if (cause.why == status::peer_dead || cause.why == status::mismatch) st = cause.why;
       msg += describe(s, cause);
+    } else if (st == status::mismatch && !extra.empty()) {
+      msg += std::string(to_string(st)) + ": " + extra;  // a count header the schedule refused
     } else if (st == status::peer_dead || st == status::mismatch) {
       msg += s.watch_what;
     } else if (st == status::timeout) {

@@ -31,6 +31,22 @@ inline bool algo_implements(algo_id a, coll c) {
   }(a, c, algorithms{});
 }
 
+/// The protocols worth testing for algorithm `a`: all of them, except for
+/// algorithms that move data through peer memory (no protocol in the path).
+inline std::vector<proto_id> protocols_for(algo_id a) {
+  const bool peer = []<class... As>(algo_id id, type_list<As...>) {
+    return ((As::id == id &&
+             [] {
+               if constexpr (requires { As::uses_peer_memory; }) return bool(As::uses_peer_memory);
+               else return false;
+             }()) ||
+            ...);
+  }(a, algorithms{});
+  auto all = compiled_protocols();
+  if (peer) all.resize(1);
+  return all;
+}
+
 /// The small-count matrix of algorithm `a` at P ranks, for every protocol.
 inline std::vector<case_desc> small_matrix(algo_id a, int P) {
   const std::size_t p = static_cast<std::size_t>(P);
@@ -38,7 +54,7 @@ inline std::vector<case_desc> small_matrix(algo_id a, int P) {
   const auto pairs = all_dtype_ops();
   std::vector<case_desc> cases;
   std::size_t k = 0;
-  for (proto_id pr : compiled_protocols())
+  for (proto_id pr : protocols_for(a))
     for (coll kind : five_colls) {
       if (!algo_implements(a, kind)) continue;
       for (std::size_t i = 0; i < pairs.size(); ++i) {
@@ -72,7 +88,7 @@ inline std::vector<case_desc> large_matrix(algo_id a, int P) {
                                                 {dtype::float64, reduce_op::avg}};
   std::vector<case_desc> cases;
   int k = 0;
-  for (proto_id pr : compiled_protocols())
+  for (proto_id pr : protocols_for(a))
     for (coll kind : five_colls) {
       if (!algo_implements(a, kind)) continue;
       for (auto [dt, op] : subset) {

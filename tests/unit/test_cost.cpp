@@ -65,6 +65,11 @@ class counting_prims {
     reduced += n;
     return status::ok;
   }
+  status recv_reduce(int from, const elem*, elem*, std::size_t n) {
+    COLLX_TRY(in(from, n));
+    reduced += n;
+    return status::ok;
+  }
   status recv_reduce_copy_send(int from, int to, const elem*, elem*, std::size_t n) {
     COLLX_TRY(in(from, n));
     reduced += n;
@@ -195,7 +200,8 @@ void check_algorithm(int P) {
     (
         [&] {
           constexpr coll C = static_cast<coll>(I);
-          if constexpr (A::implements(C)) check_cost<A, C>(P);
+          // all_to_allv and send/recv take per-peer layouts this harness does not build.
+          if constexpr (A::implements(C) && C != coll::all_to_allv && C != coll::send_recv) check_cost<A, C>(P);
         }(),
         ...);
   }

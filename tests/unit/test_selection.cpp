@@ -155,7 +155,7 @@ TEST_CASE("selection: communicators follow COLLX_ALGO and refuse what nothing se
   }
   SECTION("nothing allowed serves the collective") {
     comm_options o;
-    o.allowed.restrict_algos("allgather:^ring,rhd,bruck");
+    o.allowed.restrict_algos("allgather:^ring,rhd,bruck,nvls");
     auto comms = communicator::create_thread_group(1, o);
     std::vector<float> x(4, 1.0f), y(4);
     CHECK_THROWS_WITH(comms[0].all_gather(x.data(), y.data(), 4), Contains("COLLX_ALGO"));
