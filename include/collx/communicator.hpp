@@ -535,9 +535,14 @@ class communicator {
 
   // ---- reliability watch --------------------------------------------------------
 
-  /// Publishes this call (after validation, before any byte moves).
+  /// Publishes this call (after validation, before any byte moves). A
+  /// send/recv group involves only some ranks, so it is not numbered; the
+  /// counts of an all_to_allv differ between ranks by design, so only its
+  /// other fields are compared.
   static void begin_call(state& s, coll c, std::size_t count, dtype dt, reduce_op op, int root,
                          variant_choice v) {
+    if (c == coll::send_recv) return;
+    if (c == coll::all_to_allv) count = 0;
     detail::publish_call(s.view.record(s.rank), ++s.seq,
                          detail::call_desc{c, dt, op, root, v.algo, v.proto, count});
   }
@@ -567,6 +572,7 @@ class communicator {
   /// neighbour covers any pair that differs; the earlier call catches a
   /// neighbour that had not published the mismatched call when this one ended.
   static void end_call(state& s, coll c) {
+    if (c == coll::send_recv) return;
     if (s.size > 1 && compare_with(s, (s.rank + s.size - 1) % s.size, 2) != status::ok)
       fail(s, c, status::mismatch);
   }
@@ -1017,6 +1023,8 @@ class communicator {
       const detail::abort_cause cause = detail::read_abort(s.view.header());
       if (cause.why == status::peer_dead || cause.why == status::mismatch) st = cause.why;
       msg += describe(s, cause);
+    } else if (st == status::mismatch && !extra.empty()) {
+      msg += std::string(to_string(st)) + ": " + extra;  // a count header the schedule refused
     } else if (st == status::peer_dead || st == status::mismatch) {
       msg += s.watch_what;
     } else if (st == status::timeout) {

@@ -6,12 +6,12 @@
 //   COLLX_BUFFSIZE        bytes of one connection's Simple FIFO (slots × slot bytes)
 //   COLLX_LL_BUFFSIZE     bytes of one connection's LL FIFO (lines of 16 bytes)
 //   COLLX_LL128_BUFFSIZE  bytes of one connection's LL128 FIFO (lines of 128 bytes)
-//   COLLX_ALGO         algorithms the automatic choice may use (NCCL list syntax,
-//                      see collx/selection.hpp), e.g. "ring,tree", "^nvls",
-//                      "allreduce:tree;allgather:ring"
-//   COLLX_PROTO        protocols likewise, e.g. "simple"
-//   COLLX_DETERMINISTIC 1: all_reduce results bitwise identical on every rank
-//                      and across calls (0 or unset: no such promise)
+//   COLLX_ALGO            algorithms the automatic choice may use (NCCL list
+//                         syntax, see collx/selection.hpp), e.g. "ring,tree",
+//                         "^nvls", "allreduce:tree;allgather:ring"
+//   COLLX_PROTO           protocols likewise, e.g. "simple,ll"
+//   COLLX_DETERMINISTIC   1: all_reduce results bitwise identical on every rank
+//                         and across calls (0 or unset: no such promise)
 // Bad values throw collx::error naming the variable.
 #pragma once
 

@@ -11,8 +11,10 @@
 // Entries are kept for the last call_history calls, so a peer that finished a
 // mismatched call early and moved on can still be compared.
 //
-// What this catches: ranks whose n-th calls differ in collective, count,
-// dtype, op (reductions), root (broadcast/reduce), algorithm or protocol.
+// What this catches: ranks whose n-th collective calls differ in collective,
+// count (not for all_to_allv, whose counts differ by design), dtype, op
+// (reductions), root (broadcast/reduce), algorithm or protocol. send/recv
+// groups involve only some ranks and are not numbered.
 // What it cannot catch: different buffers or buffer contents, calls that
 // agree in every published field but diverge in data-dependent ways, and a
 // rank that issues fewer calls than the others (it looks like a slow rank

@@ -122,9 +122,9 @@ struct shm_layout {
   /// Bytes of each rank's registered buffer: derived from the FIFO geometry, so
   /// ranks that agree on FIFOs agree on it.
   COLLX_HOST_DEVICE constexpr std::size_t peer_buffer_bytes() const {
-    const std::size_t mib = std::size_t(1) << 20;
-    const std::size_t simple = fifo[channel_of(proto_id::simple)].bytes();
-    return align_up(simple > mib ? simple : mib, shm_page);
+    std::size_t b = std::size_t(1) << 20;
+    for (int c = 0; c < channel_count; ++c) b = fifo[c].bytes() > b ? fifo[c].bytes() : b;
+    return align_up(b, shm_page);
   }
   COLLX_HOST_DEVICE constexpr std::size_t peer_buffers_offset() const {
     return align_up(barrier_offset() + std::size_t(nranks) * cache_line, shm_page);
