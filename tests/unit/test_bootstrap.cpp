@@ -59,7 +59,7 @@ void require_all_ok(const std::vector<outcome>& out) {
   }
 }
 
-collx::bootstrap_options quick(std::chrono::milliseconds t = 3000ms) {
+collx::bootstrap_options quick_boot(std::chrono::milliseconds t = 3000ms) {
   collx::bootstrap_options o;
   o.timeout = t;
   return o;
@@ -125,7 +125,7 @@ TEST_CASE("unique id round-trips through its printable form", "[bootstrap]") {
   CHECK(v6.address == "::1");
   CHECK(v6.port == 7);
 
-  auto live = collx::get_unique_id(quick(500ms));
+  auto live = collx::get_unique_id(quick_boot(500ms));
   auto live_info = bs::decode_unique_id(live);
   CHECK(live_info.address == "127.0.0.1");
   CHECK(live_info.port != 0);
@@ -174,7 +174,7 @@ TEST_CASE("endpoint parsing", "[bootstrap]") {
 TEST_CASE("ranks rendezvous and allgather rounds byte-exactly", "[bootstrap]") {
   for (int n : {1, 2, 5}) {
     DYNAMIC_SECTION("size " << n) {
-      auto root = bs::start_root("127.0.0.1", 0, bs::random_secret(), quick());
+      auto root = bs::start_root("127.0.0.1", 0, bs::random_secret(), quick_boot());
       const auto id = root.id();
       const int rounds = 12;
       std::vector<std::string> bad(static_cast<std::size_t>(n));
@@ -206,7 +206,7 @@ TEST_CASE("ranks rendezvous and allgather rounds byte-exactly", "[bootstrap]") {
 TEST_CASE("rendezvous over IPv6 loopback", "[bootstrap]") {
   bs::root_handle root;
   try {
-    root = bs::start_root("::1", 0, bs::random_secret(), quick());
+    root = bs::start_root("::1", 0, bs::random_secret(), quick_boot());
   } catch (const collx::error& e) {
     WARN("no IPv6 loopback here, skipped: " << e.what());
     return;
@@ -225,7 +225,7 @@ TEST_CASE("rendezvous over IPv6 loopback", "[bootstrap]") {
 }
 
 TEST_CASE("a host that is taken is reported by address", "[bootstrap]") {
-  auto root = bs::start_root("127.0.0.1", 0, bs::random_secret(), quick(500ms));
+  auto root = bs::start_root("127.0.0.1", 0, bs::random_secret(), quick_boot(500ms));
   bs::launch_env e;
   e.source = "torchrun";
   e.size = 2;
@@ -243,7 +243,7 @@ TEST_CASE("a host that is taken is reported by address", "[bootstrap]") {
 }
 
 TEST_CASE("a large blob at the limit goes through", "[bootstrap]") {
-  auto id = collx::get_unique_id(quick());
+  auto id = collx::get_unique_id(quick_boot());
   const std::size_t len = std::size_t{1} << 20;
   std::vector<int> wrong(2, 0);
   auto out = run_ranks(2, [&](int rank) {
@@ -266,7 +266,7 @@ TEST_CASE("a large blob at the limit goes through", "[bootstrap]") {
 }
 
 TEST_CASE("barrier waits for the last rank", "[bootstrap]") {
-  auto id = collx::get_unique_id(quick());
+  auto id = collx::get_unique_id(quick_boot());
   std::vector<bs::clock::duration> waited(3);
   auto out = run_ranks(3, [&](int rank) {
     auto s = bs::session::connect(id, rank, 3, 3000ms);
@@ -282,7 +282,7 @@ TEST_CASE("barrier waits for the last rank", "[bootstrap]") {
 }
 
 TEST_CASE("a wrong secret is refused and the root keeps serving the job", "[bootstrap]") {
-  auto root = bs::start_root("127.0.0.1", 0, bs::random_secret(), quick());
+  auto root = bs::start_root("127.0.0.1", 0, bs::random_secret(), quick_boot());
   auto id = root.id();
   auto info = bs::decode_unique_id(id);
   bs::root_info forged = info;
@@ -305,7 +305,7 @@ TEST_CASE("a wrong secret is refused and the root keeps serving the job", "[boot
 }
 
 TEST_CASE("truncated or garbage hellos do not disturb the root", "[bootstrap]") {
-  auto root = bs::start_root("127.0.0.1", 0, bs::random_secret(), quick());
+  auto root = bs::start_root("127.0.0.1", 0, bs::random_secret(), quick_boot());
   auto id = root.id();
   {
     raw_client truncated(id);
@@ -332,7 +332,7 @@ TEST_CASE("truncated or garbage hellos do not disturb the root", "[bootstrap]") 
 TEST_CASE("a flood of idle connections does not lock the ranks out", "[bootstrap]") {
   // More silent connections than the root keeps unauthenticated: it must
   // drop the oldest idle ones, not the ranks that arrive after them.
-  auto root = bs::start_root("127.0.0.1", 0, bs::random_secret(), quick(5000ms));
+  auto root = bs::start_root("127.0.0.1", 0, bs::random_secret(), quick_boot(5000ms));
   auto id = root.id();
   std::vector<raw_client> idle;
   for (int i = 0; i < 200; ++i) idle.emplace_back(id);
@@ -347,7 +347,7 @@ TEST_CASE("a flood of idle connections does not lock the ranks out", "[bootstrap
 }
 
 TEST_CASE("duplicate rank, bad rank and size mismatch are rejected by name", "[bootstrap]") {
-  auto id = collx::get_unique_id(quick());
+  auto id = collx::get_unique_id(quick_boot());
   auto info = bs::decode_unique_id(id);
   std::vector<outcome> extra(3);
   auto out = run_ranks(2, [&](int rank) {
@@ -383,7 +383,7 @@ TEST_CASE("duplicate rank, bad rank and size mismatch are rejected by name", "[b
 }
 
 TEST_CASE("an absurd length prefix fails that rank, not the root", "[bootstrap]") {
-  auto root = bs::start_root("127.0.0.1", 0, bs::random_secret(), quick());
+  auto root = bs::start_root("127.0.0.1", 0, bs::random_secret(), quick_boot());
   auto id = root.id();
   auto secret = root.info().secret;
   auto out = run_ranks(3, [&](int rank) {
@@ -414,7 +414,7 @@ TEST_CASE("an absurd length prefix fails that rank, not the root", "[bootstrap]"
 TEST_CASE("a rank that leaves or dies mid-round fails the others quickly", "[bootstrap]") {
   for (bool orderly : {true, false}) {
     DYNAMIC_SECTION((orderly ? "close()" : "connection dropped")) {
-      auto root = bs::start_root("127.0.0.1", 0, bs::random_secret(), quick(10000ms));
+      auto root = bs::start_root("127.0.0.1", 0, bs::random_secret(), quick_boot(10000ms));
       auto id = root.id();
       auto secret = root.info().secret;
       std::vector<bs::clock::duration> took(3);
@@ -463,7 +463,7 @@ TEST_CASE("a rank that leaves or dies mid-round fails the others quickly", "[boo
 }
 
 TEST_CASE("different allgather lengths are a mismatch, and the session stays usable", "[bootstrap]") {
-  auto id = collx::get_unique_id(quick());
+  auto id = collx::get_unique_id(quick_boot());
   std::vector<outcome> first(2);
   auto out = run_ranks(2, [&](int rank) {
     auto s = bs::session::connect(id, rank, 2, 3000ms);
@@ -498,12 +498,12 @@ TEST_CASE("deadlines: no root, missing rank, root gone", "[bootstrap]") {
     CHECK(took < 1500ms);
   }
   SECTION("joining times out when a rank never comes") {
-    auto id = collx::get_unique_id(quick());
+    auto id = collx::get_unique_id(quick_boot());
     CHECK_THROWS_WITH(bs::session::connect(id, 0, 2, 200ms),
                       Catch::Contains("waiting for all ranks to join"));
   }
   SECTION("the root reports a join timeout naming the missing ranks") {
-    auto id = collx::get_unique_id(quick(300ms));
+    auto id = collx::get_unique_id(quick_boot(300ms));
     try {
       bs::session::connect(id, 1, 4, 3000ms);
       FAIL("joined");
@@ -513,7 +513,7 @@ TEST_CASE("deadlines: no root, missing rank, root gone", "[bootstrap]") {
     }
   }
   SECTION("a round times out when a rank does not take part") {
-    auto id = collx::get_unique_id(quick());
+    auto id = collx::get_unique_id(quick_boot());
     auto out = run_ranks(2, [&](int rank) {
       auto s = bs::session::connect(id, rank, 2, 3000ms);
       s.set_timeout(200ms);
@@ -524,7 +524,7 @@ TEST_CASE("deadlines: no root, missing rank, root gone", "[bootstrap]") {
     CHECK_THAT(out[0].what, Catch::Contains("allgather (round 0) timed out"));
   }
   SECTION("the root going away is a system error, not a hang") {
-    auto root = bs::start_root("127.0.0.1", 0, bs::random_secret(), quick());
+    auto root = bs::start_root("127.0.0.1", 0, bs::random_secret(), quick_boot());
     auto id = root.id();
     auto s = bs::session::connect(id, 0, 1, 2000ms);
     s.barrier();
@@ -809,7 +809,7 @@ TEST_CASE("connect_from_env: rank 0 hosts the root at the given address", "[boot
   require_all_ok(out);
 
   // And with an id, as collxrun provides it.
-  auto id = collx::get_unique_id(quick());
+  auto id = collx::get_unique_id(quick_boot());
   out = run_ranks(2, [&](int rank) {
     bs::launch_env e;
     e.rank = rank;

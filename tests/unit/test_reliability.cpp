@@ -29,7 +29,7 @@ comm_options opts(std::chrono::milliseconds timeout = std::chrono::seconds(60)) 
   return o;
 }
 
-struct outcome {
+struct rank_outcome {
   status code = status::ok;  // of the first call that threw, ok if none did
   std::string what;
   status error_after = status::ok;  // comm.error() at the end
@@ -38,9 +38,9 @@ struct outcome {
 
 /// Runs body(rank, comm) on one thread per rank; each body runs its calls and
 /// stops at the first collx::error.
-std::vector<outcome> on_threads(std::vector<communicator>& comms,
+std::vector<rank_outcome> on_threads(std::vector<communicator>& comms,
                                 const std::function<void(int, communicator&)>& body) {
-  std::vector<outcome> out(comms.size());
+  std::vector<rank_outcome> out(comms.size());
   std::vector<std::thread> ts;
   for (std::size_t r = 0; r < comms.size(); ++r)
     ts.emplace_back([&, r] {
