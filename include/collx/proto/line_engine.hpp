@@ -108,13 +108,18 @@ class line_engine {
         alignas(16) std::byte sbuf[S ? member_bytes : 1];
 
         if constexpr (R) {
-          for (std::size_t j = 0; j < nb && l0 + j < nlines; ++j) {
+          auto load = [&](std::size_t j) {
             const std::size_t b = (l0 + j) * payload + pb;
-            st = io::wait_load(ex_, rslot + (l0 + j) * Line::line_bytes, member,
-                               rbuf + (b - l0 * payload - pb), clip(b + pe - pb, bytes) - clip(b, bytes),
-                               rflag);
-            if (st != status::ok) break;
-          }
+            return io::wait_load(ex_, rslot + (l0 + j) * Line::line_bytes, member,
+                                 rbuf + (b - l0 * payload - pb), clip(b + pe - pb, bytes) - clip(b, bytes), rflag);
+          };
+          // Wait on the batch's last line first: polling line by line right
+          // behind the writer moves each cache line between the cores several
+          // times. The earlier lines are then usually there; each is still
+          // checked for its own flag.
+          const std::size_t nr = nlines > l0 ? (nlines - l0 < nb ? nlines - l0 : nb) : 0;
+          if (nr > 0) st = load(nr - 1);
+          for (std::size_t j = 0; j + 1 < nr && st == status::ok; ++j) st = load(j);
           if (st != status::ok) break;
         }
         const T* a = R ? reinterpret_cast<const T*>(rbuf) : s + e0;
