@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <cstdlib>
 #include <thread>
 
 using namespace collx;
@@ -227,4 +228,35 @@ TEST_CASE("an abort while ranks wait on lines releases them", "[proto][errors]")
   // Later calls fail at once instead of waiting.
   float x = 0;
   CHECK_THROWS_AS(comms[0].all_reduce(&x, &x, 1, reduce_op::sum, {algo_id::ring, p}), error);
+}
+
+TEST_CASE("per-protocol FIFO sizes from the environment and options are checked", "[proto][errors]") {
+  using Catch::Matchers::Contains;
+  struct env_var {
+    const char* name;
+    env_var(const char* n, const char* v) : name(n) { ::setenv(n, v, 1); }
+    ~env_var() { ::unsetenv(name); }
+  };
+  {
+    env_var e("COLLX_LL_BUFFSIZE", "65536");
+    CHECK(comm_options::from_env().ll_slot_bytes == 65536 / 8);
+  }
+  {
+    env_var e("COLLX_LL128_BUFFSIZE", "262144");
+    CHECK(comm_options::from_env().ll128_slot_bytes == 262144 / 8);
+  }
+  for (const char* bad : {"1000", "abc", "-16", "8", "100000000000"}) {
+    env_var e("COLLX_LL_BUFFSIZE", bad);
+    CHECK_THROWS_WITH(comm_options::from_env(), Contains("COLLX_LL_BUFFSIZE"));
+  }
+  {
+    env_var e("COLLX_LL128_BUFFSIZE", "8000");  // 1000-byte slots: not whole 128-byte lines
+    CHECK_THROWS_WITH(comm_options::from_env(), Contains("COLLX_LL128_BUFFSIZE"));
+  }
+  comm_options o = test_options();
+  o.ll_slot_bytes = 24;
+  CHECK_THROWS_WITH(communicator::create_thread_group(2, o), Contains("ll_slot_bytes"));
+  o = test_options();
+  o.ll128_slot_bytes = 200;
+  CHECK_THROWS_WITH(communicator::create_thread_group(2, o), Contains("ll128_slot_bytes"));
 }

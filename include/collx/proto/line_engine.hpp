@@ -111,7 +111,8 @@ class line_engine {
           auto load = [&](std::size_t j) {
             const std::size_t b = (l0 + j) * payload + pb;
             return io::wait_load(ex_, rslot + (l0 + j) * Line::line_bytes, member,
-                                 rbuf + (b - l0 * payload - pb), clip(b + pe - pb, bytes) - clip(b, bytes), rflag);
+                                 rbuf + (b - l0 * payload - pb), clip(b + pe - pb, bytes) - clip(b, bytes),
+                                 rflag);
           };
           // Wait on the batch's last line first: polling line by line right
           // behind the writer moves each cache line between the cores several
