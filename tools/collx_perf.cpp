@@ -306,13 +306,17 @@ int run_child(const options& o, variant_choice want) {
     return t.failed() ? 1 : 0;
   } catch (...) {
     const rank_failure f = describe(std::current_exception());
-    try {
-      comm.abort();
-    } catch (...) {
-    }
-    // Argument errors are the same on every rank: rank 0 says it once. A
-    // rank's own failure is printed where it happened.
+    // Argument errors are the same on every rank: each rank meets its own
+    // (aborting here would race with rank 0 reaching it), and rank 0 says it
+    // once. A rank's own failure aborts the others and is printed where it
+    // happened.
     const bool symmetric = f.code == status::invalid_argument || f.code == status::not_supported;
+    if (!symmetric) {
+      try {
+        comm.abort();
+      } catch (...) {
+      }
+    }
     if (rank == 0 || (!symmetric && f.code != status::aborted)) {
       std::fflush(stdout);
       std::fprintf(stderr, "collx-perf: %s\n", f.what.c_str());

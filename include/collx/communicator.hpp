@@ -328,6 +328,7 @@ class communicator {
   void destroy() {
     state& s = live("destroy");
     s.destroyed = true;
+    s.depart();
     s.seg.reset();
     s.keepalive.reset();
   }
@@ -378,6 +379,20 @@ class communicator {
     std::uint64_t pid_ns = 0;
     int watch_next = 0;      // next peer the periodic check looks at
     std::string watch_what;  // detail of the failure the check found
+
+    state() = default;
+    state(const state&) = delete;
+    state& operator=(const state&) = delete;
+    ~state() { depart(); }
+
+    /// A rank that leaves cleanly clears its pid, so peers still finishing
+    /// their part (a barrier's last round) do not take its exit for a death.
+    void depart() {
+      if (seg == nullptr) return;
+      transport::rank_record* rec = view.record(rank);
+      if (detail::load_relaxed(&rec->pid) == static_cast<std::int32_t>(::getpid()))
+        detail::store_release(&rec->pid, std::int32_t{0});
+    }
   };
 
   // What each process rank tells the others through the bootstrap.
