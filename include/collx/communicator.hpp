@@ -80,6 +80,7 @@
 #include <collx/options.hpp>
 #include <collx/prims.hpp>
 #include <collx/reduce_op.hpp>
+#include <collx/transport/peer_read.hpp>
 #include <collx/transport/shm.hpp>
 #include <collx/transport/shm_segment.hpp>
 #include <collx/variants.hpp>
@@ -114,6 +115,9 @@ class communicator {
     opt.validate();
     auto seg = transport::shm_segment::create_anonymous(layout_for(nranks, opt));
     if (opt.step_origin != 0) seg->view().reset_counters(opt.step_origin);
+    // Thread ranks load each other's buffers directly: no probe needed.
+    seg->view().header()->single_copy_min = opt.single_copy_min_bytes;
+    seg->view().header()->single_copy_denied = opt.single_copy ? 0 : 1;
     std::vector<communicator> comms;
     comms.reserve(static_cast<std::size_t>(nranks));
     for (int r = 0; r < nranks; ++r) comms.push_back(communicator(seg, r, nranks, opt));
@@ -402,6 +406,7 @@ class communicator {
     char segment[64];  // rank 0's shm object name
     transport::fifo_geometry fifo[transport::channel_count];
     std::uint64_t step_origin;
+    std::uint64_t single_copy_min;
   };
 
   /// Process ranks of one host: rank 0 creates the segment, the others map it,
@@ -418,6 +423,7 @@ class communicator {
     const auto layout = layout_for(nranks, opt);
     for (int c = 0; c < transport::channel_count; ++c) mine.fifo[c] = layout.fifo[c];
     mine.step_origin = opt.step_origin;
+    mine.single_copy_min = opt.single_copy_min_bytes;
     std::shared_ptr<transport::shm_segment> seg;
     if (rank == 0) {
       std::random_device rd;
@@ -450,11 +456,23 @@ class communicator {
       if (o.step_origin != infos[0].step_origin)
         throw_error(status::mismatch,
                     "init: rank " + std::to_string(r) + " differs from rank 0 in step_origin");
+      if (o.single_copy_min != infos[0].single_copy_min)
+        throw_error(status::mismatch, "init: rank " + std::to_string(r) + " uses single_copy_min_bytes " +
+                                          std::to_string(o.single_copy_min) + ", rank 0 " +
+                                          std::to_string(infos[0].single_copy_min) +
+                                          " (set COLLX_SINGLE_COPY_MIN alike on every rank)");
     }
     try {
       if (rank != 0) seg = transport::shm_segment::open_named(layout, infos[0].segment);
-      publish_identity(seg->view(), rank);
+      const transport::shm_view v = seg->view();
+      if (rank == 0) v.header()->single_copy_min = opt.single_copy_min_bytes;
+      publish_identity(v, rank);
       s.barrier();  // every rank has mapped the segment and published its identity
+      // Single copy needs every rank to read every other process's memory; any
+      // rank that may not (or does not want to) makes them all stage.
+      if (!opt.single_copy || !can_read_peers(v, rank, nranks))
+        detail::store_relaxed(&v.header()->single_copy_denied, std::uint32_t{1});
+      s.barrier();  // the verdict is final before any collective
     } catch (...) {
       // Rank 0 may be gone: whoever knows the name removes it (unlinking twice is harmless).
       ::shm_unlink(infos[0].segment);
@@ -484,9 +502,27 @@ class communicator {
     publish_identity(s_->view, rank);
   }
 
+  /// Whether this rank may read the memory of every peer process (cross-memory
+  /// attach): reads the segment header through each peer's own mapping.
+  static bool can_read_peers(const transport::shm_view& v, int rank, int nranks) {
+    const transport::rank_record* me = v.record(rank);
+    for (int q = 0; q < nranks; ++q) {
+      const transport::rank_record* rec = v.record(q);
+      const int pid = detail::load_acquire(&rec->pid);
+      if (q == rank || pid == me->pid) continue;                           // a thread rank of this process
+      if (detail::load_relaxed(&rec->pid_ns) != me->pid_ns) return false;  // its pid means nothing here
+      if (!transport::probe_peer_read(pid, detail::load_relaxed(v.line(q, transport::shm_view::mapping)),
+                                      v.header()->magic))
+        return false;
+    }
+    return true;
+  }
+
   /// Writes this rank's process identity into its record (once, at creation).
   static void publish_identity(const transport::shm_view& v, int rank) {
     const detail::proc_identity id = detail::self_identity();
+    detail::store_relaxed(v.line(rank, transport::shm_view::mapping),
+                          reinterpret_cast<std::uintptr_t>(v.base));
     transport::rank_record* rec = v.record(rank);
     detail::store_relaxed(&rec->start_time, id.start_time);
     detail::store_relaxed(&rec->pid_ns, id.pid_ns);

@@ -61,6 +61,15 @@ struct comm_options {
   /// by one rank, in a fixed order, then copied), and naming any other
   /// algorithm for all_reduce is an error. COLLX_DETERMINISTIC=1.
   bool deterministic = false;
+  /// Single copy: calls of at least single_copy_min_bytes (all_reduce: count
+  /// bytes; all_gather, reduce_scatter: total bytes) let algorithms that can
+  /// (nvls) read peers' user buffers in place instead of staging them through
+  /// shared memory. Process ranks need cross-memory attach, which collx probes
+  /// at creation; where the OS refuses it, or any rank sets single_copy =
+  /// false, every rank stages. Every rank must use the same threshold.
+  /// COLLX_SINGLE_COPY=0|1, COLLX_SINGLE_COPY_MIN=<bytes>.
+  bool single_copy = true;
+  std::uint64_t single_copy_min_bytes = 256 * 1024;
 
   /// Defaults overridden by COLLX_* environment variables.
   static comm_options from_env() {
@@ -82,6 +91,10 @@ struct comm_options {
     o.ll128_slot_bytes = buffsize_env("COLLX_LL128_BUFFSIZE", o.fifo_slots, 128, o.ll128_slot_bytes);
     if (const char* v = std::getenv("COLLX_ALGO")) o.allowed.restrict_algos(v);
     if (const char* v = std::getenv("COLLX_PROTO")) o.allowed.restrict_protos(v);
+    if (const char* v = std::getenv("COLLX_SINGLE_COPY"))
+      o.single_copy = parse_u32("COLLX_SINGLE_COPY", v, 0, 1) == 1;
+    if (const char* v = std::getenv("COLLX_SINGLE_COPY_MIN"))
+      o.single_copy_min_bytes = parse_u32("COLLX_SINGLE_COPY_MIN", v, 0, 0xffffffffu);
     if (const char* v = std::getenv("COLLX_DETERMINISTIC"))
       o.deterministic = parse_u32("COLLX_DETERMINISTIC", v, 0, 1) == 1;
     return o;

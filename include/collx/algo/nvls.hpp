@@ -26,12 +26,32 @@
 // buffer_elems()/P per block). Barriers wait with the executor's deadline and
 // abort checks.
 //
+// Single copy (host): from prims.single_copy_min_bytes() up, where every rank
+// may read every peer's user buffers (thread ranks: loads; process ranks:
+// cross-memory attach), the schedules skip the registered buffers and read
+// peers' send/recv buffers in place — the multicast load-reduce with user
+// buffers registered. Each datum is then copied once instead of twice:
+//
+//   all_reduce      publish; rank r reduces slice r of every rank's send (its
+//                   own first, then r+1, r+2, … mod P; peers' chunks read into
+//                   its scratch) into its recv; barrier; it reads every other
+//                   slice from its owner's recv; barrier.
+//   reduce_scatter  publish; rank r reduces block r of every rank's send into
+//                   recv (same order); barrier.
+//   all_gather      publish; rank r reads every block from its owner's send;
+//                   barrier.
+//
+// The final barrier keeps a rank's buffers valid while peers still read them.
+// Chunks of single_copy_chunk bytes keep a partial result in cache between
+// the read and the reduction.
+//
 // Device: the same code runs in a kernel as plain loads/stores through peer
 // pointers of the mapped segment; multimem (multicast object) instructions are
 // not used here.
 //
 // Determinism: each element is reduced once, by the rank owning its slice, in
-// rank order; everyone else copies the result. all_reduce results are bitwise
+// an order fixed by (rank, P) (rank order when staged, owner first when single
+// copy; the choice depends only on the size); everyone else copies the result. all_reduce results are bitwise
 // identical on every rank and across calls.
 #pragma once
 
@@ -42,6 +62,7 @@
 #include <collx/prims.hpp>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace collx::algo {
 
@@ -73,9 +94,16 @@ struct nvls {
     }
   }
 
+  /// Bytes a single-copy schedule reduces per step (the partial result stays in L2).
+  static constexpr std::size_t single_copy_chunk = 256 * 1024;
+
   template <coll C, class Prims, class T>
   COLLX_HOST_DEVICE static status run(Prims& p, const schedule_args<T>& a) {
     // Dispatch folds may instantiate every collective; only implemented ones are reached.
+    if constexpr (C == coll::all_reduce || C == coll::reduce_scatter || C == coll::all_gather) {
+      const std::uint64_t total = std::uint64_t(a.count) * sizeof(T) * (C == coll::all_reduce ? 1 : a.nranks);
+      if (a.nranks > 1 && total >= p.single_copy_min_bytes()) return single_copy<C>(p, a);
+    }
     if constexpr (C == coll::all_reduce) return all_reduce(p, a);
     else if constexpr (C == coll::reduce_scatter) return reduce_scatter(p, a);
     else if constexpr (C == coll::all_gather) return all_gather(p, a);
@@ -104,6 +132,74 @@ struct nvls {
       COLLX_TRY(p.local_copy(mine, a.recv + so, m, false));
     }
     return status::ok;
+  }
+
+  /// Rank q's send (or recv) elements [off, off + n): in place when loadable,
+  /// else read into `scratch`.
+  template <class Prims, class T>
+  COLLX_HOST_DEVICE static status peer_span(Prims& p, int q, bool recv_side, std::size_t off, std::size_t n,
+                                            T* scratch, const T*& out) {
+    if (const T* d = p.user_buffer(q, recv_side)) {
+      out = d + off;
+      return status::ok;
+    }
+    out = scratch;
+    return p.read_user(q, recv_side, off, scratch, n);
+  }
+
+  /// dst[0, n) ← ⊕ over ranks q of q's send [off, off + n), starting with this
+  /// rank's own (`mine`), then r+1, r+2, … mod P. post() on the last step.
+  template <class Prims, class T>
+  COLLX_HOST_DEVICE static status reduce_from_peers(Prims& p, const schedule_args<T>& a, const T* mine,
+                                                    std::size_t off, T* dst, std::size_t n) {
+    const int P = a.nranks, r = a.rank;
+    const std::size_t chunk = single_copy_chunk / sizeof(T);
+    // Scratch: [0, chunk) the partial result, [chunk, 2 chunk) a peer's chunk.
+    T* acc = p.buffer(r);
+    T* in = acc + chunk;
+    for (std::size_t o = 0; o < n; o += chunk) {
+      const std::size_t m = n - o < chunk ? n - o : chunk;
+      const T* x = mine + o;
+      for (int k = 1; k < P; ++k) {
+        const T* y = nullptr;
+        COLLX_TRY(peer_span(p, (r + k) % P, false, off + o, m, in, y));
+        T* d = k == P - 1 ? dst + o : acc;
+        COLLX_TRY(p.local_reduce(x, y, d, m, k == P - 1));
+        x = d;
+      }
+    }
+    return status::ok;
+  }
+
+  template <coll C, class Prims, class T>
+  COLLX_HOST_DEVICE static status single_copy(Prims& p, const schedule_args<T>& a) {
+    const int P = a.nranks, r = a.rank;
+    const std::size_t c = a.count, Pz = static_cast<std::size_t>(P), rz = static_cast<std::size_t>(r);
+    COLLX_TRY(p.publish_user_buffers(a.send, a.recv));
+    if constexpr (C == coll::all_reduce) {
+      const std::size_t lo = c * rz / Pz, hi = c * (rz + 1) / Pz;
+      COLLX_TRY(reduce_from_peers(p, a, a.send + lo, lo, a.recv + lo, hi - lo));
+      COLLX_TRY(p.barrier());
+      for (int k = 1; k < P; ++k) {
+        const int q = (r + k) % P;
+        const std::size_t qlo = c * static_cast<std::size_t>(q) / Pz,
+                          qhi = c * static_cast<std::size_t>(q + 1) / Pz;
+        if (const T* d = p.user_buffer(q, true))
+          COLLX_TRY(p.local_copy(d + qlo, a.recv + qlo, qhi - qlo, false));
+        else COLLX_TRY(p.read_user(q, true, qlo, a.recv + qlo, qhi - qlo));
+      }
+    } else if constexpr (C == coll::reduce_scatter) {
+      COLLX_TRY(reduce_from_peers(p, a, a.send + rz * c, rz * c, a.recv, c));
+    } else {
+      COLLX_TRY(p.local_copy(a.send, a.recv + rz * c, c, false));
+      for (int k = 1; k < P; ++k) {
+        const int q = (r + k) % P;
+        T* dst = a.recv + static_cast<std::size_t>(q) * c;
+        if (const T* d = p.user_buffer(q, false)) COLLX_TRY(p.local_copy(d, dst, c, false));
+        else COLLX_TRY(p.read_user(q, false, 0, dst, c));
+      }
+    }
+    return p.barrier();
   }
 
   template <class Prims, class T>

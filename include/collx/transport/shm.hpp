@@ -9,7 +9,8 @@
 // memory. The same layout serves thread ranks (one anonymous mapping) and
 // process ranks (a POSIX shm object); see shm_segment.hpp for creation.
 //
-// After the FIFOs come one barrier counter per rank (own cache line) and one
+// After the FIFOs come one barrier line per rank (a counter and the addresses
+// of the rank's current user buffers, for single-copy reads) and one
 // registered buffer per rank (peer_buffer_bytes(), at least 1 MiB and at least
 // one FIFO): every rank may load and store every rank's buffer, which is what
 // the peer-memory primitives and the NVLS-style algorithm build on; a rank's
@@ -55,6 +56,15 @@ struct shm_header {
   /// Why the abort word was raised: set once, by the first failure, before
   /// the word (see detail/watchdog.hpp for the packing). Zero until then.
   std::uint64_t abort_cause;
+  /// Non-zero when some rank may not read some peer's user buffers (the OS
+  /// refused cross-memory attach at creation, or single copy was switched
+  /// off): single-copy schedules then stage through the registered buffers.
+  /// Written only while the communicator is created, before any collective.
+  std::uint32_t single_copy_denied;
+  std::uint32_t reserved2;
+  /// Calls of at least this many bytes use single-copy schedules where the
+  /// algorithm has one (comm_options::single_copy_min_bytes, equal on all ranks).
+  std::uint64_t single_copy_min;
 };
 
 /// Calls remembered per rank: a peer that finished a mismatched call and
@@ -77,7 +87,7 @@ struct alignas(cache_line) rank_record {
 static_assert(sizeof(rank_record) == cache_line);
 
 inline constexpr std::uint64_t shm_magic = 0x636f6c6c78736d31ull;  // "collxsm1"
-inline constexpr std::uint32_t shm_version = 3;
+inline constexpr std::uint32_t shm_version = 4;
 inline constexpr std::size_t shm_page = 4096;
 
 COLLX_HOST_DEVICE constexpr std::size_t align_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
@@ -183,6 +193,12 @@ struct shm_view {
   COLLX_HOST_DEVICE std::uint64_t* barrier_word(int r) const {
     return reinterpret_cast<std::uint64_t*>(base + layout.barrier_offset() + std::size_t(r) * cache_line);
   }
+  /// Words of rank r's barrier line after the counter, written only by rank r:
+  /// [user_send], [user_recv] — the addresses (in rank r's address space) of
+  /// the buffers of its current call, stored before a barrier that publishes
+  /// them; [mapping] — where rank r mapped this segment (for the probe).
+  enum line_word : int { user_send = 1, user_recv = 2, mapping = 3 };
+  COLLX_HOST_DEVICE std::uint64_t* line(int r, line_word w) const { return barrier_word(r) + w; }
 };
 
 /// Compile-time capabilities of a transport, read by protocols and algorithms.

@@ -1,0 +1,59 @@
+// collx/transport/peer_read.hpp — reading another process's memory in one copy.
+//
+// Single-copy collectives read a peer's user buffer during a call instead of
+// staging it through shared memory (one copy instead of two). Thread ranks of
+// one process simply load through the pointer; process ranks use Linux
+// cross-memory attach (process_vm_readv), which the kernel performs as one
+// copy from the peer's pages into ours. Whether the OS permits it (ptrace
+// access rules, seccomp filters in containers) is probed once when a
+// communicator is created (probe_peer_read), and the answer is shared by all
+// ranks, so every rank takes the same path.
+//
+// Host only: device code never includes the calls below (prims guard them).
+#pragma once
+
+#include <collx/error.hpp>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include <sys/types.h>
+#include <sys/uio.h>
+
+namespace collx::transport {
+
+/// Copies `bytes` from address `remote` of process `pid` to `dst`. Returns
+/// status::ok, or status::system_error with errno left set (EPERM: not
+/// permitted; ESRCH: the process is gone; EFAULT: a bad address).
+inline status read_peer_memory(int pid, std::uintptr_t remote, void* dst, std::size_t bytes) {
+  auto* out = static_cast<unsigned char*>(dst);
+  while (bytes > 0) {
+    iovec local{out, bytes};
+    iovec far{reinterpret_cast<void*>(remote), bytes};
+    const ssize_t got = ::process_vm_readv(static_cast<pid_t>(pid), &local, 1, &far, 1, 0);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return status::system_error;
+    }
+    if (got == 0) {
+      errno = EFAULT;
+      return status::system_error;
+    }
+    // A partial read stops at a page the kernel could not pin; go on from there.
+    out += got;
+    remote += static_cast<std::uintptr_t>(got);
+    bytes -= static_cast<std::size_t>(got);
+  }
+  return status::ok;
+}
+
+/// Whether this process may read process `pid`'s memory: reads 8 bytes at
+/// `remote`, which must hold `expect` there.
+inline bool probe_peer_read(int pid, std::uintptr_t remote, std::uint64_t expect) {
+  std::uint64_t v = 0;
+  return read_peer_memory(pid, remote, &v, sizeof v) == status::ok && v == expect;
+}
+
+}  // namespace collx::transport

@@ -1,0 +1,51 @@
+// Single copy on thread ranks: nvls reading peers' user buffers in place, at
+// every size (threshold 0), against the staged path's references: every
+// dtype × op × P ∈ 1..9 × counts × in/out of place, ~1M elements, and
+// back-to-back calls whose buffers peers are still reading when a fast rank
+// starts the next call.
+#include "../support/matrix.hpp"
+
+using namespace collx;
+using namespace collx::test;
+
+namespace {
+comm_options single_copy_everywhere() {
+  comm_options o = test_options();
+  o.single_copy = true;
+  o.single_copy_min_bytes = 0;
+  return o;
+}
+}  // namespace
+
+TEST_CASE("single copy: every dtype and op at small and prime counts", "[single_copy][matrix]") {
+  const int P = GENERATE(1, 2, 3, 4, 5, 6, 7, 8, 9);
+  INFO("P = " << P);
+  report(run_on_threads(P, small_matrix(algo_id::nvls, P), single_copy_everywhere()));
+}
+
+TEST_CASE("single copy: ~1M elements", "[single_copy][matrix][large]") {
+  const int P = GENERATE(2, 3, 8);
+  INFO("P = " << P);
+  report(run_on_threads(P, large_matrix(algo_id::nvls, P), single_copy_everywhere()));
+}
+
+TEST_CASE("single copy: back-to-back calls mixing single copy and staging", "[single_copy]") {
+  // A 4 KiB threshold puts consecutive calls on different paths; no harness
+  // barrier separates them, so a rank that finishes early reads or overwrites
+  // while peers still finish the previous call.
+  comm_options o = test_options();
+  o.single_copy_min_bytes = 4096;
+  const int P = GENERATE(2, 3, 5);
+  std::vector<case_desc> cases;
+  const coll kinds[] = {coll::all_reduce, coll::all_gather, coll::reduce_scatter};
+  for (int i = 0; i < 240; ++i) {
+    case_desc c;
+    c.kind = kinds[i % 3];
+    c.dt = i % 2 ? dtype::int32 : dtype::float32;
+    c.count = static_cast<std::size_t>((i * 7919) % 3000);
+    c.in_place = i % 4 == 0;
+    c.variant = {algo_id::nvls, proto_id::simple};
+    cases.push_back(c);
+  }
+  report(run_on_threads(P, cases, o));
+}
