@@ -376,6 +376,7 @@ class communicator {
     int group_depth = 0;              // open group_start() calls
     std::vector<p2p_op> pending;      // transfers queued in the open group
     std::uint64_t spin_ns = 0;        // resolved comm_options::spin
+    bool oversubscribed = false;      // more ranks than this host's online CPUs
     std::shared_ptr<void> keepalive;  // e.g. the bootstrap session of process ranks
     // Reliability watch (detail/watch.hpp): this rank's call sequence, and the
     // state of the periodic check run from slow waits.
@@ -490,13 +491,16 @@ class communicator {
     s_->rank = rank;
     s_->size = nranks;
     s_->opt = opt;
+    // All ranks of a communicator share this host. The online CPU count (not
+    // this process's affinity, which a launcher may have narrowed to one CPU)
+    // is the same for every rank, so the automatic choice that depends on it is too.
+    const long ncpu = ::sysconf(_SC_NPROCESSORS_ONLN);
+    s_->oversubscribed = ncpu > 0 && nranks > ncpu;
     s_->spin_ns = static_cast<std::uint64_t>(opt.spin.count());
     if (s_->spin_ns == 0) {
-      // All ranks of a communicator share this host: spin long only if they fit on its CPUs.
-      cpu_set_t cpus;
-      CPU_ZERO(&cpus);
-      const int ncpu = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-      s_->spin_ns = nranks <= ncpu ? 100'000 : 2'000;
+      // Spin long only if the ranks fit on the CPUs: a waiting rank then hands
+      // its core to the peer it waits for.
+      s_->spin_ns = s_->oversubscribed ? 2'000 : 100'000;
     }
     s_->pid_ns = detail::pid_namespace_of_self();
     publish_identity(s_->view, rank);
@@ -723,7 +727,15 @@ class communicator {
            variant_choice v) {
     state& s = live(name(c));
     validate(s, c, send, recv, count, dt, op, root);
-    v = resolve(s, c, v);
+    // The model's problem: the size as nccl-tests counts it, equal on every rank.
+    const double per_rank = double(count) * double(size_of(dt));
+    const bool whole = c == coll::all_reduce || c == coll::broadcast || c == coll::reduce;
+    const double bytes = whole ? per_rank : per_rank * s.size;
+    const transport::shm_header* h = s.view.header();
+    const tune::problem q{c, s.size, bytes,
+                          s.size > 1 && h->single_copy_denied == 0 && bytes >= double(h->single_copy_min),
+                          s.oversubscribed};
+    v = resolve(s, c, v, &q);
     bool found = false;
     visit_variant<transport::shm>(c, v.algo, v.proto, [&]<class A, class Pr>() {
       found = true;
@@ -768,7 +780,7 @@ class communicator {
   /// (ignored where its algorithm does not implement c), else the automatic
   /// choice among compiled variants allowed by COLLX_ALGO/COLLX_PROTO (and
   /// deterministic where the options ask for it; see collx/selection.hpp).
-  static variant_choice resolve(const state& s, coll c, variant_choice v) {
+  static variant_choice resolve(const state& s, coll c, variant_choice v, const tune::problem* q = nullptr) {
     if (v.algo == algo_id::automatic && implements(s.opt.variant.algo, c)) v.algo = s.opt.variant.algo;
     if (v.proto == proto_id::automatic) v.proto = s.opt.variant.proto;
     if (s.opt.deterministic && c == coll::all_reduce && v.algo != algo_id::automatic &&
@@ -777,7 +789,8 @@ class communicator {
                                                 " does not give deterministic results, which the "
                                                 "communicator's options require (COLLX_DETERMINISTIC)");
     if (v.algo == algo_id::automatic || v.proto == proto_id::automatic) {
-      const variant_choice chosen = choose_variant<transport::shm>(c, v, s.opt.allowed, s.opt.deterministic);
+      const variant_choice chosen =
+          choose_variant<transport::shm>(c, v, s.opt.allowed, s.opt.deterministic, q);
       if (chosen.algo == algo_id::automatic || chosen.proto == proto_id::automatic)
         throw_error(status::not_supported,
                     std::string(name(c)) + ": no compiled variant" +

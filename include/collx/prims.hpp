@@ -159,7 +159,7 @@ class prims {
 #if COLLX_DEVICE_CODE
     return ~std::uint64_t{0};
 #else
-    const transport::shm_header* h = view_.header();
+    const auto* h = view_.header();
     return detail::load_relaxed(&h->single_copy_denied) != 0 ? ~std::uint64_t{0}
                                                              : detail::load_relaxed(&h->single_copy_min);
 #endif

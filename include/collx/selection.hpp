@@ -12,17 +12,20 @@
 // algorithm named for a collective it cannot serve throws collx::error
 // (status::invalid_argument) naming the variable.
 //
-// The automatic choice (until a tuner exists) takes, among the compiled
-// variants that are allowed and serve the collective on the transport, ring
-// first, then the others in the order of collx::algorithms; protocols prefer
-// simple, then the order of collx::protocols. With determinism requested it
-// only considers algorithms whose `deterministic` trait is true.
+// The automatic choice considers the compiled variants that are allowed and
+// serve the collective on the transport, and, given the call's size and rank
+// count, takes the one the α-β-γ model (tune/model.hpp) predicts fastest;
+// without a size (all_to_allv, whose sizes differ per rank), the first in the
+// order ring first, then collx::algorithms, protocols Simple first. With
+// determinism requested it only considers algorithms whose `deterministic`
+// trait is true.
 #pragma once
 
 #include <collx/algo/ids.hpp>
 #include <collx/coll.hpp>
 #include <collx/error.hpp>
 #include <collx/proto/ids.hpp>
+#include <collx/tune/model.hpp>
 #include <collx/variants.hpp>
 
 #include <cctype>
@@ -147,20 +150,30 @@ struct selection {
 
 /// The automatic choice for collective c on Transport (see the header
 /// comment); `requested` fields that are not automatic are kept as given.
-/// Returns automatic fields unchanged when nothing allowed serves c.
+/// With a problem (size, ranks) and a profile, the allowed variant with the
+/// least predicted time wins (tune/model.hpp; ties go to the earlier one in
+/// the order below); without one, the first allowed variant in the order ring
+/// first, Simple first. Returns automatic fields unchanged when nothing
+/// allowed serves c.
 template <class Transport>
-variant_choice choose_variant(coll c, variant_choice requested, const selection& allowed,
-                              bool deterministic) {
+variant_choice choose_variant(coll c, variant_choice requested, const selection& allowed, bool deterministic,
+                              const tune::problem* q = nullptr, const tune::profile& m = tune::shm_host) {
   variant_choice best = requested;
   bool found = false;
+  double best_us = 0;
   auto consider = [&]<class A, class Pr>() {
-    if (found || !A::implements(c) || !composable<A, Pr, Transport>) return;
+    if ((found && q == nullptr) || !A::implements(c) || !composable<A, Pr, Transport>) return;
     if (requested.algo != algo_id::automatic
             ? A::id != requested.algo
             : (!allowed.allows(c, A::id) || (deterministic && c == coll::all_reduce && !is_deterministic<A>)))
       return;
     if (requested.proto != proto_id::automatic ? Pr::id != requested.proto : !allowed.allows(c, Pr::id))
       return;
+    if (q != nullptr) {
+      const double us = tune::predict_us<A, Pr>(m, *q);
+      if (found && !(us < best_us)) return;
+      best_us = us;
+    }
     best = {A::id, Pr::id};
     found = true;
   };

@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <thread>
 #include <vector>
@@ -162,4 +163,51 @@ TEST_CASE("selection: communicators follow COLLX_ALGO and refuse what nothing se
     CHECK_NOTHROW(comms[0].all_reduce(x.data(), y.data(), 4, reduce_op::sum));
     CHECK(comms[0].last_variant().algo == algo_id::ring);
   }
+}
+
+TEST_CASE("selection: with a size, the model's fastest allowed variant wins", "[selection][tune]") {
+  const auto pick = [](coll c, int P, double bytes, bool single_copy, bool oversub,
+                       const selection& allowed = selection::all()) {
+    const tune::problem q{c, P, bytes, single_copy, oversub};
+    return choose_variant<transport::shm>(c, {}, allowed, false, &q);
+  };
+  // The fold really takes the argmin: no allowed variant predicts less.
+  for (coll c : colls)
+    for (int P : {1, 2, 3, 4, 8})
+      for (double bytes : {8.0, 4096.0, double(1 << 20), double(1 << 26)}) {
+        const tune::problem q{c, P, bytes, bytes >= 256 * 1024, P > 2};
+        const variant_choice v = choose_variant<transport::shm>(c, {}, selection::all(), false, &q);
+        REQUIRE(v.algo != algo_id::automatic);
+        double chosen = -1, least = 1e300;
+        [&]<class... As>(type_list<As...>) {
+          (
+              [&]<class A>() {
+                [&]<class... Ps>(type_list<Ps...>) {
+                  (
+                      [&]<class Pr>() {
+                        if (!A::implements(c) || !composable<A, Pr, transport::shm>) return;
+                        const double t = tune::predict_us<A, Pr>(tune::shm_host, q);
+                        least = std::min(least, t);
+                        if (A::id == v.algo && Pr::id == v.proto) chosen = t;
+                      }.template operator()<Ps>(),
+                      ...);
+                }(protocols{});
+              }.template operator()<As>(),
+              ...);
+        }(algorithms{});
+        INFO(name(c) << " P=" << P << " bytes=" << bytes << " picked " << name(v.algo) << "/"
+                     << name(v.proto));
+        CHECK(chosen == least);
+      }
+  // Latency-bound: the protocol with the lowest per-step latency.
+  CHECK(pick(coll::all_reduce, 2, 8, false, false).proto == proto_id::ll);
+  // Bandwidth-bound with single copy: reading peers' buffers in place.
+  CHECK(pick(coll::all_reduce, 2, double(1 << 26), true, false).algo == algo_id::nvls);
+  // Bandwidth-bound without it: never the half-payload LL lines.
+  CHECK(pick(coll::all_reduce, 2, double(1 << 26), false, false).proto != proto_id::ll);
+  // The filters still apply.
+  CHECK(pick(coll::all_reduce, 2, double(1 << 26), true, false, algos("^nvls")).algo != algo_id::nvls);
+  // Constant-evaluable: a kernel can take its variant from a preset profile.
+  static_assert(tune::predict_us<algo::ring, proto::simple>(tune::shm_host,
+                                                            {coll::all_reduce, 2, 1024.0, false, false}) > 0);
 }
