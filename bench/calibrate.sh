@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# bench/calibrate.sh — measures the shm transport's model parameters
+# (collx/tune/model.hpp, tune::profile) on this machine and writes them, with
+# how each was derived, to bench/results/tuner.md.
+#
+#   bench/calibrate.sh [--build DIR] [--repeats N]
+#
+# Each parameter comes from the schedule whose cost terms isolate it (cost
+# terms of ring all_gather on P ranks: P-1 steps, (P-1)/P·bytes sent, nothing
+# reduced), medians over --repeats runs (default 5) of collx-perf on 2 process
+# ranks:
+#   α(proto)        ring all_gather, 8 B total: one step
+#   bw(proto)       ring all_gather at a size where the protocol streams
+#                   (Simple 16 MiB, LL128 1 MiB, LL 256 KiB): (bytes/2) / (t − α)
+#   γ               ring reduce_scatter, 16 MiB (one step, half sent, half
+#                   reduced): (bytes/2) / (t − α − (bytes/2)/bw(simple))
+#   barrier         nvls all_gather, 8 B, staged (two barriers): t / 2
+#   peer bandwidth  nvls all_gather, 16 MiB, single copy (three barriers, half
+#                   the bytes read from the peer, own half copied)
+#   copy bandwidth  copy-bench at 16 MiB
+#   oversubscribed step   ring all_gather on 4 ranks (2 per CPU), 16 B: t / 3
+# Then it prints the profile initializer to paste into tune/model.hpp.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+build=build/cpu
+repeats=5
+while (($#)); do
+  case $1 in
+    --build) build=$2; shift 2 ;;
+    --repeats) repeats=$2; shift 2 ;;
+    -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
+    *) echo "calibrate.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+perf=$build/tools/collx-perf
+copy=$build/bench/copy-bench
+[[ -x $perf ]] || { echo "calibrate.sh: $perf not built" >&2; exit 2; }
+
+bytes() { numfmt --from=iec "$1"; }
+# median of the out-of-place time (µs) at SIZE over the repeats: t SIZE ARGS...
+t() {
+  local size
+  size=$(bytes "$1")
+  shift
+  for ((i = 0; i < repeats; ++i)); do
+    "$perf" "$@" -b "$size" -e "$size" -n 50 -w 10 -c 1 --procs |
+      awk -v s="$size" '$1 == s { print $6 }'
+  done | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
+}
+
+declare -A alpha bw
+for proto in simple ll ll128; do
+  alpha[$proto]=$(COLLX_SINGLE_COPY=0 t 8 all_gather -p 2 --algo ring --proto "$proto")
+done
+declare -A stream=([simple]=16M [ll128]=1M [ll]=256K)
+for proto in simple ll ll128; do
+  s=${stream[$proto]}
+  ts=$(t "$s" all_gather -p 2 --algo ring --proto "$proto")
+  bw[$proto]=$(awk -v b="$(bytes "$s")" -v t="$ts" -v a="${alpha[$proto]}" 'BEGIN { printf "%.2f", b / 2 / (t - a) / 1e3 }')
+done
+trs=$(t 16M reduce_scatter -p 2 --algo ring --proto simple)
+gamma=$(awk -v b="$(bytes 16M)" -v t="$trs" -v a="${alpha[simple]}" -v w="${bw[simple]}" \
+  'BEGIN { h = b / 2; printf "%.2f", h / (t - a - h / w / 1e3) / 1e3 }')
+tb=$(COLLX_SINGLE_COPY=0 t 8 all_gather -p 2 --algo nvls)
+barrier=$(awk -v t="$tb" 'BEGIN { printf "%.2f", t / 2 }')
+tp=$(COLLX_SINGLE_COPY_MIN=0 t 16M all_gather -p 2 --algo nvls)
+if [[ -x $copy ]]; then
+  copy_gbps=$("$copy" -b 16M -e 16M -n 20 | awk '$1 == 16777216 { print $7 }')
+else
+  copy_gbps=15
+fi
+peer=$(awk -v b="$(bytes 16M)" -v t="$tp" -v bar="$barrier" -v c="$copy_gbps" \
+  'BEGIN { h = b / 2; printf "%.2f", h / (t - 3 * bar - h / c / 1e3) / 1e3 }')
+to=$(COLLX_SINGLE_COPY=0 t 16 all_gather -p 4 --algo ring --proto simple)
+oversub=$(awk -v t="$to" 'BEGIN { printf "%.1f", t / 3 }')
+
+out=bench/results/tuner.md
+{
+  echo "# Model parameters of the shm transport (tune::shm_host)"
+  echo
+  echo "Measured by \`bench/calibrate.sh --repeats $repeats\` on $(date -u '+%Y-%m-%d %H:%M UTC') at commit $(git rev-parse --short HEAD);"
+  echo "$(nproc) CPUs ($(lscpu | awk -F: '/Model name/ { gsub(/^ +/, "", $2); print $2; exit }')), load average at start $(cut -d' ' -f1 /proc/loadavg)."
+  echo "Medians of $repeats runs of collx-perf on 2 process ranks (-n 50 -w 10); times in µs, bandwidths in GB/s."
+  echo
+  echo "| parameter | measurement | value |"
+  echo "|---|---|---:|"
+  for proto in simple ll ll128; do
+    echo "| α($proto) | ring all_gather 8 B: one step | ${alpha[$proto]} µs |"
+  done
+  for proto in simple ll ll128; do
+    echo "| bw($proto) | ring all_gather ${stream[$proto]}: half the bytes in (t − α) | ${bw[$proto]} |"
+  done
+  echo "| γ (reduce) | ring reduce_scatter 16 MiB = $trs µs, less α and the transfer | $gamma |"
+  echo "| barrier | nvls all_gather 8 B staged = $tb µs: two barriers | $barrier µs |"
+  echo "| copy | copy-bench 16 MiB | $copy_gbps |"
+  echo "| peer | nvls all_gather 16 MiB single copy = $tp µs, less three barriers and the own-half copy | $peer |"
+  echo "| oversubscribed step | ring all_gather 16 B on 4 ranks = $to µs: three steps | $oversub µs |"
+  echo
+  echo "As \`tune::profile\`:"
+  echo
+  echo '```cpp'
+  echo ".proto = {{${alpha[simple]}, ${bw[simple]}}, {${alpha[ll]}, ${bw[ll]}}, {${alpha[ll128]}, ${bw[ll128]}}},"
+  echo ".barrier_us = $barrier, .peer_gbps = $peer, .copy_gbps = $copy_gbps, .reduce_gbps = $gamma, .oversub_step_us = $oversub,"
+  echo '```'
+} >"$out"
+cat "$out"
