@@ -1042,6 +1042,11 @@ class communicator {
     ex.abort_word = s.view.abort_word();
     ex.deadline_ns = exec::monotonic_ns() + static_cast<std::uint64_t>(s.opt.timeout.count()) * 1000000ull;
     ex.spin_ns = s.spin_ns;
+    if (s.oversubscribed) {
+      ex.bells = s.view.doorbell(0);
+      ex.self = s.rank;
+      ex.sleep = s.opt.sleep;
+    }
     ex.check = &communicator::watch;
     ex.check_ctx = &s;
     status st = status::ok;

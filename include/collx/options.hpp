@@ -51,6 +51,10 @@ struct comm_options {
   /// when ranks outnumber CPUs, so a waiting rank hands its core to the peer it
   /// waits for. COLLX_SPIN_US overrides.
   std::chrono::nanoseconds spin{0};
+  /// When ranks outnumber CPUs, a wait that has yielded a few times sleeps on
+  /// a futex until the peer it waits for publishes (COLLX_SLEEP=0: keep
+  /// yielding instead). Peers ring the doorbell either way.
+  bool sleep = true;
   /// Variant used when a call does not name one.
   variant_choice variant{};
   /// What the automatic choice may pick, per collective (COLLX_ALGO, COLLX_PROTO).
@@ -91,6 +95,7 @@ struct comm_options {
     o.ll128_slot_bytes = buffsize_env("COLLX_LL128_BUFFSIZE", o.fifo_slots, 128, o.ll128_slot_bytes);
     if (const char* v = std::getenv("COLLX_ALGO")) o.allowed.restrict_algos(v);
     if (const char* v = std::getenv("COLLX_PROTO")) o.allowed.restrict_protos(v);
+    if (const char* v = std::getenv("COLLX_SLEEP")) o.sleep = parse_u32("COLLX_SLEEP", v, 0, 1) == 1;
     if (const char* v = std::getenv("COLLX_SINGLE_COPY"))
       o.single_copy = parse_u32("COLLX_SINGLE_COPY", v, 0, 1) == 1;
     if (const char* v = std::getenv("COLLX_SINGLE_COPY_MIN"))

@@ -140,7 +140,11 @@ class prims {
     const std::uint64_t want = detail::load_relaxed(mine) + 1;
     g.sync();
     ex_.fence_before_post();
-    if (g.leader()) detail::store_release(mine, want);
+    if (g.leader()) {
+      detail::store_release(mine, want);
+      for (int q = 0; q < view_.nranks(); ++q)
+        if (q != rank_) ex_.notify(q);
+    }
     for (int q = 0; q < view_.nranks(); ++q) {
       const std::uint64_t* w = view_.barrier_word(q);
       COLLX_TRY(ex_.wait([&] { return detail::load_acquire(w) >= want; }));

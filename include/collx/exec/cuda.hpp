@@ -85,6 +85,8 @@ struct cuda {
   }
 
   __device__ static void fence_before_post() { __threadfence_system(); }
+  /// Device waits poll; nobody sleeps, so nobody needs waking.
+  __device__ static void notify(int) {}
 };
 
 }  // namespace collx::exec

@@ -2,21 +2,29 @@
 //
 // Supplies the two things protocol code needs from where it runs: a worker
 // group (here: one worker) and a bounded wait. wait() busy-polls for spin_ns,
-// then yields the CPU on every poll so that more ranks than cores still progress,
-// and returns status::timeout at the deadline or status::aborted as soon as the
-// communicator's shared abort word is non-zero. Never waits unboundedly. While
-// yielding it also runs an optional periodic check (the communicator's watch
-// for dead peers and mismatched calls) and returns its status if not ok.
+// then yields the CPU on every poll so that more ranks than cores still progress
+// (with doorbells, it sleeps on a futex after a few yields until a peer that
+// published something wakes it), and returns status::timeout at the deadline or status::aborted as soon as
+// the communicator's shared abort word is non-zero. Never waits unboundedly. While yielding it also runs an
+// optional periodic check (the communicator's watch for dead peers and mismatched calls) and returns its
+// status if not ok.
 #pragma once
 
 #include <collx/config.hpp>
 #include <collx/detail/atomic.hpp>
 #include <collx/error.hpp>
+#include <collx/transport/shm.hpp>
 
 #include <cstdint>
 #include <ctime>
 
+#include <atomic>
+#include <climits>
+
+#include <linux/futex.h>
 #include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -58,7 +66,31 @@ struct host {
   const void* check_ctx = nullptr;
   std::uint64_t check_interval_ns = 50'000'000;
 
+  /// Futex sleeping (set when ranks outnumber CPUs): `bells` is the
+  /// segment's doorbell array (transport/shm.hpp), `self` this rank. A wait
+  /// that has yielded a few times then sleeps on its own doorbell, and
+  /// notify(q) wakes rank q after this rank published something q may wait
+  /// for. nullptr: yield only, and notify() does nothing.
+  transport::doorbell* bells = nullptr;
+  int self = 0;
+  bool sleep = true;  // false: ring peers' doorbells but only yield here
+  /// Longest single sleep: bounds the reaction to an abort raised elsewhere.
+  std::uint64_t max_sleep_ns = 1'000'000;
+
   static constexpr group workers() { return {}; }
+
+  /// Wakes rank q if it sleeps. Call after the release store that publishes:
+  /// the fence orders that store before the load of q's sleeper count, and the
+  /// sleeper orders its count before re-checking its condition, so either the
+  /// sleeper sees the data or this rank sees the sleeper (no lost wake-up).
+  void notify(int q) const {
+    if (bells == nullptr) return;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    transport::doorbell* b = bells + q;
+    if (detail::load_relaxed(&b->sleepers) == 0) return;
+    detail::fetch_add(&b->seq, std::uint32_t{1});
+    ::syscall(SYS_futex, &b->seq, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  }
 
   /// Polls done() until it returns true: busy for spin_ns (a peer that is
   /// running answers within that), then yielding the CPU on every poll (a peer
@@ -93,8 +125,32 @@ struct host {
           next_check = now + check_interval_ns;
         }
       }
-      sched_yield();
+      if (bells != nullptr && sleep && polls >= yields_before_sleep) sleep_until_notified(done, deadline_ns);
+      else sched_yield();
     }
+  }
+
+  /// Yields before sleeping: a peer that shares this core usually answers
+  /// within a few time slices, and a yield is cheaper than a sleep and wake.
+  static constexpr std::uint32_t yields_before_sleep = 16;
+
+  template <class Pred>
+  void sleep_until_notified(Pred& done, std::uint64_t deadline) const {
+    transport::doorbell* b = bells + self;
+    const std::uint32_t seq = detail::load_acquire(&b->seq);
+    detail::fetch_add(&b->sleepers, std::uint32_t{1});
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (!done()) {
+      const std::uint64_t now = monotonic_ns();
+      std::uint64_t ns = deadline > now ? deadline - now : 0;
+      if (ns > max_sleep_ns) ns = max_sleep_ns;
+      if (ns > 0) {
+        timespec ts{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
+        // Returns at once if seq moved since it was read (a notify in between).
+        ::syscall(SYS_futex, &b->seq, FUTEX_WAIT, seq, &ts, nullptr, 0);
+      }
+    }
+    detail::fetch_add(&b->sleepers, std::uint32_t(-1));
   }
 
   /// A wait by one worker on its own condition (LL lines): the same as wait()

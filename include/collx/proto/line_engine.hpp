@@ -142,6 +142,8 @@ class line_engine {
             io::store(sslot + (l0 + j) * Line::line_bytes, member, sendp + (b - l0 * payload - pb),
                       clip(b + pe - pb, bytes) - clip(b, bytes), sflag);
           }
+          // The lines are the signal: wake the reader once per batch.
+          if (g.leader()) ex_.notify(to);
         }
       }
       COLLX_TRY(ex_.agree(st));  // the whole group leaves together, with the first failure
@@ -149,6 +151,7 @@ class line_engine {
       if (g.leader()) {
         if constexpr (R) detail::store_release(&in.ctrl->head, rstep + 1);
         if constexpr (S) detail::store_relaxed(&out.ctrl->tail, sstep + 1);
+        if constexpr (R) ex_.notify(from);
       }
       if constexpr (R) ++rstep;
       if constexpr (S) ++sstep;

@@ -124,6 +124,8 @@ struct simple {
         if (g.leader()) {
           if constexpr (R) detail::store_release(&in.ctrl->head, rstep + 1);
           if constexpr (S) detail::store_release(&out.ctrl->tail, sstep + 1);
+          if constexpr (R) ex_.notify(from);
+          if constexpr (S) ex_.notify(to);
         }
         if constexpr (R) ++rstep;
         if constexpr (S) ++sstep;

@@ -136,12 +136,25 @@ struct shm_layout {
     for (int c = 0; c < channel_count; ++c) b = fifo[c].bytes() > b ? fifo[c].bytes() : b;
     return align_up(b, shm_page);
   }
+  /// One doorbell line per rank, after the barrier lines.
+  COLLX_HOST_DEVICE constexpr std::size_t doorbell_offset() const {
+    return barrier_offset() + std::size_t(nranks) * cache_line;
+  }
   COLLX_HOST_DEVICE constexpr std::size_t peer_buffers_offset() const {
-    return align_up(barrier_offset() + std::size_t(nranks) * cache_line, shm_page);
+    return align_up(doorbell_offset() + std::size_t(nranks) * cache_line, shm_page);
   }
   COLLX_HOST_DEVICE constexpr std::size_t total_bytes() const {
     return peer_buffers_offset() + std::size_t(nranks) * peer_buffer_bytes();
   }
+};
+
+/// Where a host rank sleeps when its ranks outnumber the CPUs (exec/host.hpp):
+/// it counts itself in `sleepers` and futex-waits on `seq`; a rank that has
+/// just published something (a FIFO step, a line batch, a barrier count)
+/// bumps `seq` and wakes it if `sleepers` is non-zero. Written by every rank.
+struct alignas(cache_line) doorbell {
+  std::uint32_t seq;
+  std::uint32_t sleepers;
 };
 
 /// Non-owning, trivially copyable view of a mapped segment from one rank.
@@ -192,6 +205,9 @@ struct shm_view {
   COLLX_HOST_DEVICE std::size_t peer_buffer_bytes() const { return layout.peer_buffer_bytes(); }
   COLLX_HOST_DEVICE std::uint64_t* barrier_word(int r) const {
     return reinterpret_cast<std::uint64_t*>(base + layout.barrier_offset() + std::size_t(r) * cache_line);
+  }
+  COLLX_HOST_DEVICE struct doorbell* doorbell(int r) const {
+    return reinterpret_cast<struct doorbell*>(base + layout.doorbell_offset()) + r;
   }
   /// Words of rank r's barrier line after the counter, written only by rank r:
   /// [user_send], [user_recv] — the addresses (in rank r's address space) of
