@@ -1,8 +1,8 @@
 // Single copy on thread ranks: nvls reading peers' user buffers in place, at
-// every size (threshold 0), against the staged path's references: every
-// dtype × op × P ∈ 1..9 × counts × in/out of place, ~1M elements, and
-// back-to-back calls whose buffers peers are still reading when a fast rank
-// starts the next call.
+// every size (threshold 0), checked against double references: every
+// collective nvls serves × dtype × op × P ∈ 1..9 × counts × in/out of place,
+// ~1M elements, all_to_all staged and single copy, and back-to-back calls
+// whose buffers peers are still reading when a fast rank starts the next call.
 #include "../support/matrix.hpp"
 
 using namespace collx;
@@ -37,15 +37,37 @@ TEST_CASE("single copy: back-to-back calls mixing single copy and staging", "[si
   o.single_copy_min_bytes = 4096;
   const int P = GENERATE(2, 3, 5);
   std::vector<case_desc> cases;
-  const coll kinds[] = {coll::all_reduce, coll::all_gather, coll::reduce_scatter};
-  for (int i = 0; i < 240; ++i) {
+  const coll kinds[] = {coll::all_reduce, coll::all_gather, coll::reduce_scatter, coll::broadcast,
+                        coll::all_to_all};
+  for (int i = 0; i < 250; ++i) {
     case_desc c;
-    c.kind = kinds[i % 3];
+    c.kind = kinds[i % 5];
     c.dt = i % 2 ? dtype::int32 : dtype::float32;
     c.count = static_cast<std::size_t>((i * 7919) % 3000);
-    c.in_place = i % 4 == 0;
+    c.in_place = i % 4 == 0 && c.kind != coll::all_to_all;
+    c.root = i % P;
     c.variant = {algo_id::nvls, proto_id::simple};
     cases.push_back(c);
   }
   report(run_on_threads(P, cases, o));
+}
+
+TEST_CASE("nvls all_to_all, staged and single copy, every dtype", "[single_copy][alltoall]") {
+  const int P = GENERATE(1, 2, 3, 5, 8);
+  INFO("P = " << P);
+  const std::size_t p = static_cast<std::size_t>(P);
+  std::vector<case_desc> cases;
+  for (dtype dt : {dtype::int8, dtype::float16, dtype::float32, dtype::float64})
+    for (std::size_t count : {std::size_t{0}, std::size_t{1}, p + 1, std::size_t{1009}, std::size_t{70001}}) {
+      case_desc c;
+      c.kind = coll::all_to_all;
+      c.dt = dt;
+      c.count = count;
+      c.variant = {algo_id::nvls, proto_id::simple};
+      cases.push_back(c);
+    }
+  comm_options staged = test_options();
+  staged.single_copy = false;
+  report(run_on_threads(P, cases, staged));
+  report(run_on_threads(P, cases, single_copy_everywhere()));
 }

@@ -14,6 +14,11 @@
 //                   recv; barrier.
 //   all_gather      each rank copies its block into its buffer; barrier; each
 //                   rank loads every rank's block into recv; barrier.
+//   broadcast       the root copies its data into its buffer; barrier; every
+//                   other rank loads it into recv; barrier.
+//   all_to_all      each rank copies its P send blocks into its buffer;
+//                   barrier; rank r loads block r of every buffer into recv;
+//                   barrier.
 //
 // The rule that makes back-to-back calls safe: a rank touches peers' buffers
 // only between the two barriers of a segment, and its own buffer otherwise.
@@ -40,6 +45,9 @@
 //                   recv (same order); barrier.
 //   all_gather      publish; rank r reads every block from its owner's send;
 //                   barrier.
+//   broadcast       publish; every rank but the root reads the root's send;
+//                   barrier.
+//   all_to_all      publish; rank r reads block r of every rank's send; barrier.
 //
 // The final barrier keeps a rank's buffers valid while peers still read them.
 // Chunks of single_copy_chunk bytes keep a partial result in cache between
@@ -74,7 +82,8 @@ struct nvls {
   static constexpr bool uses_peer_memory = true;
 
   COLLX_HOST_DEVICE static constexpr bool implements(coll c) {
-    return c == coll::all_reduce || c == coll::reduce_scatter || c == coll::all_gather;
+    return c == coll::all_reduce || c == coll::reduce_scatter || c == coll::all_gather ||
+           c == coll::broadcast || c == coll::all_to_all;
   }
 
   /// α-β-γ terms for `bytes` on P ranks, for data that fits the buffers (one
@@ -90,7 +99,8 @@ struct nvls {
     switch (c) {
       case coll::all_reduce: return {2, 2 * f * bytes, f * bytes};
       case coll::reduce_scatter: return {2, f * bytes, f * bytes};
-      default: return {2, f * bytes, 0};
+      case coll::broadcast: return {2, bytes, 0};
+      default: return {2, f * bytes, 0};  // all_gather, all_to_all
     }
   }
 
@@ -101,14 +111,16 @@ struct nvls {
   COLLX_HOST_DEVICE static status run(Prims& p, const schedule_args<T>& a) {
     // Dispatch folds may instantiate every collective; only implemented ones are reached.
     // Primitives without the single-copy calls (an instrumented test harness) always stage.
-    if constexpr ((C == coll::all_reduce || C == coll::reduce_scatter || C == coll::all_gather) &&
-                  requires { p.single_copy_min_bytes(); }) {
-      const std::uint64_t total = std::uint64_t(a.count) * sizeof(T) * (C == coll::all_reduce ? 1 : a.nranks);
+    if constexpr (implements(C) && requires { p.single_copy_min_bytes(); }) {
+      const bool whole = C == coll::all_reduce || C == coll::broadcast;
+      const std::uint64_t total = std::uint64_t(a.count) * sizeof(T) * (whole ? 1 : a.nranks);
       if (a.nranks > 1 && total >= p.single_copy_min_bytes()) return single_copy<C>(p, a);
     }
     if constexpr (C == coll::all_reduce) return all_reduce(p, a);
     else if constexpr (C == coll::reduce_scatter) return reduce_scatter(p, a);
     else if constexpr (C == coll::all_gather) return all_gather(p, a);
+    else if constexpr (C == coll::broadcast) return broadcast(p, a);
+    else if constexpr (C == coll::all_to_all) return all_to_all(p, a);
     else return status::not_supported;
   }
 
@@ -147,6 +159,13 @@ struct nvls {
     }
     out = scratch;
     return p.read_user(q, recv_side, off, scratch, n);
+  }
+
+  /// dst[0, n) ← rank q's send [off, off + n), one copy.
+  template <class Prims, class T>
+  COLLX_HOST_DEVICE static status read_whole(Prims& p, int q, std::size_t off, T* dst, std::size_t n) {
+    if (const T* d = p.user_buffer(q, false)) return p.local_copy(d + off, dst, n, false);
+    return p.read_user(q, false, off, dst, n);
   }
 
   /// dst[0, n) ← ⊕ over ranks q of q's send [off, off + n), starting with this
@@ -192,6 +211,15 @@ struct nvls {
       }
     } else if constexpr (C == coll::reduce_scatter) {
       COLLX_TRY(reduce_from_peers(p, a, a.send + rz * c, rz * c, a.recv, c));
+    } else if constexpr (C == coll::broadcast) {
+      if (r == a.root) COLLX_TRY(p.local_copy(a.send, a.recv, c, false));
+      else COLLX_TRY(read_whole(p, a.root, 0, a.recv, c));
+    } else if constexpr (C == coll::all_to_all) {
+      COLLX_TRY(p.local_copy(a.send + rz * c, a.recv + rz * c, c, false));
+      for (int k = 1; k < P; ++k) {
+        const int q = (r + k) % P;
+        COLLX_TRY(read_whole(p, q, rz * c, a.recv + static_cast<std::size_t>(q) * c, c));
+      }
     } else {
       COLLX_TRY(p.local_copy(a.send, a.recv + rz * c, c, false));
       for (int k = 1; k < P; ++k) {
@@ -202,6 +230,42 @@ struct nvls {
       }
     }
     return p.barrier();
+  }
+
+  template <class Prims, class T>
+  COLLX_HOST_DEVICE static status broadcast(Prims& p, const schedule_args<T>& a) {
+    const int P = a.nranks, r = a.rank;
+    const std::size_t c = a.count;
+    if (P == 1) return p.local_copy(a.send, a.recv, c, false);
+    const std::size_t seg = p.buffer_elems();
+    for (std::size_t so = 0; so < c; so += seg) {
+      const std::size_t m = c - so < seg ? c - so : seg;
+      if (r == a.root) COLLX_TRY(p.local_copy(a.send + so, p.buffer(r), m, false));
+      COLLX_TRY(p.barrier());
+      if (r != a.root) COLLX_TRY(p.local_copy(p.buffer(a.root), a.recv + so, m, false));
+      else COLLX_TRY(p.local_copy(a.send + so, a.recv + so, m, false));
+      COLLX_TRY(p.barrier());
+    }
+    return status::ok;
+  }
+
+  template <class Prims, class T>
+  COLLX_HOST_DEVICE static status all_to_all(Prims& p, const schedule_args<T>& a) {
+    const int P = a.nranks, r = a.rank;
+    const std::size_t c = a.count, Pz = static_cast<std::size_t>(P), rz = static_cast<std::size_t>(r);
+    if (P == 1) return p.local_copy(a.send, a.recv, c, false);
+    T* mine = p.buffer(r);
+    const std::size_t seg = p.buffer_elems() / Pz;  // ≥ 1: buffers hold ≥ 1 MiB, P ≤ 4096
+    for (std::size_t so = 0; so < c; so += seg) {
+      const std::size_t m = c - so < seg ? c - so : seg;
+      for (std::size_t q = 0; q < Pz; ++q)
+        COLLX_TRY(p.local_copy(a.send + q * c + so, mine + q * m, m, false));
+      COLLX_TRY(p.barrier());
+      for (std::size_t q = 0; q < Pz; ++q)
+        COLLX_TRY(p.local_copy(p.buffer(static_cast<int>(q)) + rz * m, a.recv + q * c + so, m, false));
+      COLLX_TRY(p.barrier());
+    }
+    return status::ok;
   }
 
   template <class Prims, class T>

@@ -72,9 +72,12 @@ inline constexpr bool moves_by_peer_memory = [] {
 /// buffer and out of it).
 constexpr double staging_bytes(coll c, int P, double bytes) {
   switch (c) {
-    case coll::all_reduce: return 2 * bytes;
+    // Loads from peers' buffers are the cost terms' bytes_sent; these are the rest.
+    case coll::all_reduce: return 2 * bytes;          // all in, all out of the own buffer
     case coll::reduce_scatter: return bytes;          // P blocks in
-    case coll::all_gather: return bytes / P + bytes;  // own block in, all blocks out
+    case coll::all_gather: return 2 * bytes / P;      // own block in and out
+    case coll::broadcast: return bytes;               // the root's copy in
+    case coll::all_to_all: return bytes + bytes / P;  // P blocks in, the own one out
     default: return 0;
   }
 }
