@@ -1,8 +1,9 @@
 // The direct algorithm on thread ranks: all_to_all (also Bruck's) and
-// all_to_allv over every compiled protocol, and direct's all_reduce (one-shot, two-shot), all_gather
-// and reduce_scatter in the matrix style of test_ring_matrix.cpp. Results are
+// all_to_allv over every compiled protocol, and direct's all_reduce (one-shot,
+// two-shot), all_gather and reduce_scatter in the matrix style of
+// test_ring_matrix.cpp; each also with buffers off alignment. Results are
 // checked against independently computed references, with guard bytes.
-#include "../support/thread_ranks.hpp"
+#include "../support/matrix.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -16,11 +17,6 @@ using namespace collx::test;
 using Catch::Matchers::Contains;
 
 namespace {
-
-void report(const std::vector<std::string>& failures) {
-  for (std::size_t i = 0; i < failures.size() && i < 8; ++i) UNSCOPED_INFO(failures[i]);
-  CHECK(failures.empty());
-}
 
 /// Calls f.template operator()<Proto>() for every compiled protocol.
 template <class F>
@@ -169,6 +165,23 @@ TEST_CASE("direct: one-shot and two-shot all_reduce forced, every protocol", "[d
   });
 }
 
+TEST_CASE("direct: buffers off vector alignment, guard bytes intact", "[direct][misaligned]") {
+  const int P = GENERATE(3, 4);
+  INFO("P = " << P);
+  // all_reduce (one-shot at this count), all_gather, reduce_scatter and
+  // all_to_all through every protocol; then all_reduce forced two-shot.
+  auto cases = misaligned_matrix(algo_id::direct, P);
+  for_each_protocol([&]<class Pr>() {
+    for (case_desc c : misaligned_matrix(algo_id::direct, P))
+      if (c.kind == coll::all_reduce && c.variant.proto == Pr::id) {
+        c.call = two_shot<Pr>;
+        c.call_name = "all_reduce<direct_two_shot>";
+        cases.push_back(c);
+      }
+  });
+  report(run_on_threads(P, cases));
+}
+
 TEST_CASE("direct: ~1M elements and many chunks", "[direct][matrix][large]") {
   const int P = GENERATE(3, 8);
   INFO("P = " << P);
@@ -301,10 +314,11 @@ T v_input(int src, int dst, std::size_t i) {
 enum class v_api { size_t_ptr, int_ptr, span, explicit_call };
 
 template <class T>
-std::string run_v_rank(communicator& comm, const v_layout& L, v_api api) {
+std::string run_v_rank(communicator& comm, const v_layout& L, v_api api, std::size_t misalign) {
   const int P = comm.size(), r = comm.rank();
   const std::size_t rz = static_cast<std::size_t>(r);
-  guarded_buffer sendbuf(L.send_len[rz] * sizeof(T)), recvbuf(L.recv_len[rz] * sizeof(T));
+  guarded_buffer sendbuf(L.send_len[rz] * sizeof(T), misalign * sizeof(T)),
+      recvbuf(L.recv_len[rz] * sizeof(T), misalign * sizeof(T));
   T* send = sendbuf.as<T>();
   T* recv = recvbuf.as<T>();
   std::memset(static_cast<void*>(send), 0x3C, L.send_len[rz] * sizeof(T));
@@ -373,8 +387,10 @@ std::string run_v_rank(communicator& comm, const v_layout& L, v_api api) {
   return err;
 }
 
+/// `misalign`: elements by which both buffers start off a 64-byte boundary.
 std::vector<std::string> run_v(int P, const std::vector<std::uint64_t>& seeds, std::size_t max_count,
-                               dtype dt, v_api api, const comm_options& opt = test_options()) {
+                               dtype dt, v_api api, const comm_options& opt = test_options(),
+                               std::size_t misalign = 0) {
   auto comms = communicator::create_thread_group(P, opt);
   std::vector<std::string> errs(static_cast<std::size_t>(P));
   std::vector<std::thread> ts;
@@ -383,7 +399,7 @@ std::vector<std::string> run_v(int P, const std::vector<std::uint64_t>& seeds, s
       for (std::uint64_t seed : seeds) {
         const v_layout L(P, seed, max_count);
         visit_dtype(dt, [&]<class T>(std::type_identity<T>) {
-          const std::string e = run_v_rank<T>(comms[static_cast<std::size_t>(r)], L, api);
+          const std::string e = run_v_rank<T>(comms[static_cast<std::size_t>(r)], L, api, misalign);
           if (!e.empty()) errs[static_cast<std::size_t>(r)] += "seed " + std::to_string(seed) + ": " + e;
         });
       }
@@ -407,6 +423,14 @@ TEST_CASE("all_to_allv: random counts (zeros included) and displacements with ga
   report(run_v(P, {9}, 100, dtype::int32, v_api::int_ptr));
   report(run_v(P, {10}, 100, dtype::float16, v_api::span));
   report(run_v(P, {11}, 100, dtype::uint8, v_api::explicit_call));
+}
+
+TEST_CASE("all_to_allv: buffers off vector alignment", "[direct][alltoallv][misaligned]") {
+  const int P = GENERATE(3, 4);
+  INFO("P = " << P);
+  for (std::size_t mis : {1, 3, 7})
+    for (dtype dt : {dtype::float32, dtype::float16, dtype::int8, dtype::float64})
+      report(run_v(P, {30 + mis}, 300, dt, v_api::size_t_ptr, test_options(), mis));
 }
 
 TEST_CASE("all_to_allv through FIFOs of two 128-byte slots", "[direct][alltoallv]") {

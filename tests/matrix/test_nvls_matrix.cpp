@@ -1,7 +1,7 @@
 // The test matrix of the multicast (NVLS-style) algorithm on peer memory on thread ranks: all_reduce,
 // reduce_scatter and all_gather × every protocol × dtype × op × P ∈ 1..9 × counts ×
 // in/out of place, checked against double references with guard bytes; plus
-// ~1M elements for a representative subset.
+// ~1M elements for a representative subset; and buffers off alignment.
 #include "../support/matrix.hpp"
 
 using namespace collx;
@@ -17,6 +17,12 @@ TEST_CASE("nvls: ~1M elements", "[nvls][matrix][large]") {
   const int P = GENERATE(2, 5, 8);
   INFO("P = " << P);
   report(run_on_threads(P, large_matrix(algo_id::nvls, P)));
+}
+
+TEST_CASE("nvls: buffers off vector alignment, guard bytes intact", "[nvls][misaligned]") {
+  const int P = GENERATE(3, 4);
+  INFO("P = " << P);
+  report(run_on_threads(P, misaligned_matrix(algo_id::nvls, P)));
 }
 
 TEST_CASE("nvls: back-to-back calls never touch a buffer a peer still reads", "[nvls]") {

@@ -1,7 +1,8 @@
 // Point-to-point groups and barrier on thread ranks: rings, random pairings,
-// messages to self, many messages of different sizes in one group issued in
-// shuffled order, ranks that take no part; mismatched sizes and counts of
-// messages are reported; barrier lets nobody leave before everyone entered.
+// messages to self, buffers off alignment, many messages of different sizes in
+// one group issued in shuffled order, ranks that take no part; mismatched sizes
+// and counts of messages are reported; barrier lets nobody leave before
+// everyone entered.
 #include "../support/thread_ranks.hpp"
 
 #include <catch2/catch.hpp>
@@ -40,10 +41,11 @@ T p2p_value(const msg& m, std::size_t i) {
 
 /// Runs `plan` on P thread ranks: each rank posts its sends and receives in a
 /// shuffled order (keeping the order among messages of the same pair), in one
-/// group, then checks every received element and the guard bytes.
+/// group, then checks every received element and the guard bytes. Every
+/// buffer starts `misalign` elements off a 64-byte boundary.
 template <class T>
 std::vector<std::string> run_plan(int P, const std::vector<msg>& plan, std::uint64_t seed,
-                                  const comm_options& opt = test_options()) {
+                                  const comm_options& opt = test_options(), std::size_t misalign = 0) {
   auto comms = communicator::create_thread_group(P, opt);
   std::vector<std::string> errs(static_cast<std::size_t>(P));
   std::vector<std::thread> ts;
@@ -57,8 +59,9 @@ std::vector<std::string> run_plan(int P, const std::vector<msg>& plan, std::uint
       };
       std::vector<op> ops;
       for (const msg& m : plan) {
-        if (m.src == r) ops.push_back({&m, true, std::make_unique<guarded_buffer>(m.count * sizeof(T))});
-        if (m.dst == r) ops.push_back({&m, false, std::make_unique<guarded_buffer>(m.count * sizeof(T))});
+        const std::size_t bytes = m.count * sizeof(T), off = misalign * sizeof(T);
+        if (m.src == r) ops.push_back({&m, true, std::make_unique<guarded_buffer>(bytes, off)});
+        if (m.dst == r) ops.push_back({&m, false, std::make_unique<guarded_buffer>(bytes, off)});
       }
       for (op& o : ops) {
         T* p = static_cast<T*>(o.buf->data());
@@ -128,6 +131,23 @@ TEST_CASE("send/recv: every rank sends right and receives left in one group", "[
   for (int r = 0; r < P; ++r) plan.push_back({r, (r + P - 1) % P, 0, 70001});
   report(run_plan<std::int8_t>(P, plan, 5));
   report(run_plan<double>(P, plan, 6));
+}
+
+TEST_CASE("send/recv: buffers off vector alignment, self included", "[p2p][misaligned]") {
+  const int P = GENERATE(3, 4);
+  INFO("P = " << P);
+  std::vector<msg> plan;  // right, left and to itself: every path (loopback too)
+  for (int r = 0; r < P; ++r) {
+    plan.push_back({r, (r + 1) % P, 0, 1031});
+    plan.push_back({r, (r + P - 1) % P, 0, 517});
+    plan.push_back({r, r, 0, 97});
+  }
+  for (std::size_t mis : {1, 3, 7}) {
+    report(run_plan<float>(P, plan, mis, test_options(), mis));
+    report(run_plan<half_t>(P, plan, mis, test_options(), mis));
+    report(run_plan<std::int8_t>(P, plan, mis, test_options(), mis));
+    report(run_plan<double>(P, plan, mis, test_options(), mis));
+  }
 }
 
 TEST_CASE("send/recv: random pairings, including rank to itself", "[p2p]") {

@@ -1,7 +1,7 @@
 // The test matrix of the double binary tree on thread ranks: all_reduce,
 // broadcast and reduce × every protocol × dtype × op × P ∈ 1..9 × counts ×
 // in/out of place, checked against double references with guard bytes; plus
-// ~1M elements for a representative subset.
+// ~1M elements for a representative subset; and buffers off alignment.
 #include "../support/matrix.hpp"
 
 using namespace collx;
@@ -17,6 +17,12 @@ TEST_CASE("tree: ~1M elements", "[tree][matrix][large]") {
   const int P = GENERATE(2, 5, 8);
   INFO("P = " << P);
   report(run_on_threads(P, large_matrix(algo_id::tree, P)));
+}
+
+TEST_CASE("tree: buffers off vector alignment, guard bytes intact", "[tree][misaligned]") {
+  const int P = GENERATE(3, 4);
+  INFO("P = " << P);
+  report(run_on_threads(P, misaligned_matrix(algo_id::tree, P)));
 }
 
 TEST_CASE("tree: links are consistent and every rank is reachable", "[tree]") {

@@ -110,6 +110,40 @@ inline std::vector<case_desc> large_matrix(algo_id a, int P) {
   return cases;
 }
 
+/// Buffers off alignment: every collective algorithm `a` implements (the five
+/// above and all_to_all) × every protocol × 1, 3 and 7 elements off a 64-byte
+/// boundary × four element widths, at a prime count (no line or vector width
+/// divides it). run_case checks every value against the double reference and
+/// the guard bytes around every buffer (nothing outside the output written).
+/// One element misaligned runs in place; its ops include avg (a final
+/// post-op pass) and max.
+inline std::vector<case_desc> misaligned_matrix(algo_id a, int P) {
+  const std::pair<dtype, reduce_op> types[] = {{dtype::float32, reduce_op::sum},
+                                               {dtype::float16, reduce_op::sum},
+                                               {dtype::int8, reduce_op::max},
+                                               {dtype::float64, reduce_op::avg}};
+  std::vector<case_desc> cases;
+  for (proto_id pr : protocols_for(a))
+    for (coll kind : {coll::all_reduce, coll::all_gather, coll::reduce_scatter, coll::broadcast, coll::reduce,
+                      coll::all_to_all}) {
+      if (!algo_implements(a, kind)) continue;
+      for (std::size_t mis : {1, 3, 7})
+        for (auto [dt, op] : types) {
+          case_desc c;
+          c.kind = kind;
+          c.dt = dt;
+          c.op = is_reduction(kind) ? op : reduce_op::sum;
+          c.count = 1031;
+          c.in_place = mis == 1 && kind != coll::all_to_all;
+          c.root = static_cast<int>(mis % static_cast<std::size_t>(P));
+          c.misalign = mis;
+          c.variant = {a, pr};
+          cases.push_back(c);
+        }
+    }
+  return cases;
+}
+
 inline void report(const std::vector<std::string>& failures) {
   for (std::size_t i = 0; i < failures.size() && i < 8; ++i) UNSCOPED_INFO(failures[i]);
   CHECK(failures.empty());

@@ -4,8 +4,7 @@
 // rank r+i) travels by the binary digits of i. In round k rank r sends every
 // block whose index has bit k set to r+2^k and receives the same indices from
 // r-2^k, in place. Each block thus crosses popcount(i) links: about log2(P)/2
-// times the data of the direct exchange, for log2(P) instead of P-1 message
-// latencies per rank. Worth it where a message costs far more than its bytes.
+// times the data of the direct exchange, over log2(P) peers instead of P-1.
 //
 // The working array is the receive buffer itself, with block i of rank r kept
 // at position (r-i) mod P: the initial rotation is one local copy per block and
@@ -13,6 +12,14 @@
 // data of rank r-i. Blocks move one call (at most p.max_chunk() elements) at a
 // time, send then receive, so both ends of every connection make the same calls
 // in the same order and the bounded FIFOs cannot deadlock (see direct.hpp).
+//
+// Cost: each block exchange waits for the peer's block before the next is
+// sent, so a round of m blocks is m message latencies, not one; about
+// (P/2)·log2(P) in all (cost() counts them exactly). Sending a round's blocks
+// back to back would make it one latency, but needs to know how many calls the
+// FIFO holds (each call takes at least one slot), which the primitives do not
+// say; until they do, direct's all_to_all (one latency) is the small-message
+// choice too.
 #pragma once
 
 #include <collx/algo/ids.hpp>
@@ -34,12 +41,16 @@ struct bruck_a2a {
   struct cost_terms {
     double steps, bytes_sent, bytes_reduced;
   };
-  /// `bytes` is one rank's whole send buffer (P blocks), as nccl-tests counts it.
+  /// `bytes` is one rank's whole send buffer (P blocks), as nccl-tests counts
+  /// it. Steps and bytes count block exchanges: in the round of bit b, every
+  /// index i in [1, P) with bit b set (P/2 per round when P is a power of two).
   static constexpr cost_terms cost(coll c, int P, double bytes) {
-    if (c != coll::all_to_all) return {0, 0, 0};
-    double rounds = 0;
-    for (int d = 1; d < P; d *= 2) ++rounds;
-    return {rounds, rounds * bytes / 2, 0};
+    if (c != coll::all_to_all || P <= 1) return {0, 0, 0};
+    double exchanges = 0;
+    for (int bit = 1; bit < P; bit <<= 1)
+      for (int i = bit; i < P; ++i)
+        if (i & bit) ++exchanges;
+    return {exchanges, exchanges * bytes / P, 0};
   }
 
   template <coll C, class Prims, class T>

@@ -58,12 +58,20 @@ struct basic_direct {
   /// decides from the actual FIFO geometry.
   static constexpr double one_shot_bytes = 256.0 * 1024;
 
+  /// Bytes of the count header that opens every message of an all_to_allv or
+  /// send_recv stream.
+  static constexpr double header_bytes = 16;
+
   /// α-β-γ terms on the critical path for `bytes` (the collective's size as
-  /// nccl-tests counts it) on P ranks: steps, bytes sent per rank, bytes reduced.
+  /// nccl-tests counts it) on P ranks: steps, bytes sent per rank, bytes
+  /// reduced (see algo/ids.hpp). A round of calls to different peers is one
+  /// step; the block a rank sends itself goes through its loopback FIFO and is
+  /// a local copy, not a sent byte or a step. One rank only copies locally.
   struct cost_terms {
     double steps, bytes_sent, bytes_reduced;
   };
   static constexpr cost_terms cost(coll c, int P, double bytes) {
+    if (P <= 1) return {0, 0, 0};
     const double p = P, f = (p - 1) / p;
     switch (c) {
       case coll::all_reduce: {
@@ -73,16 +81,23 @@ struct basic_direct {
       }
       case coll::all_gather: return {1, f * bytes, 0};
       case coll::reduce_scatter: return {1, f * bytes, f * bytes};
-      case coll::all_to_all:
-      case coll::all_to_allv: return {1, f * bytes, 0};
-      case coll::send_recv: return {1, bytes, 0};
-      case coll::barrier: {
+      case coll::all_to_all: return {1, f * bytes, 0};
+      // Equal blocks: a round of count headers, then (if there is data) a
+      // round of data calls, which each rank sends after it received the
+      // headers of its own round.
+      case coll::all_to_allv: return {bytes > 0 ? 2.0 : 1.0, f * bytes + (p - 1) * header_bytes, 0};
+      // The benchmark's pattern: one message of `bytes` to one peer and one
+      // from another, header round then data round.
+      case coll::send_recv: return {bytes > 0 ? 2.0 : 1.0, bytes + header_bytes, 0};
+      case coll::barrier: {  // one 1-byte token per round
         double rounds = 0;
         for (int d = 1; d < P; d *= 2) ++rounds;
-        return {rounds, 0, 0};
+        return {rounds, rounds, 0};
       }
-      default: return {0, 0, 0};
+      case coll::broadcast:  // not implemented by direct
+      case coll::reduce: break;
     }
+    return {0, 0, 0};
   }
 
   template <coll C, class Prims, class T>

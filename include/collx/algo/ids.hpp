@@ -7,8 +7,14 @@
 //                  sender had received before sending it (in program order);
 //                  steps is the largest stamp any rank receives — the number of
 //                  message latencies (α) on the critical path;
-//   bytes_sent     the most bytes any one rank sends (β term);
+//   bytes_sent     the most bytes any one rank sends (β term), headers and
+//                  tokens included;
 //   bytes_reduced  the most bytes any one rank combines with received data (γ).
+// A message a rank sends itself (through its loopback FIFO) is a local copy:
+// it carries its sender's stamp unchanged and is not a sent byte. Copies within
+// a rank's own memory are not counted, so with one rank every term is 0.
+// Algorithms on peer memory count loads and stores of other ranks' buffers as
+// sent bytes and a barrier as a step (see nvls.hpp).
 #pragma once
 
 #include <cstdint>
