@@ -1,0 +1,318 @@
+// tools/collx_model.cpp — collx-model: what the α-β-γ cost model predicts.
+//
+//   collx-model all_reduce -p 4 --alpha 0.4e-6 --beta 1e-10 --gamma 2e-10 -b 8 -e 8M -f 4
+//   collx-model all_gather -p 2 --alpha 0.4e-6 --beta 1e-10 --sizes 8,1024,1048576
+//   collx-model calibrate [--bytes 8M] [--reps 20]
+//
+// For every compiled algorithm that implements the collective, evaluates its
+// constexpr cost(coll, P, bytes) (algo/ids.hpp: steps, bytes sent, bytes
+// reduced) and prints, per size, the predicted time
+//
+//   t = α · steps + β · bytes_sent / payload_efficiency(proto) + γ · bytes_reduced
+//
+// in µs, the argmin, and the algorithms in predicted order ('=' joins equal
+// predictions; the argmin then names all of them). Algorithms on peer
+// memory (nvls) move no protocol lines: their efficiency is 1. Sizes are the
+// collective's size as nccl-tests and collx-perf count it (all_gather: the
+// whole output; reduce_scatter: the whole input; all_to_all: one rank's send
+// buffer).
+//
+// `calibrate` measures β and γ on one thread of this machine, independently of
+// any collective: β = seconds per byte of memcpy(dst, src, N), γ = seconds per
+// output byte of c[i] = a[i] + b[i] over fp32 (N bytes each); N defaults to
+// 8 MiB, the best of --reps timed passes after one warm-up. α is not measured
+// here (it needs ranks): bench/run_algorithms.sh takes it from collx-perf.
+//
+// Exit status: 0, or 2 for a bad command line. Includes no communicator: only
+// the algorithm and protocol headers (collx/variants.hpp).
+#include <collx/coll.hpp>
+#include <collx/proto/ids.hpp>
+#include <collx/variants.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace collx;
+
+constexpr const char* usage_text =
+    "usage: collx-model <collective> -p P --alpha S [--beta S] [--gamma S] [--proto simple|ll|ll128]\n"
+    "                   [-b MIN -e MAX -f FACTOR | --sizes N,N,...] [--algo A,B,...] [--terms]\n"
+    "       collx-model calibrate [--bytes N] [--reps N]\n"
+    "  --alpha S   seconds per step (message latency on the critical path)\n"
+    "  --beta S    seconds per byte sent (default 0)\n"
+    "  --gamma S   seconds per byte reduced (default 0)\n"
+    "  sizes take K, M, G suffixes (powers of 1024); -b 8 -e 8M -f 4 by default\n"
+    "  --algo      only these algorithms; --terms also prints each algorithm's\n"
+    "              steps, bytes sent and bytes reduced\n";
+
+int bad(const std::string& what) {
+  std::fprintf(stderr, "collx-model: %s\n%s", what.c_str(), usage_text);
+  return 2;
+}
+
+bool parse_size(const std::string& s, double& out) {
+  if (s.empty() || s[0] == '-') return false;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() || !(v >= 0)) return false;
+  double unit = 1;
+  if (*end == 'k' || *end == 'K') unit = 1024.0, ++end;
+  else if (*end == 'm' || *end == 'M') unit = 1024.0 * 1024, ++end;
+  else if (*end == 'g' || *end == 'G') unit = 1024.0 * 1024 * 1024, ++end;
+  if (unit != 1 && (*end == 'B' || *end == 'b')) ++end;
+  if (*end != '\0') return false;
+  out = v * unit;
+  return true;
+}
+
+bool parse_seconds(const std::string& s, double& out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  out = std::strtod(s.c_str(), &end);
+  return *end == '\0' && out >= 0;
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> v;
+  std::size_t p = 0;
+  while (p <= s.size()) {
+    const std::size_t c = s.find(',', p);
+    v.push_back(s.substr(p, c == std::string::npos ? std::string::npos : c - p));
+    p = c == std::string::npos ? s.size() + 1 : c + 1;
+  }
+  return v;
+}
+
+// ---- the model ------------------------------------------------------------------
+
+struct prediction {
+  std::string algo;
+  double steps, bytes_sent, bytes_reduced, seconds;
+};
+
+struct parameters {
+  double alpha = -1, beta = 0, gamma = 0;
+  proto_id proto = proto_id::simple;
+};
+
+double payload_efficiency(proto_id p) {
+  double e = 1;
+  [&]<class... Ps>(type_list<Ps...>) {
+    ((Ps::id == p ? (e = Ps::payload_efficiency, 0) : 0), ...);
+  }(protocols{});
+  return e;
+}
+
+template <class A>
+constexpr bool on_peer_memory() {
+  if constexpr (requires { A::uses_peer_memory; }) return A::uses_peer_memory;
+  else return false;
+}
+
+std::vector<prediction> predict(coll c, int P, double bytes, const parameters& m) {
+  std::vector<prediction> out;
+  const double eff = payload_efficiency(m.proto);
+  [&]<class... As>(type_list<As...>) {
+    (
+        [&] {
+          if (!As::implements(c)) return;
+          const auto t = As::cost(c, P, bytes);
+          const double e = on_peer_memory<As>() ? 1.0 : eff;
+          out.push_back({As::name, t.steps, t.bytes_sent, t.bytes_reduced,
+                         m.alpha * t.steps + m.beta * t.bytes_sent / e + m.gamma * t.bytes_reduced});
+        }(),
+        ...);
+  }(algorithms{});
+  return out;
+}
+
+std::string human(double b) {
+  char buf[32];
+  if (b >= 1 << 30) std::snprintf(buf, sizeof buf, "%gG", b / (1 << 30));
+  else if (b >= 1 << 20) std::snprintf(buf, sizeof buf, "%gM", b / (1 << 20));
+  else if (b >= 1 << 10) std::snprintf(buf, sizeof buf, "%gK", b / (1 << 10));
+  else std::snprintf(buf, sizeof buf, "%g", b);
+  return buf;
+}
+
+int evaluate(int argc, char** argv) {
+  coll c{};
+  bool found = false;
+  for (int i = 0; i < coll_count; ++i)
+    if (std::strcmp(argv[1], name(static_cast<coll>(i))) == 0) c = static_cast<coll>(i), found = true;
+  if (!found) return bad(std::string("unknown collective '") + argv[1] + "'");
+  parameters m;
+  int P = 0;
+  double lo = 8, hi = 8.0 * 1024 * 1024, factor = 4;
+  std::vector<double> sizes;
+  std::vector<std::string> only;
+  bool terms = false;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--terms") {
+      terms = true;
+      continue;
+    }
+    if (i + 1 >= argc) return bad("'" + a + "' needs a value");
+    const std::string v = argv[++i];
+    if (a == "-p") {
+      char* end = nullptr;
+      const long n = std::strtol(v.c_str(), &end, 10);
+      if (*end != '\0' || n < 1 || n > 4096)
+        return bad("-p needs a rank count in [1, 4096], got '" + v + "'");
+      P = static_cast<int>(n);
+    } else if (a == "--alpha") {
+      if (!parse_seconds(v, m.alpha)) return bad("invalid --alpha '" + v + "'");
+    } else if (a == "--beta") {
+      if (!parse_seconds(v, m.beta)) return bad("invalid --beta '" + v + "'");
+    } else if (a == "--gamma") {
+      if (!parse_seconds(v, m.gamma)) return bad("invalid --gamma '" + v + "'");
+    } else if (a == "--proto") {
+      bool ok = false;
+      for (proto_id p : {proto_id::simple, proto_id::ll, proto_id::ll128})
+        if (v == name(p)) m.proto = p, ok = true;
+      if (!ok) return bad("unknown protocol '" + v + "'");
+    } else if (a == "-b") {
+      if (!parse_size(v, lo)) return bad("invalid size for -b: '" + v + "'");
+    } else if (a == "-e") {
+      if (!parse_size(v, hi)) return bad("invalid size for -e: '" + v + "'");
+    } else if (a == "-f") {
+      if (!parse_seconds(v, factor) || factor < 1) return bad("invalid -f '" + v + "' (a factor >= 1)");
+    } else if (a == "--sizes") {
+      for (const std::string& s : split(v)) {
+        double x = 0;
+        if (!parse_size(s, x)) return bad("invalid size in --sizes: '" + s + "'");
+        sizes.push_back(x);
+      }
+    } else if (a == "--algo") {
+      only = split(v);
+    } else {
+      return bad("unknown flag '" + a + "'");
+    }
+  }
+  if (P == 0) return bad("missing -p");
+  if (m.alpha < 0) return bad("missing --alpha");
+  if (sizes.empty()) {
+    if (lo > hi) return bad("-b is larger than -e");
+    for (double s = lo; s <= hi; s = factor > 1 ? s * factor : hi + 1) sizes.push_back(s);
+  }
+  auto chosen = [&](const prediction& p) {
+    return only.empty() || std::find(only.begin(), only.end(), p.algo) != only.end();
+  };
+  std::vector<std::string> names;
+  for (const prediction& p : predict(c, P, 1, m))
+    if (chosen(p)) names.push_back(p.algo);
+  for (const std::string& n : only)
+    if (std::find(names.begin(), names.end(), n) == names.end())
+      return bad("no compiled algorithm '" + n + "' implements " + name(c));
+  if (names.empty()) return bad(std::string("no compiled algorithm implements ") + name(c));
+
+  std::printf("# collx-model %s  P=%d  proto=%s  alpha=%.4g s  beta=%.4g s/B  gamma=%.4g s/B\n", name(c), P,
+              name(m.proto), m.alpha, m.beta, m.gamma);
+  std::printf(
+      "# predicted time in us = alpha*steps + beta*bytes_sent/payload_efficiency + gamma*bytes_reduced\n");
+  std::printf("#%11s", "size");
+  for (const std::string& n : names) std::printf(" %12s", n.c_str());
+  std::printf("  %-12s %s\n", "argmin", "order");
+  for (double bytes : sizes) {
+    std::vector<prediction> ps;
+    for (const prediction& p : predict(c, P, bytes, m))
+      if (chosen(p)) ps.push_back(p);
+    std::printf("%12.0f", bytes);
+    for (const prediction& p : ps) std::printf(" %12.3f", p.seconds * 1e6);
+    std::vector<prediction> order = ps;
+    std::stable_sort(order.begin(), order.end(),
+                     [](const prediction& x, const prediction& y) { return x.seconds < y.seconds; });
+    // Equal predictions (ties, e.g. every algorithm at P = 2 whose terms agree) join with '='.
+    auto same = [](double x, double y) {
+      return std::abs(x - y) <= 1e-9 * std::max(std::abs(x), std::abs(y));
+    };
+    std::string o, argmin = order.front().algo;
+    for (std::size_t k = 0; k < order.size(); ++k) {
+      const bool tie = k > 0 && same(order[k].seconds, order[k - 1].seconds);
+      o += (k == 0 ? "" : tie ? "=" : "<") + order[k].algo;
+      if (k > 0 && same(order[k].seconds, order[0].seconds)) argmin += "=" + order[k].algo;
+    }
+    std::printf("  %-12s %s\n", argmin.c_str(), o.c_str());
+    if (terms)
+      for (const prediction& p : ps)
+        std::printf("#   %-8s %-12s steps %g  bytes_sent %.6g  bytes_reduced %.6g\n", human(bytes).c_str(),
+                    p.algo.c_str(), p.steps, p.bytes_sent, p.bytes_reduced);
+  }
+  return 0;
+}
+
+// ---- calibrate --------------------------------------------------------------------
+
+// Keeps the compiler from dropping a loop whose result nobody reads.
+void escape(void* p) { asm volatile("" : : "g"(p) : "memory"); }
+
+template <class F>
+double best_of(int reps, F&& f) {
+  f();  // warm-up: page faults and caches
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::min(best, s);
+  }
+  return best;
+}
+
+int calibrate(int argc, char** argv) {
+  double bytes = 8.0 * 1024 * 1024;
+  int reps = 20;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) return bad("'" + a + "' needs a value");
+    const std::string v = argv[++i];
+    if (a == "--bytes") {
+      if (!parse_size(v, bytes) || bytes < 4096) return bad("invalid --bytes '" + v + "' (at least 4K)");
+    } else if (a == "--reps") {
+      reps = std::atoi(v.c_str());
+      if (reps < 1) return bad("invalid --reps '" + v + "'");
+    } else {
+      return bad("unknown flag '" + a + "'");
+    }
+  }
+  const std::size_t n = static_cast<std::size_t>(bytes) / sizeof(float);
+  std::vector<float> a(n), b(n), c(n);
+  for (std::size_t i = 0; i < n; ++i) a[i] = float(i % 1000), b[i] = float(i % 7);
+  const double nbytes = double(n * sizeof(float));
+  const double copy = best_of(reps, [&] {
+    std::memcpy(c.data(), a.data(), n * sizeof(float));
+    escape(c.data());
+  });
+  const double reduce = best_of(reps, [&] {
+    float* __restrict cp = c.data();
+    const float* __restrict ap = a.data();
+    const float* __restrict bp = b.data();
+    for (std::size_t i = 0; i < n; ++i) cp[i] = ap[i] + bp[i];
+    escape(c.data());
+  });
+  std::printf("# collx-model calibrate: one thread, %.0f bytes, best of %d\n", nbytes, reps);
+  std::printf("# memcpy %.2f GB/s; fp32 c = a + b %.2f GB/s (output bytes)\n", nbytes / copy / 1e9,
+              nbytes / reduce / 1e9);
+  std::printf("beta %.6g\ngamma %.6g\n", copy / nbytes, reduce / nbytes);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0) {
+    std::fputs(usage_text, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (std::strcmp(argv[1], "calibrate") == 0) return calibrate(argc, argv);
+  return evaluate(argc, argv);
+}
