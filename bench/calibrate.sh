@@ -43,8 +43,12 @@ t() {
   local size
   size=$(bytes "$1")
   shift
+  # Small sizes: many iterations, and enough warm-up that the first calls on
+  # a fresh communicator (page faults, cold caches) are not in the timing.
+  local n=2000 w=200
+  ((size > 65536)) && n=20 w=5
   for ((i = 0; i < repeats; ++i)); do
-    "$perf" "$@" -b "$size" -e "$size" -n 50 -w 10 -c 1 --procs |
+    "$perf" "$@" -b "$size" -e "$size" -n "$n" -w "$w" -c 1 --procs |
       awk -v s="$size" '$1 == s { print $6 }'
   done | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
 }
@@ -81,7 +85,7 @@ out=bench/results/tuner.md
   echo
   echo "Measured by \`bench/calibrate.sh --repeats $repeats\` on $(date -u '+%Y-%m-%d %H:%M UTC') at commit $(git rev-parse --short HEAD);"
   echo "$(nproc) CPUs ($(lscpu | awk -F: '/Model name/ { gsub(/^ +/, "", $2); print $2; exit }')), load average at start $(cut -d' ' -f1 /proc/loadavg)."
-  echo "Medians of $repeats runs of collx-perf on 2 process ranks (-n 50 -w 10); times in µs, bandwidths in GB/s."
+  echo "Medians of $repeats runs of collx-perf on process ranks (-n 2000 -w 200 up to 64 KiB, -n 20 -w 5 above); times in µs, bandwidths in GB/s."
   echo
   echo "| parameter | measurement | value |"
   echo "|---|---|---:|"

@@ -40,16 +40,19 @@ struct profile {
   double oversub_step_us;  // a step when ranks outnumber CPUs (a context switch)
 };
 
-/// The shared-memory transport between CPU ranks, measured with collx-perf on
-/// 2 process ranks of a 2-core AMD EPYC (bench/results/tuner.md has the
-/// measurement and how each number was derived).
+/// The shared-memory transport between CPU ranks, measured on 2 process
+/// ranks of a 2-core AMD EPYC with bench/calibrate.sh and collx-model
+/// calibrate (bench/results/tuner.md: the runs, how each number is derived,
+/// and how much two runs differed). Cross-memory attach reads (peer_gbps)
+/// measured slower than the ring's pipelined FIFO copies there, so the model
+/// leaves large all_reduce to ring on that machine.
 inline constexpr profile shm_host{
-    .proto = {{0.55, 7.0}, {0.40, 0.6}, {0.45, 2.5}},
-    .barrier_us = 0.35,
-    .peer_gbps = 12.0,
-    .copy_gbps = 15.0,
-    .reduce_gbps = 12.0,
-    .oversub_step_us = 10.0,
+    .proto = {{0.80, 7.0}, {0.65, 0.58}, {0.78, 2.6}},
+    .barrier_us = 0.5,
+    .peer_gbps = 2.5,
+    .copy_gbps = 25.0,
+    .reduce_gbps = 19.6,
+    .oversub_step_us = 12.0,
 };
 
 /// What is being asked: a collective of `bytes` (as nccl-tests counts them)
