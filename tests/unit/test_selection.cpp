@@ -167,10 +167,13 @@ TEST_CASE("selection: communicators follow COLLX_ALGO and refuse what nothing se
 
 TEST_CASE("selection: with a size, the model's fastest allowed variant wins", "[selection][tune]") {
   const auto pick = [](coll c, int P, double bytes, bool single_copy, bool oversub,
-                       const selection& allowed = selection::all()) {
+                       const selection& allowed = selection::all(), const tune::profile& m = tune::shm_host) {
     const tune::problem q{c, P, bytes, single_copy, oversub};
-    return choose_variant<transport::shm>(c, {}, allowed, false, &q);
+    return choose_variant<transport::shm>(c, {}, allowed, false, &q, m);
   };
+  // A machine whose peer reads are as fast as its copies.
+  tune::profile fast_peers = tune::shm_host;
+  fast_peers.peer_gbps = fast_peers.copy_gbps;
   // The fold really takes the argmin: no allowed variant predicts less.
   for (coll c : colls)
     for (int P : {1, 2, 3, 4, 8})
@@ -201,12 +204,18 @@ TEST_CASE("selection: with a size, the model's fastest allowed variant wins", "[
       }
   // Latency-bound: the protocol with the lowest per-step latency.
   CHECK(pick(coll::all_reduce, 2, 8, false, false).proto == proto_id::ll);
-  // Bandwidth-bound with single copy: reading peers' buffers in place.
-  CHECK(pick(coll::all_reduce, 2, double(1 << 26), true, false).algo == algo_id::nvls);
+  // Bandwidth-bound: reading peers' buffers in place where that is fast, not
+  // where it is slower than the FIFOs (the measured profile).
+  CHECK(pick(coll::all_reduce, 2, double(1 << 26), true, false, selection::all(), fast_peers).algo ==
+        algo_id::nvls);
+  CHECK(pick(coll::all_reduce, 2, double(1 << 26), true, false).algo != algo_id::nvls);
+  // Latency-bound and oversubscribed: the fewest steps (one-shot direct).
+  CHECK(pick(coll::all_reduce, 4, 8, false, true).algo == algo_id::direct);
   // Bandwidth-bound without it: never the half-payload LL lines.
   CHECK(pick(coll::all_reduce, 2, double(1 << 26), false, false).proto != proto_id::ll);
   // The filters still apply.
-  CHECK(pick(coll::all_reduce, 2, double(1 << 26), true, false, algos("^nvls")).algo != algo_id::nvls);
+  CHECK(pick(coll::all_reduce, 2, double(1 << 26), true, false, algos("^nvls"), fast_peers).algo !=
+        algo_id::nvls);
   // Constant-evaluable: a kernel can take its variant from a preset profile.
   static_assert(tune::predict_us<algo::ring, proto::simple>(tune::shm_host,
                                                             {coll::all_reduce, 2, 1024.0, false, false}) > 0);
