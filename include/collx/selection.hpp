@@ -152,8 +152,9 @@ struct selection {
 /// comment); `requested` fields that are not automatic are kept as given.
 /// With a problem (size, ranks) and a profile, the allowed variant with the
 /// least predicted time wins (tune/model.hpp; ties go to the earlier one in
-/// the order below); without one, the first allowed variant in the order ring
-/// first, Simple first. Returns automatic fields unchanged when nothing
+/// the order of collx::algorithms with ring moved last, Simple first among
+/// protocols); without one, the first allowed variant in the order ring
+/// first, then collx::algorithms, Simple first. Returns automatic fields unchanged when nothing
 /// allowed serves c.
 template <class Transport>
 variant_choice choose_variant(coll c, variant_choice requested, const selection& allowed, bool deterministic,
@@ -184,8 +185,12 @@ variant_choice choose_variant(coll c, variant_choice requested, const selection&
     }(protocols{});
   };
   [&]<class... As>(type_list<As...>) {
+    // Without a size, ring first. With one, ring last among equals: where the
+    // model cannot tell ring from rhd/rabenseifner (P = 2), they measured
+    // 1.2-2x faster than ring from 32 KiB up (bench/results/algorithms_notes.md).
+    if (q == nullptr) ((As::id == algo_id::ring ? protos_of.template operator()<As>(true) : void()), ...);
+    ((As::id != algo_id::ring ? protos_of.template operator()<As>(true) : void()), ...);
     ((As::id == algo_id::ring ? protos_of.template operator()<As>(true) : void()), ...);
-    (protos_of.template operator()<As>(true), ...);
   }(algorithms{});
   return best;
 }
