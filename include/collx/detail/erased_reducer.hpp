@@ -8,11 +8,15 @@
 // the element loops to this reducer, which calls one of eight kernels typed
 // for the real (dtype, op). The schedule only does pointer arithmetic on
 // elements, which word<N> supports; the reduction happens in the kernel, one
-// indirect call per primitive slice (tens of KiB), so nothing is lost.
+// indirect call per primitive slice (tens of KiB), so nothing is lost. The
+// kernels (detail/host_kernels.hpp) are vectorized loops, compiled for the
+// build's baseline and, on x86, for AVX2 and AVX-512 too; the table holds the
+// widest the CPU runs.
 //
 // Host only: device code keeps the typed reducer (no function pointers).
 #pragma once
 
+#include <collx/detail/host_kernels.hpp>
 #include <collx/detail/reduce_copy.hpp>
 #include <collx/dtype.hpp>
 #include <collx/reduce_op.hpp>
@@ -50,34 +54,41 @@ struct erased_reducer {
   }
 
   /// The kernel table of element type T and op Op (ill-formed combinations
-  /// such as a bitwise op on a float are never requested: validation rejects them).
+  /// such as a bitwise op on a float are never requested: validation rejects them),
+  /// with the kernels compiled for the widest instruction set this CPU has.
   template <class T, reduce_op Op>
   static const table* table_for() {
-    static constexpr table t = make_table<T, Op>();
-    return &t;
+    return &vector_tables<T, Op>[isa_index(host::best_isa())];
+  }
+  /// The table with the kernels compiled for instruction set i, which the CPU
+  /// must support (host::isa_supported); host::isa::scalar gives the plain
+  /// loops of reduce_copy(), as a reference.
+  template <class T, reduce_op Op>
+  static const table* table_for(host::isa i) {
+    if (i == host::isa::scalar) return &scalar_table<T, Op>;
+    return &vector_tables<T, Op>[isa_index(i)];
   }
 
  private:
-  template <class T, reduce_op Op, bool Reduce, bool Post, int NDst>
-  static void run(const void* a, const void* b, void* d0, void* d1, std::size_t n, std::uint32_t nranks) {
-    const reducer<T, Op> red{nranks};
-    constexpr bool P = Post && reducer<T, Op>::has_post;
-    reduce_copy<Reduce, P, NDst>(host_one{}, static_cast<const T*>(a), static_cast<const T*>(b),
-                                 static_cast<T*>(d0), static_cast<T*>(d1), n, red);
-  }
-  template <class T, reduce_op Op>
+  template <host::isa I, class T, reduce_op Op>
   static constexpr table make_table() {
-    return table{{{{&run<T, Op, false, false, 1>, &run<T, Op, false, false, 2>},
-                   {&run<T, Op, false, true, 1>, &run<T, Op, false, true, 2>}},
-                  {{&run<T, Op, true, false, 1>, &run<T, Op, true, false, 2>},
-                   {&run<T, Op, true, true, 1>, &run<T, Op, true, true, 2>}}}};
+    using host::kernel_for;
+    return table{{{{kernel_for<I, T, Op, false, false, 1>(), kernel_for<I, T, Op, false, false, 2>()},
+                   {kernel_for<I, T, Op, false, true, 1>(), kernel_for<I, T, Op, false, true, 2>()}},
+                  {{kernel_for<I, T, Op, true, false, 1>(), kernel_for<I, T, Op, true, false, 2>()},
+                   {kernel_for<I, T, Op, true, true, 1>(), kernel_for<I, T, Op, true, true, 2>()}}}};
   }
-  // The worker group of a host thread (exec/host.hpp has the same; this header
-  // must not depend on an executor).
-  struct host_one {
-    static constexpr int size() { return 1; }
-    static constexpr int index() { return 0; }
-  };
+  static constexpr int isa_index(host::isa i) {
+    return static_cast<int>(i) - static_cast<int>(host::isa::baseline);
+  }
+  // The tables of the vectorized kernels, [baseline, avx2, avx512]; the plain
+  // loops' table only where asked for (tests, benchmarks).
+  template <class T, reduce_op Op>
+  static constexpr table vector_tables[3] = {make_table<host::isa::baseline, T, Op>(),
+                                             make_table<host::isa::avx2, T, Op>(),
+                                             make_table<host::isa::avx512, T, Op>()};
+  template <class T, reduce_op Op>
+  static constexpr table scalar_table = make_table<host::isa::scalar, T, Op>();
 };
 
 /// The erased reducer for a runtime (dtype, op); validation has already
