@@ -127,7 +127,9 @@ struct reducer {
     if constexpr (!has_post) {
       return v;
     } else if constexpr (std::is_integral_v<T>) {
-      return static_cast<T>(v / static_cast<T>(nranks));
+      // The divisor need not fit in T (256 ranks of int8): divide in 64 bits.
+      using W = std::conditional_t<std::is_signed_v<T>, std::int64_t, std::uint64_t>;
+      return static_cast<T>(static_cast<W>(v) / static_cast<W>(nranks));
     } else {
       return detail::narrow<T>(detail::widen(v) / static_cast<C>(nranks));
     }

@@ -48,6 +48,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 // Per-ISA variants of the kernels: GCC and clang on x86, not under nvcc (its
@@ -256,10 +257,10 @@ struct elem_op {
   }
 
   /// Whether the kernels compute post() with this divisor; otherwise the
-  /// plain loop runs (the divisor as T is zero or negative: an integer type
-  /// narrower than the number of ranks).
+  /// plain loop runs (an integer type too narrow to hold the rank count).
   bool vectorizable() const {
-    if constexpr (int_div) return static_cast<T>(nranks) > T(0);
+    if constexpr (int_div)
+      return nranks != 0 && nranks <= static_cast<std::uint64_t>(std::numeric_limits<T>::max());
     else return true;
   }
 
