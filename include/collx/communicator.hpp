@@ -169,6 +169,13 @@ class communicator {
   const std::string& error_message() const { return sync_error(live("error_message")).err_msg; }
   /// The variant the last collective ran with.
   variant_choice last_variant() const { return live("last_variant").last; }
+  /// Whether calls of at least options().single_copy_min_bytes read peers'
+  /// buffers in place (single copy). False where the OS refused cross-memory
+  /// attach to some rank when the communicator was created, or any rank set
+  /// single_copy = false. The same on every rank.
+  bool single_copy_enabled() const {
+    return live("single_copy_enabled").view.user_buffer_min_bytes() != ~std::uint64_t{0};
+  }
 
   // ---- collectives (type-erased) ------------------------------------------------
   void all_reduce(const void* send, void* recv, std::size_t count, dtype dt, reduce_op op,
@@ -731,9 +738,7 @@ class communicator {
     const double per_rank = double(count) * double(size_of(dt));
     const bool whole = c == coll::all_reduce || c == coll::broadcast || c == coll::reduce;
     const double bytes = whole ? per_rank : per_rank * s.size;
-    const transport::shm_header* h = s.view.header();
-    const tune::problem q{c, s.size, bytes,
-                          s.size > 1 && h->single_copy_denied == 0 && bytes >= double(h->single_copy_min),
+    const tune::problem q{c, s.size, bytes, s.size > 1 && bytes >= double(s.view.user_buffer_min_bytes()),
                           s.oversubscribed};
     v = resolve(s, c, v, &q);
     bool found = false;
@@ -1096,6 +1101,10 @@ class communicator {
       msg += std::string(to_string(st)) + ": " + extra;  // a count header the schedule refused
     } else if (st == status::peer_dead || st == status::mismatch) {
       msg += s.watch_what;
+    } else if (st == status::system_error && transport::last_peer_read_failure.rank >= 0) {
+      const transport::peer_read_failure f = std::exchange(transport::last_peer_read_failure, {});
+      msg += "reading rank " + std::to_string(f.rank) + "'s buffer (pid " + std::to_string(f.pid) +
+             ") by cross-memory attach failed: " + std::strerror(f.err);
     } else if (st == status::timeout) {
       msg += "timed out after " + std::to_string(s.opt.timeout.count()) +
              " ms waiting for a peer (raise COLLX_TIMEOUT if the peers are merely slow)";

@@ -26,7 +26,7 @@
 //   barrier()                                 every rank's earlier loads/stores of peer
 //                                             buffers happen before any rank's later ones
 //
-// Peer user buffers (single copy; host only):
+// Peer user buffers (single copy; Transport::user_buffer_access, host only):
 //   single_copy_min_bytes()                   calls from this size use the ones below
 //   publish_user_buffers(send, recv)          store this call's addresses, then barrier()
 //   user_buffer(q, recv_side)                 q's buffer if loadable here (same process)
@@ -44,9 +44,6 @@
 #include <collx/detail/reduce_copy.hpp>
 #include <collx/error.hpp>
 #include <collx/proto/step_flags.hpp>
-#if !COLLX_DEVICE_CODE
-#include <collx/transport/peer_read.hpp>
-#endif
 
 #include <cstddef>
 #include <cstdint>
@@ -154,56 +151,34 @@ class prims {
   }
 
   // ---- peer user buffers (single copy) ---------------------------------------------
-  /// Smallest call (in bytes) for which schedules read peers' user buffers
-  /// directly, or UINT64_MAX where they may not: thread ranks read through
-  /// the pointer, process ranks by cross-memory attach if the OS allowed it
-  /// at creation. The same on every rank (set at creation). Device code:
-  /// never (peers' user buffers would need registration; not provided yet).
-  COLLX_HOST_DEVICE std::uint64_t single_copy_min_bytes() const {
-#if COLLX_DEVICE_CODE
-    return ~std::uint64_t{0};
-#else
-    const auto* h = view_.header();
-    return detail::load_relaxed(&h->single_copy_denied) != 0 ? ~std::uint64_t{0}
-                                                             : detail::load_relaxed(&h->single_copy_min);
-#endif
+  // Where the transport lets ranks read each other's user buffers
+  // (Transport::user_buffer_access; the View provides the calls used below).
+  // Absent otherwise, so schedules test for them with a requires-expression.
+  static constexpr bool user_buffers = requires(const View& v) { v.user_buffer_min_bytes(); };
+
+  /// Smallest call (in bytes) from which schedules read peers' user buffers
+  /// directly, or UINT64_MAX where they may not. The same on every rank.
+  COLLX_HOST_DEVICE std::uint64_t single_copy_min_bytes() const requires user_buffers {
+    return view_.user_buffer_min_bytes();
   }
   /// Publishes this call's send and recv addresses, then barrier(): after it,
   /// every rank may read every rank's buffers until the call's last barrier.
-  COLLX_HOST_DEVICE status publish_user_buffers(const T* send, const T* recv) {
-    if (ex_.workers().leader()) {
-      detail::store_relaxed(view_.line(rank_, View::user_send), reinterpret_cast<std::uintptr_t>(send));
-      detail::store_relaxed(view_.line(rank_, View::user_recv), reinterpret_cast<std::uintptr_t>(recv));
-    }
+  COLLX_HOST_DEVICE status publish_user_buffers(const T* send, const T* recv) requires user_buffers {
+    if (ex_.workers().leader()) view_.publish_user_buffers(rank_, send, recv);
     return barrier();
   }
   /// Rank q's published send (or recv) buffer when it can be loaded directly
   /// (q runs in this process), else nullptr: read it with read_user().
-  COLLX_HOST_DEVICE const T* user_buffer(int q, bool recv_side) const {
-#if COLLX_DEVICE_CODE
-    (void)q, (void)recv_side;
-    return nullptr;
-#else
-    if (detail::load_relaxed(&view_.record(q)->pid) != detail::load_relaxed(&view_.record(rank_)->pid))
-      return nullptr;
-    return reinterpret_cast<const T*>(
-        detail::load_relaxed(view_.line(q, recv_side ? View::user_recv : View::user_send)));
-#endif
+  COLLX_HOST_DEVICE const T* user_buffer(int q, bool recv_side) const requires user_buffers {
+    return static_cast<const T*>(view_.loadable_user_buffer(rank_, q, recv_side));
   }
   /// dst[0, n) ← rank q's published send (or recv) buffer [off, off + n): one
-  /// copy (a load through the pointer, or one cross-memory-attach read).
-  COLLX_HOST_DEVICE status read_user(int q, bool recv_side, std::size_t off, T* dst, std::size_t n) {
-#if COLLX_DEVICE_CODE
-    (void)q, (void)recv_side, (void)off, (void)dst, (void)n;
-    return status::not_supported;
-#else
+  /// copy (a load through the pointer, or one read by the transport).
+  COLLX_HOST_DEVICE status read_user(int q, bool recv_side, std::size_t off, T* dst,
+                                     std::size_t n) requires user_buffers {
     if (n == 0) return status::ok;
     if (const T* src = user_buffer(q, recv_side)) return local_copy(src + off, dst, n, false);
-    const std::uintptr_t base =
-        detail::load_relaxed(view_.line(q, recv_side ? View::user_recv : View::user_send));
-    return transport::read_peer_memory(detail::load_relaxed(&view_.record(q)->pid), base + off * sizeof(T),
-                                       dst, n * sizeof(T));
-#endif
+    return view_.read_user_buffer(q, recv_side, off * sizeof(T), dst, n * sizeof(T));
   }
 
  private:

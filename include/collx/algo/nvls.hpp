@@ -110,7 +110,8 @@ struct nvls {
   template <coll C, class Prims, class T>
   COLLX_HOST_DEVICE static status run(Prims& p, const schedule_args<T>& a) {
     // Dispatch folds may instantiate every collective; only implemented ones are reached.
-    // Primitives without the single-copy calls (an instrumented test harness) always stage.
+    // Primitives without the single-copy calls (a transport without user-buffer
+    // access, an instrumented test harness) always stage.
     if constexpr (implements(C) && requires { p.single_copy_min_bytes(); }) {
       const bool whole = C == coll::all_reduce || C == coll::broadcast;
       const std::uint64_t total = std::uint64_t(a.count) * sizeof(T) * (whole ? 1 : a.nranks);
@@ -251,28 +252,23 @@ struct nvls {
 
   template <class Prims, class T>
   COLLX_HOST_DEVICE static status all_to_all(Prims& p, const schedule_args<T>& a) {
-    const int P = a.nranks, r = a.rank;
-    const std::size_t c = a.count, Pz = static_cast<std::size_t>(P), rz = static_cast<std::size_t>(r);
-    if (P == 1) return p.local_copy(a.send, a.recv, c, false);
-    T* mine = p.buffer(r);
-    const std::size_t seg = p.buffer_elems() / Pz;  // ≥ 1: buffers hold ≥ 1 MiB, P ≤ 4096
-    for (std::size_t so = 0; so < c; so += seg) {
-      const std::size_t m = c - so < seg ? c - so : seg;
-      for (std::size_t q = 0; q < Pz; ++q)
-        COLLX_TRY(p.local_copy(a.send + q * c + so, mine + q * m, m, false));
-      COLLX_TRY(p.barrier());
-      for (std::size_t q = 0; q < Pz; ++q)
-        COLLX_TRY(p.local_copy(p.buffer(static_cast<int>(q)) + rz * m, a.recv + q * c + so, m, false));
-      COLLX_TRY(p.barrier());
-    }
-    return status::ok;
+    return staged_blocks<false>(p, a);
   }
 
   template <class Prims, class T>
   COLLX_HOST_DEVICE static status reduce_scatter(Prims& p, const schedule_args<T>& a) {
+    return staged_blocks<true>(p, a);
+  }
+
+  /// Staged all_to_all (Reduce = false) and reduce_scatter: per segment, each
+  /// rank stages its P blocks in its buffer (block q at q·m), then, after a
+  /// barrier, takes block r of every rank's buffer: copied to recv block q,
+  /// or reduced over q into recv.
+  template <bool Reduce, class Prims, class T>
+  COLLX_HOST_DEVICE static status staged_blocks(Prims& p, const schedule_args<T>& a) {
     const int P = a.nranks, r = a.rank;
     const std::size_t c = a.count, Pz = static_cast<std::size_t>(P), rz = static_cast<std::size_t>(r);
-    if (P == 1) return p.local_copy(a.send, a.recv, c, true);
+    if (P == 1) return p.local_copy(a.send, a.recv, c, Reduce);
     T* mine = p.buffer(r);
     const std::size_t seg = p.buffer_elems() / Pz;  // ≥ 1: buffers hold ≥ 1 MiB, P ≤ 4096
     for (std::size_t so = 0; so < c; so += seg) {
@@ -280,9 +276,14 @@ struct nvls {
       for (std::size_t q = 0; q < Pz; ++q)
         COLLX_TRY(p.local_copy(a.send + q * c + so, mine + q * m, m, false));
       COLLX_TRY(p.barrier());
-      T* out = a.recv + so;
-      COLLX_TRY(p.local_reduce(p.buffer(0) + rz * m, p.buffer(1) + rz * m, out, m, P == 2));
-      for (int q = 2; q < P; ++q) COLLX_TRY(p.local_reduce(out, p.buffer(q) + rz * m, out, m, q == P - 1));
+      if constexpr (Reduce) {
+        T* out = a.recv + so;
+        COLLX_TRY(p.local_reduce(p.buffer(0) + rz * m, p.buffer(1) + rz * m, out, m, P == 2));
+        for (int q = 2; q < P; ++q) COLLX_TRY(p.local_reduce(out, p.buffer(q) + rz * m, out, m, q == P - 1));
+      } else {
+        for (std::size_t q = 0; q < Pz; ++q)
+          COLLX_TRY(p.local_copy(p.buffer(static_cast<int>(q)) + rz * m, a.recv + q * c + so, m, false));
+      }
       COLLX_TRY(p.barrier());
     }
     return status::ok;

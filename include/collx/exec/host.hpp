@@ -12,19 +12,13 @@
 
 #include <collx/config.hpp>
 #include <collx/detail/atomic.hpp>
+#include <collx/detail/doorbell.hpp>
 #include <collx/error.hpp>
-#include <collx/transport/shm.hpp>
 
 #include <cstdint>
 #include <ctime>
 
-#include <atomic>
-#include <climits>
-
-#include <linux/futex.h>
 #include <sched.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -66,12 +60,12 @@ struct host {
   const void* check_ctx = nullptr;
   std::uint64_t check_interval_ns = 50'000'000;
 
-  /// Futex sleeping (set when ranks outnumber CPUs): `bells` is the
-  /// segment's doorbell array (transport/shm.hpp), `self` this rank. A wait
+  /// Futex sleeping (set when ranks outnumber CPUs): `bells` is an array of
+  /// one doorbell per rank (in the shm segment), `self` this rank. A wait
   /// that has yielded a few times then sleeps on its own doorbell, and
   /// notify(q) wakes rank q after this rank published something q may wait
   /// for. nullptr: yield only, and notify() does nothing.
-  transport::doorbell* bells = nullptr;
+  detail::doorbell* bells = nullptr;
   int self = 0;
   bool sleep = true;  // false: ring peers' doorbells but only yield here
   /// Longest single sleep: bounds the reaction to an abort raised elsewhere.
@@ -79,17 +73,10 @@ struct host {
 
   static constexpr group workers() { return {}; }
 
-  /// Wakes rank q if it sleeps. Call after the release store that publishes:
-  /// the fence orders that store before the load of q's sleeper count, and the
-  /// sleeper orders its count before re-checking its condition, so either the
-  /// sleeper sees the data or this rank sees the sleeper (no lost wake-up).
+  /// Wakes rank q if it sleeps. Call after the release store that publishes
+  /// (detail/doorbell.hpp says why no wake-up is lost).
   void notify(int q) const {
-    if (bells == nullptr) return;
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    transport::doorbell* b = bells + q;
-    if (detail::load_relaxed(&b->sleepers) == 0) return;
-    detail::fetch_add(&b->seq, std::uint32_t{1});
-    ::syscall(SYS_futex, &b->seq, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+    if (bells != nullptr) detail::ring(bells + q);
   }
 
   /// Polls done() until it returns true: busy for spin_ns (a peer that is
@@ -136,21 +123,9 @@ struct host {
 
   template <class Pred>
   void sleep_until_notified(Pred& done, std::uint64_t deadline) const {
-    transport::doorbell* b = bells + self;
-    const std::uint32_t seq = detail::load_acquire(&b->seq);
-    detail::fetch_add(&b->sleepers, std::uint32_t{1});
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (!done()) {
-      const std::uint64_t now = monotonic_ns();
-      std::uint64_t ns = deadline > now ? deadline - now : 0;
-      if (ns > max_sleep_ns) ns = max_sleep_ns;
-      if (ns > 0) {
-        timespec ts{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
-        // Returns at once if seq moved since it was read (a notify in between).
-        ::syscall(SYS_futex, &b->seq, FUTEX_WAIT, seq, &ts, nullptr, 0);
-      }
-    }
-    detail::fetch_add(&b->sleepers, std::uint32_t(-1));
+    const std::uint64_t now = monotonic_ns();
+    const std::uint64_t left = deadline > now ? deadline - now : 0;
+    detail::sleep_on(bells + self, done, left < max_sleep_ns ? left : max_sleep_ns);
   }
 
   /// A wait by one worker on its own condition (LL lines): the same as wait()

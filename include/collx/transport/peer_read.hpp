@@ -24,6 +24,15 @@
 
 namespace collx::transport {
 
+/// The last failed read_peer_memory() of this thread: which rank, which
+/// process, and errno. The communicator names them in its error message.
+struct peer_read_failure {
+  int rank = -1;
+  int pid = 0;
+  int err = 0;
+};
+inline thread_local peer_read_failure last_peer_read_failure{};
+
 /// Copies `bytes` from address `remote` of process `pid` to `dst`. Returns
 /// status::ok, or status::system_error with errno left set (EPERM: not
 /// permitted; ESRCH: the process is gone; EFAULT: a bad address).

@@ -18,12 +18,21 @@
 //
 // Capabilities (compile-time): ranks load and store the FIFO memory directly;
 // 128-byte lines arrive in order when the flag word is written with release
-// and read with acquire; every rank can load/store every peer's FIFO; no proxy.
+// and read with acquire; every rank can load/store every peer's FIFO; no proxy;
+// host ranks may read peers' user buffers (single copy).
 #pragma once
 
 #include <collx/config.hpp>
+#include <collx/detail/atomic.hpp>
+#include <collx/detail/doorbell.hpp>
+#include <collx/error.hpp>
 #include <collx/proto/ids.hpp>
 #include <collx/transport/fifo.hpp>
+#if !COLLX_DEVICE_CODE
+#include <collx/transport/peer_read.hpp>
+
+#include <cerrno>
+#endif
 
 #include <cstddef>
 #include <cstdint>
@@ -148,14 +157,11 @@ struct shm_layout {
   }
 };
 
-/// Where a host rank sleeps when its ranks outnumber the CPUs (exec/host.hpp):
-/// it counts itself in `sleepers` and futex-waits on `seq`; a rank that has
-/// just published something (a FIFO step, a line batch, a barrier count)
-/// bumps `seq` and wakes it if `sleepers` is non-zero. Written by every rank.
-struct alignas(cache_line) doorbell {
-  std::uint32_t seq;
-  std::uint32_t sleepers;
-};
+/// Where a host rank sleeps when its ranks outnumber the CPUs: one
+/// detail::doorbell per rank (see detail/doorbell.hpp), rung by every rank
+/// that publishes something the sleeper may wait for.
+using detail::doorbell;
+static_assert(sizeof(doorbell) == cache_line);
 
 /// Non-owning, trivially copyable view of a mapped segment from one rank.
 struct shm_view {
@@ -215,6 +221,60 @@ struct shm_view {
   /// them; [mapping] — where rank r mapped this segment (for the probe).
   enum line_word : int { user_send = 1, user_recv = 2, mapping = 3 };
   COLLX_HOST_DEVICE std::uint64_t* line(int r, line_word w) const { return barrier_word(r) + w; }
+
+  // ---- peer user buffers (single copy) -------------------------------------------
+  // Host ranks read a peer's user buffer in place: thread ranks through the
+  // pointer, process ranks by cross-memory attach, if the OS allowed it when
+  // the communicator was created (header()->single_copy_denied). Device code:
+  // never (a GPU would need the buffers registered; not provided).
+
+  /// Smallest call in bytes from which ranks read peers' user buffers, or
+  /// UINT64_MAX where they may not. The same on every rank.
+  COLLX_HOST_DEVICE std::uint64_t user_buffer_min_bytes() const {
+#if COLLX_DEVICE_CODE
+    return ~std::uint64_t{0};
+#else
+    return detail::load_relaxed(&header()->single_copy_denied) != 0
+               ? ~std::uint64_t{0}
+               : detail::load_relaxed(&header()->single_copy_min);
+#endif
+  }
+  /// Stores rank r's current send and recv addresses; a barrier publishes them.
+  COLLX_HOST_DEVICE void publish_user_buffers(int r, const void* send, const void* recv) const {
+    detail::store_relaxed(line(r, user_send),
+                          static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(send)));
+    detail::store_relaxed(line(r, user_recv),
+                          static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(recv)));
+  }
+  /// Rank q's published buffer if rank `self` can load it directly (both run
+  /// in one process), else nullptr.
+  COLLX_HOST_DEVICE const void* loadable_user_buffer(int self, int q, bool recv_side) const {
+#if COLLX_DEVICE_CODE
+    (void)self, (void)q, (void)recv_side;
+    return nullptr;
+#else
+    if (detail::load_relaxed(&record(q)->pid) != detail::load_relaxed(&record(self)->pid)) return nullptr;
+    return reinterpret_cast<const void*>(
+        static_cast<std::uintptr_t>(detail::load_relaxed(line(q, recv_side ? user_recv : user_send))));
+#endif
+  }
+  /// dst ← bytes [off, off + n) of rank q's published buffer, by one
+  /// cross-memory-attach read. On failure: status::system_error, and
+  /// last_peer_read_failure names q, its pid and errno.
+  COLLX_HOST_DEVICE status read_user_buffer(int q, bool recv_side, std::size_t off, void* dst,
+                                            std::size_t n) const {
+#if COLLX_DEVICE_CODE
+    (void)q, (void)recv_side, (void)off, (void)dst, (void)n;
+    return status::not_supported;
+#else
+    const std::uintptr_t at =
+        static_cast<std::uintptr_t>(detail::load_relaxed(line(q, recv_side ? user_recv : user_send)));
+    const int pid = detail::load_relaxed(&record(q)->pid);
+    const status st = read_peer_memory(pid, at + off, dst, n);
+    if (st != status::ok) last_peer_read_failure = {q, pid, errno};
+    return st;
+#endif
+  }
 };
 
 /// Compile-time capabilities of a transport, read by protocols and algorithms.
@@ -223,6 +283,7 @@ struct shm {
   static constexpr bool direct_load_store = true;
   static constexpr bool in_order_128b_lines = true;
   static constexpr bool peer_buffer_access = true;
+  static constexpr bool user_buffer_access = true;  // single copy on the host (see shm_view)
   static constexpr bool needs_proxy = false;
   using view = shm_view;
 };

@@ -1,0 +1,175 @@
+// Host waits and single-copy reads: a wait that has yielded long enough
+// sleeps on its futex doorbell and a publish wakes it (no lost wake-up); an
+// abort reaches a sleeper within one bounded sleep; single copy reports
+// whether it is on; a failed cross-memory read names the peer and errno.
+#include <collx/communicator.hpp>
+#include <collx/detail/doorbell.hpp>
+#include <collx/exec/host.hpp>
+#include <collx/transport/shm.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace waits_test {
+
+using namespace collx;
+
+/// Voluntary context switches of the calling thread: a futex sleep adds one;
+/// a sched_yield that keeps the thread runnable does not.
+long voluntary_switches() {
+  std::ifstream f("/proc/thread-self/status");
+  const std::string key = "voluntary_ctxt_switches:";
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind(key, 0) == 0) return std::stol(line.substr(key.size()));
+  return -1;
+}
+
+/// An executor of rank `self` that sleeps after its yields, for at most
+/// max_sleep (long: a wait that ends before it was woken, not timed out).
+exec::host sleeper(detail::doorbell* bells, int self,
+                   std::chrono::seconds max_sleep = std::chrono::seconds(30)) {
+  exec::host ex;
+  ex.deadline_ns = exec::monotonic_ns() + 60'000'000'000ull;
+  ex.spin_ns = 0;
+  ex.bells = bells;
+  ex.self = self;
+  ex.sleep = true;
+  ex.max_sleep_ns = static_cast<std::uint64_t>(std::chrono::nanoseconds(max_sleep).count());
+  return ex;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace waits_test
+
+using namespace waits_test;
+
+TEST_CASE("host waits: a waiter sleeps on its doorbell until a publish rings it", "[waits]") {
+  auto bells = std::make_unique<detail::doorbell[]>(2);
+  std::uint32_t flag = 0;
+  std::atomic<bool> saw_sleeper{false};
+  std::thread publisher([&] {
+    // Publish only once the waiter sleeps: the wake-up must come from ring().
+    const auto t0 = std::chrono::steady_clock::now();
+    while (detail::load_acquire(&bells[0].sleepers) == 0 && seconds_since(t0) < 20) std::this_thread::yield();
+    saw_sleeper = detail::load_acquire(&bells[0].sleepers) != 0;
+    detail::store_release(&flag, std::uint32_t{1});
+    exec::host pub = sleeper(bells.get(), 1);
+    pub.notify(0);
+  });
+  const exec::host ex = sleeper(bells.get(), 0);
+  const long before = voluntary_switches();
+  const auto t0 = std::chrono::steady_clock::now();
+  const status st = ex.wait([&] { return detail::load_acquire(&flag) != 0; });
+  const double took = seconds_since(t0);
+  const long after = voluntary_switches();
+  publisher.join();
+  CHECK(st == status::ok);
+  CHECK(saw_sleeper);
+  CHECK(after > before);  // it blocked in the kernel, not only yielded
+  CHECK(took < 30);       // woken by the ring, not by the end of its 30 s sleep
+  CHECK(detail::load_relaxed(&bells[0].sleepers) == 0);
+}
+
+TEST_CASE("host waits: ping-pong through doorbells loses no wake-up", "[waits]") {
+  // Each side waits for the other's count with 30 s sleeps: one lost wake-up
+  // would make the exchange take 30 s; the deadline (60 s) would end it.
+  auto bells = std::make_unique<detail::doorbell[]>(2);
+  std::uint64_t count[2] = {0, 0};
+  constexpr std::uint64_t rounds = 2000;
+  status result[2] = {status::ok, status::ok};
+  auto side = [&](int me) {
+    const exec::host ex = sleeper(bells.get(), me);
+    const int other = 1 - me;
+    for (std::uint64_t i = 1; i <= rounds; ++i) {
+      if (me == 1) {
+        const status st = ex.wait([&] { return detail::load_acquire(&count[other]) >= i; });
+        if (st != status::ok) return void(result[me] = st);
+      }
+      detail::store_release(&count[me], i);
+      ex.notify(other);
+      if (me == 0) {
+        const status st = ex.wait([&] { return detail::load_acquire(&count[other]) >= i; });
+        if (st != status::ok) return void(result[me] = st);
+      }
+    }
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread a(side, 0), b(side, 1);
+  a.join();
+  b.join();
+  CHECK(result[0] == status::ok);
+  CHECK(result[1] == status::ok);
+  CHECK(count[0] == rounds);
+  CHECK(count[1] == rounds);
+  CHECK(seconds_since(t0) < 30);
+}
+
+TEST_CASE("host waits: an abort reaches a sleeper within one bounded sleep", "[waits]") {
+  auto bells = std::make_unique<detail::doorbell[]>(1);
+  std::uint32_t abort_word = 0;
+  exec::host ex = sleeper(bells.get(), 0, std::chrono::seconds(0));
+  ex.max_sleep_ns = 1'000'000;  // the default: 1 ms
+  ex.abort_word = &abort_word;
+  std::thread aborter([&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (detail::load_acquire(&bells[0].sleepers) == 0 && seconds_since(t0) < 20) std::this_thread::yield();
+    detail::store_release(&abort_word, std::uint32_t{1});  // no ring: the sleep must end by itself
+  });
+  const status st = ex.wait([] { return false; });
+  aborter.join();
+  CHECK(st == status::aborted);
+}
+
+TEST_CASE("single copy: thread ranks report it on unless an option turns it off", "[waits][single_copy]") {
+  {
+    auto comms = communicator::create_thread_group(3);
+    for (auto& c : comms) CHECK(c.single_copy_enabled());
+  }
+  comm_options off;
+  off.single_copy = false;
+  auto comms = communicator::create_thread_group(3, off);
+  for (auto& c : comms) CHECK_FALSE(c.single_copy_enabled());
+}
+
+TEST_CASE("single copy: a failed read of a peer's buffer names the rank, pid and errno",
+          "[waits][single_copy]") {
+  // A segment of 2 ranks whose rank 1 is a process that has exited.
+  const auto layout = transport::shm_layout::make(2, 2, 4096, 4096, 4096);
+  std::vector<std::uint64_t> mem(layout.total_bytes() / sizeof(std::uint64_t) + 1);
+  transport::shm_view v{reinterpret_cast<std::byte*>(mem.data()), layout};
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  REQUIRE(child > 0);
+  int ws = 0;
+  REQUIRE(waitpid(child, &ws, 0) == child);
+  v.record(0)->pid = static_cast<std::int32_t>(getpid());
+  v.record(1)->pid = static_cast<std::int32_t>(child);
+  std::uint64_t data[4] = {1, 2, 3, 4}, out[4] = {9, 9, 9, 9};
+  v.publish_user_buffers(1, data, data);
+  CHECK(v.loadable_user_buffer(0, 1, false) == nullptr);  // another process: not loadable
+  transport::last_peer_read_failure = {};
+  const status st = v.read_user_buffer(1, false, 0, out, sizeof out);
+  CHECK(st == status::system_error);
+  CHECK(transport::last_peer_read_failure.rank == 1);
+  CHECK(transport::last_peer_read_failure.pid == child);
+  CHECK(transport::last_peer_read_failure.err == ESRCH);
+  for (std::uint64_t x : out) CHECK(x == 9);  // nothing written
+  // The same process: loadable through the pointer, no read needed.
+  v.record(1)->pid = static_cast<std::int32_t>(getpid());
+  CHECK(v.loadable_user_buffer(0, 1, false) == data);
+}
