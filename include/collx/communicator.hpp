@@ -380,6 +380,15 @@ class communicator {
     std::string err_msg;
     bool destroyed = false;
     variant_choice last{};
+    /// The last automatic choice per collective: the model's argmin costs
+    /// more than a small call itself, and it depends only on the requested
+    /// variant and the size (everything else is fixed per communicator).
+    struct remembered_choice {
+      bool valid = false;
+      variant_choice requested{}, chosen{};
+      double bytes = 0;
+    };
+    remembered_choice choice_memo[coll_count];
     int group_depth = 0;              // open group_start() calls
     std::vector<p2p_op> pending;      // transfers queued in the open group
     std::uint64_t spin_ns = 0;        // resolved comm_options::spin
@@ -635,7 +644,7 @@ class communicator {
   /// neighbour that had not published the mismatched call when this one ended.
   static void end_call(state& s, coll c) {
     if (c == coll::send_recv) return;
-    if (s.size > 1 && compare_with(s, (s.rank + s.size - 1) % s.size, 2) != status::ok)
+    if (s.opt.check_calls && s.size > 1 && compare_with(s, (s.rank + s.size - 1) % s.size, 2) != status::ok)
       fail(s, c, status::mismatch);
   }
 
@@ -738,9 +747,20 @@ class communicator {
     const double per_rank = double(count) * double(size_of(dt));
     const bool whole = c == coll::all_reduce || c == coll::broadcast || c == coll::reduce;
     const double bytes = whole ? per_rank : per_rank * s.size;
-    const tune::problem q{c, s.size, bytes, s.size > 1 && bytes >= double(s.view.user_buffer_min_bytes()),
-                          s.oversubscribed};
-    v = resolve(s, c, v, &q);
+    state::remembered_choice& memo = s.choice_memo[static_cast<int>(c)];
+    if (memo.valid && memo.bytes == bytes && memo.requested.algo == v.algo &&
+        memo.requested.proto == v.proto) {
+      v = memo.chosen;
+    } else {
+      const tune::problem q{c, s.size, bytes, s.size > 1 && bytes >= double(s.view.user_buffer_min_bytes()),
+                            s.oversubscribed};
+      memo.valid = false;
+      memo.requested = v;
+      v = resolve(s, c, v, &q);
+      memo.chosen = v;
+      memo.bytes = bytes;
+      memo.valid = true;
+    }
     bool found = false;
     visit_variant<transport::shm>(c, v.algo, v.proto, [&]<class A, class Pr>() {
       found = true;
@@ -1045,7 +1065,8 @@ class communicator {
     begin_call(s, C, count, dt, op, root, s.last);
     exec::host ex;
     ex.abort_word = s.view.abort_word();
-    ex.deadline_ns = exec::monotonic_ns() + static_cast<std::uint64_t>(s.opt.timeout.count()) * 1000000ull;
+    ex.deadline_ns = 0;  // from the first slow wait on
+    ex.timeout_ns = static_cast<std::uint64_t>(s.opt.timeout.count()) * 1000000ull;
     ex.spin_ns = s.spin_ns;
     if (s.oversubscribed) {
       ex.bells = s.view.doorbell(0);

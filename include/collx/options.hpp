@@ -74,6 +74,14 @@ struct comm_options {
   /// COLLX_SINGLE_COPY=0|1, COLLX_SINGLE_COPY_MIN=<bytes>.
   bool single_copy = true;
   std::uint64_t single_copy_min_bytes = 256 * 1024;
+  /// At the end of every call, compare its description (collective, dtype,
+  /// op, root, count, variant) with the previous rank's, so a mismatch that
+  /// still moves the same bytes (sum on one rank, max on another) fails at
+  /// once instead of returning wrong values. Costs one cross-core cache-line
+  /// read per call, a large part of a small call's latency (see
+  /// bench/results). Off: mismatches are found only where they make a wait
+  /// slow (the periodic watch), e.g. different counts. COLLX_CHECK_CALLS=0|1.
+  bool check_calls = true;
 
   /// Defaults overridden by COLLX_* environment variables.
   static comm_options from_env() {
@@ -100,6 +108,8 @@ struct comm_options {
       o.single_copy = parse_u32("COLLX_SINGLE_COPY", v, 0, 1) == 1;
     if (const char* v = std::getenv("COLLX_SINGLE_COPY_MIN"))
       o.single_copy_min_bytes = parse_u32("COLLX_SINGLE_COPY_MIN", v, 0, 0xffffffffu);
+    if (const char* v = std::getenv("COLLX_CHECK_CALLS"))
+      o.check_calls = parse_u32("COLLX_CHECK_CALLS", v, 0, 1) == 1;
     if (const char* v = std::getenv("COLLX_DETERMINISTIC"))
       o.deterministic = parse_u32("COLLX_DETERMINISTIC", v, 0, 1) == 1;
     return o;

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <thread>
@@ -39,7 +40,7 @@ struct rank_outcome {
 /// Runs body(rank, comm) on one thread per rank; each body runs its calls and
 /// stops at the first collx::error.
 std::vector<rank_outcome> on_threads(std::vector<communicator>& comms,
-                                const std::function<void(int, communicator&)>& body) {
+                                     const std::function<void(int, communicator&)>& body) {
   std::vector<rank_outcome> out(comms.size());
   std::vector<std::thread> ts;
   for (std::size_t r = 0; r < comms.size(); ++r)
@@ -125,6 +126,44 @@ TEST_CASE("mismatched count: status::mismatch naming both ranks and the count", 
       ++named;
   }
   CHECK(named >= 1);  // the rank that detected it names both calls
+}
+
+TEST_CASE("check_calls off: a mismatch that stalls a wait is still found by the watch",
+          "[reliability][mismatch]") {
+  comm_options o = opts();
+  o.check_calls = false;  // no comparison at the end of each call
+  auto comms = communicator::create_thread_group(2, o);
+  auto out = on_threads(comms, [&](int r, communicator& c) {
+    const std::size_t n = r == 0 ? 1000 : std::size_t{1} << 20;  // rank 1 waits for data never sent
+    std::vector<float> a(n, 1.0f), b(n);
+    c.all_reduce(a.data(), b.data(), n, reduce_op::sum);
+    c.all_reduce(a.data(), b.data(), n, reduce_op::sum);
+  });
+  // Rank 0 may finish both calls before rank 1's watch sees the mismatch;
+  // the abort reaches its communicator within a tick of the watch.
+  int threw = 0;
+  for (std::size_t r = 0; r < comms.size(); ++r) {
+    INFO("rank " << r << ": " << out[r].what);
+    if (out[r].code == status::mismatch) ++threw;
+    else CHECK(out[r].code == status::ok);
+    const auto t0 = std::chrono::steady_clock::now();
+    while (comms[r].error() == status::ok && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20))
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    CHECK(comms[r].error() == status::mismatch);
+    CHECK_THAT(comms[r].error_message(), Contains("count"));
+  }
+  CHECK(threw >= 1);
+}
+
+TEST_CASE("COLLX_CHECK_CALLS sets check_calls and refuses other values", "[reliability][options]") {
+  ::setenv("COLLX_CHECK_CALLS", "0", 1);
+  CHECK_FALSE(comm_options::from_env().check_calls);
+  ::setenv("COLLX_CHECK_CALLS", "1", 1);
+  CHECK(comm_options::from_env().check_calls);
+  ::setenv("COLLX_CHECK_CALLS", "2", 1);
+  CHECK_THROWS_WITH(comm_options::from_env(), Contains("COLLX_CHECK_CALLS"));
+  ::unsetenv("COLLX_CHECK_CALLS");
+  CHECK(comm_options::from_env().check_calls);
 }
 
 TEST_CASE("mismatched dtype, collective and root are reported as such", "[reliability][mismatch]") {

@@ -113,7 +113,6 @@ inline void publish_call(transport::rank_record* rec, std::uint64_t seq, const c
   store_release(&e.signature, d.signature());
   store_release(&e.count, d.count);
   store_release(&e.seq, seq);
-  store_release(&rec->seq, seq);
 }
 
 /// The peer's call number `seq`, if it has published it and not yet

@@ -52,8 +52,12 @@ struct host {
   using group = host_group;
 
   const std::uint32_t* abort_word = nullptr;  // shared by all ranks of the communicator
-  std::uint64_t deadline_ns = ~0ull;          // absolute, CLOCK_MONOTONIC
-  std::uint64_t spin_ns = 2000;               // busy-poll this long before yielding the CPU
+  /// Absolute CLOCK_MONOTONIC deadline of every wait; 0: timeout_ns after
+  /// the first wait that has to spin (so a call that never waits long never
+  /// reads the clock, which costs tens of ns in a VM).
+  mutable std::uint64_t deadline_ns = ~0ull;
+  std::uint64_t timeout_ns = 0;
+  std::uint64_t spin_ns = 2000;  // busy-poll this long before yielding the CPU
   /// Run every check_interval_ns while yielding (first after a fifth of it, so
   /// short waits never pay for it); a non-ok status ends the wait with it.
   status (*check)(const void* ctx) = nullptr;
@@ -90,6 +94,7 @@ struct host {
       cpu_relax();
     }
     const std::uint64_t start = monotonic_ns();
+    if (deadline_ns == 0) deadline_ns = start + timeout_ns;
     const std::uint64_t spin_until = start + spin_ns < deadline_ns ? start + spin_ns : deadline_ns;
     for (std::uint32_t polls = 1;; ++polls) {
       if (done()) return status::ok;

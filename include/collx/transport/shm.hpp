@@ -82,21 +82,22 @@ inline constexpr std::size_t call_history = 4;
 
 /// One rank's public record, written only by that rank. Identity fields are
 /// written once when the rank joins; calls[s % call_history] describes the
-/// rank's call number s (its `seq` field is stored last, with release).
+/// rank's call number s (its `seq` field is stored last, with release). Each
+/// call entry has its own 64-byte line: a peer that checks call s (every call
+/// does, at its end) must not contend with this rank already writing call s + 1.
 struct alignas(cache_line) rank_record {
   std::int32_t pid;  // 0 until the rank has joined
   std::uint32_t reserved;
   std::uint64_t start_time;  // /proc/<pid>/stat starttime: tells a reused pid apart
   std::uint64_t pid_ns;      // inode of the rank's pid namespace: pids compare only within one
-  std::uint64_t seq;         // number of calls this rank has published
-  struct call {
+  struct alignas(64) call {
     std::uint64_t seq, signature, count;
   } calls[call_history];
 };
-static_assert(sizeof(rank_record) == cache_line);
+static_assert(sizeof(rank_record) % cache_line == 0);
 
 inline constexpr std::uint64_t shm_magic = 0x636f6c6c78736d31ull;  // "collxsm1"
-inline constexpr std::uint32_t shm_version = 4;
+inline constexpr std::uint32_t shm_version = 5;
 inline constexpr std::size_t shm_page = 4096;
 
 COLLX_HOST_DEVICE constexpr std::size_t align_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
