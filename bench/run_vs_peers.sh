@@ -197,7 +197,7 @@ else
   if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then commit="$commit (with uncommitted changes)"; fi
 fi
 lscpu_field() { lscpu | sed -n "s/^$1:[[:space:]]*//p" | head -1; }
-cxx=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null | head -1)
+cxx=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null | head -1 || true)
 dpkg_ver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo "not installed"; }
 
 {

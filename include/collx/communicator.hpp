@@ -1075,6 +1075,8 @@ class communicator {
     }
     ex.check = &communicator::watch;
     ex.check_ctx = &s;
+    if (s.opt.check_calls && s.size > 1)
+      ex.warm = &s.view.record((s.rank + s.size - 1) % s.size)->calls[s.seq % transport::call_history].seq;
     status st = status::ok;
     if constexpr (is_reduction(C)) {
       // One schedule per element size; the (dtype, op) kernels sit behind the erased reducer.

@@ -55,4 +55,19 @@ COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE bool compare_exchange(T* p, T& expected, T
   return atomic_ref<T>(*p).compare_exchange_strong(expected, desired, mo::memory_order_acq_rel);
 }
 
+/// Asks for the cache line at p in a writable state without waiting, so a
+/// later store to it hits instead of waiting for other cores' copies to be
+/// invalidated (under x86's in-order store commit, such a wait also holds
+/// back every later store). x86: PREFETCHW (a no-op on CPUs without it);
+/// other hosts: a write prefetch; device code: nothing.
+COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void prefetch_for_write(const void* p) {
+#if COLLX_DEVICE_CODE
+  (void)p;
+#elif defined(__x86_64__) || defined(__i386__)
+  asm volatile("prefetchw %0" : : "m"(*static_cast<const char*>(p)));
+#else
+  __builtin_prefetch(p, 1, 3);
+#endif
+}
+
 }  // namespace collx::detail

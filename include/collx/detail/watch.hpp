@@ -113,6 +113,10 @@ inline void publish_call(transport::rank_record* rec, std::uint64_t seq, const c
   store_release(&e.signature, d.signature());
   store_release(&e.count, d.count);
   store_release(&e.seq, seq);
+  // Take the next call's line now: its stores then hit this core's cache
+  // instead of waiting for a peer's copy to be invalidated, and under TSO
+  // that wait would hold back the call's first data store too.
+  prefetch_for_write(&rec->calls[(seq + 1) % transport::call_history]);
 }
 
 /// The peer's call number `seq`, if it has published it and not yet

@@ -75,6 +75,12 @@ struct host {
   /// Longest single sleep: bounds the reaction to an abort raised elsewhere.
   std::uint64_t max_sleep_ns = 1'000'000;
 
+  /// A word loaded on every busy poll (nullptr: none): keeps a line the
+  /// caller reads after its waits (the previous rank's call record, compared
+  /// at the end of each call) fresh in this core's cache, so that fetching it
+  /// from the core that wrote it overlaps a wait instead of following it.
+  const std::uint64_t* warm = nullptr;
+
   static constexpr group workers() { return {}; }
 
   /// Wakes rank q if it sleeps. Call after the release store that publishes
@@ -91,6 +97,7 @@ struct host {
   status wait(Pred&& done) const {
     for (int i = 0; i < 64; ++i) {
       if (done()) return status::ok;
+      keep_warm();
       cpu_relax();
     }
     const std::uint64_t start = monotonic_ns();
@@ -102,6 +109,7 @@ struct host {
         if (abort_word && detail::load_relaxed(abort_word) != 0) return status::aborted;
         if (monotonic_ns() >= spin_until) break;
       }
+      keep_warm();
       cpu_relax();
     }
     std::uint64_t next_check = monotonic_ns() + check_interval_ns / 5;
@@ -120,6 +128,10 @@ struct host {
       if (bells != nullptr && sleep && polls >= yields_before_sleep) sleep_until_notified(done, deadline_ns);
       else sched_yield();
     }
+  }
+
+  COLLX_ALWAYS_INLINE void keep_warm() const {
+    if (warm != nullptr) (void)detail::load_relaxed(warm);
   }
 
   /// Yields before sleeping: a peer that shares this core usually answers
