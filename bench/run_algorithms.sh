@@ -27,6 +27,8 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+prog=run_algorithms.sh
+. bench/lib.sh
 
 nranks="2 4"
 maxbytes=8M
@@ -35,34 +37,17 @@ repeats=5
 out=bench/results/algorithms.md
 collx_perf=${COLLX_PERF:-build/cpu/tools/collx-perf}
 collx_model=${COLLX_MODEL:-build/cpu/tools/collx-model}
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --nranks) nranks=$2; shift 2 ;;
-    --maxbytes) maxbytes=$2; shift 2 ;;
-    --iters) iters=$2; shift 2 ;;
-    --repeats) repeats=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "run_algorithms.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
-  esac
-done
+bench_parse_args "nranks maxbytes iters repeats out" "$@"
 for b in "$collx_perf" "$collx_model"; do
-  [ -x "$b" ] || { echo "run_algorithms.sh: $b is not built" >&2; exit 1; }
+  [ -x "$b" ] || { echo "$prog: $b is not built" >&2; exit 1; }
 done
 
 declare -A algos=([all_reduce]="ring tree rhd rabenseifner nvls direct" [all_gather]="ring rhd bruck nvls direct")
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-load=$(cut -d' ' -f1 /proc/loadavg)
-start=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
+bench_start
 run() {  # run FILE collx-perf-args...
   local f=$1
   shift
-  "$collx_perf" "$@" >"$f.txt" 2>"$f.err" || {
-    cat "$f.txt" "$f.err" >&2
-    echo "run_algorithms.sh: collx-perf $* failed" >&2
-    exit 1
-  }
+  bench_run "$f" "collx-perf $*" "$collx_perf" "$@"
 }
 for rep in $(seq 1 "$repeats"); do
   echo "==> [$rep/$repeats] alpha: P=2 all_gather ring 8 B" >&2
@@ -80,7 +65,7 @@ for rep in $(seq 1 "$repeats"); do
     done
   done
 done
-end=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
+end=$(bench_now)
 
 echo "==> calibration: beta, gamma" >&2
 "$collx_model" calibrate --bytes 8M --reps 20 >"$tmp/calibrate.txt"
@@ -90,8 +75,8 @@ alpha_steps=$("$collx_model" all_gather -p 2 --alpha 1 --sizes 8 --algo ring --t
 
 mkdir -p "$(dirname "$out")"
 TMPDIR_RUNS="$tmp" NRANKS="$nranks" START="$start" END="$end" LOAD="$load" LOAD_END="$load_end" ITERS="$iters" REPEATS="$repeats" \
-COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" COLLX_MODEL_BIN="$collx_model" \
-ALPHA_STEPS="$alpha_steps" MODEL="$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)" \
+COMMIT="$(bench_commit)" COLLX_MODEL_BIN="$collx_model" \
+ALPHA_STEPS="$alpha_steps" MODEL="$(bench_cpu_model)" \
 AR="${algos[all_reduce]}" AG="${algos[all_gather]}" python3 - "$out" <<'PY'
 import os, statistics, subprocess, sys
 env = os.environ
