@@ -136,7 +136,9 @@ def model(c, p, sizes, algos):
         if l.startswith("#"):
             continue
         f = l.split()
-        rows[int(f[0])] = ({a: float(f[1 + i]) for i, a in enumerate(head[1:-2])}, f[-2].split("="))
+        # The model's columns come first, one per algorithm; the tuner's follow.
+        names = [h for h in head[1:-2] if h in algos]
+        rows[int(f[0])] = ({a: float(f[1 + i]) for i, a in enumerate(names)}, f[-2].split("="))
     return rows, " ".join(cmd[:3] + ["..."])
 
 md = ["# all_reduce and all_gather per algorithm (Simple protocol, fp32), and the cost model's ranking", "",
