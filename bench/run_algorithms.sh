@@ -79,18 +79,14 @@ COMMIT="$(bench_commit)" COLLX_MODEL_BIN="$collx_model" \
 ALPHA_STEPS="$alpha_steps" MODEL="$(bench_cpu_model)" \
 AR="${algos[all_reduce]}" AG="${algos[all_gather]}" python3 - "$out" <<'PY'
 import os, statistics, subprocess, sys
+sys.path.insert(0, "bench")
+from perf_table import table_rows
 env = os.environ
 tmp, out, reps = env["TMPDIR_RUNS"], sys.argv[1], int(env["REPEATS"])
 colls = {"all_reduce": env["AR"].split(), "all_gather": env["AG"].split()}
 
 def parse(path):
-    rows = {}
-    for line in open(path):
-        p = line.split()
-        if line.startswith("#") or len(p) < 13:
-            continue
-        rows[int(p[0])] = (float(p[5]), p[8])
-    return rows
+    return {s: (float(p[5]), p[8]) for s, p in table_rows(path).items()}
 
 def human(b):
     for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):

@@ -43,19 +43,15 @@ mkdir -p "$(dirname "$out")"
 TMPDIR_RUNS="$tmp" REPEATS="$repeats" NRANKS="$nranks" START="$start" END="$end" COMMIT="$commit" \
 MODEL="$model" LOAD="$load" ITERS="$iters" python3 - "$out" <<'PY'
 import os, statistics, sys
+sys.path.insert(0, "bench")
+from perf_table import table_rows
 
 env = os.environ
 tmp, reps, out = env["TMPDIR_RUNS"], int(env["REPEATS"]), sys.argv[1]
 protos = ["simple", "ll", "ll128"]
 
 def parse(path):
-    rows = {}
-    for line in open(path):
-        p = line.split()
-        if line.startswith("#") or len(p) < 13:
-            continue
-        rows[int(p[0])] = (float(p[5]), float(p[7]), p[8])
-    return rows
+    return {s: (float(p[5]), float(p[7]), p[8]) for s, p in table_rows(path).items()}
 
 runs = {p: [parse(f"{tmp}/{p}.{r}.txt") for r in range(1, reps + 1)] for p in protos}
 sizes = sorted(runs["simple"][0])
