@@ -27,6 +27,8 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+prog=run_algorithms.sh
+. bench/lib.sh
 
 nranks="2 4"
 maxbytes=8M
@@ -35,34 +37,17 @@ repeats=5
 out=bench/results/algorithms.md
 collx_perf=${COLLX_PERF:-build/cpu/tools/collx-perf}
 collx_model=${COLLX_MODEL:-build/cpu/tools/collx-model}
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --nranks) nranks=$2; shift 2 ;;
-    --maxbytes) maxbytes=$2; shift 2 ;;
-    --iters) iters=$2; shift 2 ;;
-    --repeats) repeats=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "run_algorithms.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
-  esac
-done
+bench_parse_args "nranks maxbytes iters repeats out" "$@"
 for b in "$collx_perf" "$collx_model"; do
-  [ -x "$b" ] || { echo "run_algorithms.sh: $b is not built" >&2; exit 1; }
+  [ -x "$b" ] || { echo "$prog: $b is not built" >&2; exit 1; }
 done
 
 declare -A algos=([all_reduce]="ring tree rhd rabenseifner nvls direct" [all_gather]="ring rhd bruck nvls direct")
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-load=$(cut -d' ' -f1 /proc/loadavg)
-start=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
+bench_start
 run() {  # run FILE collx-perf-args...
   local f=$1
   shift
-  "$collx_perf" "$@" >"$f.txt" 2>"$f.err" || {
-    cat "$f.txt" "$f.err" >&2
-    echo "run_algorithms.sh: collx-perf $* failed" >&2
-    exit 1
-  }
+  bench_run "$f" "collx-perf $*" "$collx_perf" "$@"
 }
 for rep in $(seq 1 "$repeats"); do
   echo "==> [$rep/$repeats] alpha: P=2 all_gather ring 8 B" >&2
@@ -80,7 +65,7 @@ for rep in $(seq 1 "$repeats"); do
     done
   done
 done
-end=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
+end=$(bench_now)
 
 echo "==> calibration: beta, gamma" >&2
 "$collx_model" calibrate --bytes 8M --reps 20 >"$tmp/calibrate.txt"
@@ -90,22 +75,18 @@ alpha_steps=$("$collx_model" all_gather -p 2 --alpha 1 --sizes 8 --algo ring --t
 
 mkdir -p "$(dirname "$out")"
 TMPDIR_RUNS="$tmp" NRANKS="$nranks" START="$start" END="$end" LOAD="$load" LOAD_END="$load_end" ITERS="$iters" REPEATS="$repeats" \
-COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" COLLX_MODEL_BIN="$collx_model" \
-ALPHA_STEPS="$alpha_steps" MODEL="$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)" \
+COMMIT="$(bench_commit)" COLLX_MODEL_BIN="$collx_model" \
+ALPHA_STEPS="$alpha_steps" MODEL="$(bench_cpu_model)" \
 AR="${algos[all_reduce]}" AG="${algos[all_gather]}" python3 - "$out" <<'PY'
 import os, statistics, subprocess, sys
+sys.path.insert(0, "bench")
+from perf_table import table_rows
 env = os.environ
 tmp, out, reps = env["TMPDIR_RUNS"], sys.argv[1], int(env["REPEATS"])
 colls = {"all_reduce": env["AR"].split(), "all_gather": env["AG"].split()}
 
 def parse(path):
-    rows = {}
-    for line in open(path):
-        p = line.split()
-        if line.startswith("#") or len(p) < 13:
-            continue
-        rows[int(p[0])] = (float(p[5]), p[8])
-    return rows
+    return {s: (float(p[5]), p[8]) for s, p in table_rows(path).items()}
 
 def human(b):
     for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):
@@ -151,7 +132,9 @@ def model(c, p, sizes, algos):
         if l.startswith("#"):
             continue
         f = l.split()
-        rows[int(f[0])] = ({a: float(f[1 + i]) for i, a in enumerate(head[1:-2])}, f[-2].split("="))
+        # The model's columns come first, one per algorithm; the tuner's follow.
+        names = [h for h in head[1:-2] if h in algos]
+        rows[int(f[0])] = ({a: float(f[1 + i]) for i, a in enumerate(names)}, f[-2].split("="))
     return rows, " ".join(cmd[:3] + ["..."])
 
 md = ["# all_reduce and all_gather per algorithm (Simple protocol, fp32), and the cost model's ranking", "",

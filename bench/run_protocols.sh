@@ -13,63 +13,45 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+prog=run_protocols.sh
+. bench/lib.sh
 
 repeats=3
 nranks=2
 iters=20
 out=bench/results/protocols.md
 collx_perf=${COLLX_PERF:-build/cpu/tools/collx-perf}
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --repeats) repeats=$2; shift 2 ;;
-    --nranks) nranks=$2; shift 2 ;;
-    --iters) iters=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "run_protocols.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
-  esac
-done
-[ -x "$collx_perf" ] || { echo "run_protocols.sh: $collx_perf is not built (cmake --workflow --preset cpu)" >&2; exit 1; }
+bench_parse_args "repeats nranks iters out" "$@"
+[ -x "$collx_perf" ] || { echo "$prog: $collx_perf is not built (cmake --workflow --preset cpu)" >&2; exit 1; }
 
 protos=(simple ll ll128)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-load=$(cut -d' ' -f1 /proc/loadavg)
-start=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
+bench_start
 for rep in $(seq 1 "$repeats"); do
   for k in 0 1 2; do
     p=${protos[$(((rep + k) % 3))]}
     cmd=("$collx_perf" all_reduce -b 8 -e 64M -f 2 -d float -o sum -c 1 -n "$iters" -w 5
       --procs -p "$nranks" --algo ring --proto "$p")
     echo "==> [$rep/$repeats] $p: ${cmd[*]}" >&2
-    "${cmd[@]}" >"$tmp/$p.$rep.txt" 2>"$tmp/$p.$rep.err" || {
-      cat "$tmp/$p.$rep.txt" "$tmp/$p.$rep.err" >&2
-      echo "run_protocols.sh: $p failed" >&2
-      exit 1
-    }
+    bench_run "$tmp/$p.$rep" "$p" "${cmd[@]}"
   done
 done
-end=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-model=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)
+end=$(bench_now)
+commit=$(bench_commit)
+model=$(bench_cpu_model)
 
 mkdir -p "$(dirname "$out")"
 TMPDIR_RUNS="$tmp" REPEATS="$repeats" NRANKS="$nranks" START="$start" END="$end" COMMIT="$commit" \
 MODEL="$model" LOAD="$load" ITERS="$iters" python3 - "$out" <<'PY'
 import os, statistics, sys
+sys.path.insert(0, "bench")
+from perf_table import table_rows
 
 env = os.environ
 tmp, reps, out = env["TMPDIR_RUNS"], int(env["REPEATS"]), sys.argv[1]
 protos = ["simple", "ll", "ll128"]
 
 def parse(path):
-    rows = {}
-    for line in open(path):
-        p = line.split()
-        if line.startswith("#") or len(p) < 13:
-            continue
-        rows[int(p[0])] = (float(p[5]), float(p[7]), p[8])
-    return rows
+    return {s: (float(p[5]), float(p[7]), p[8]) for s, p in table_rows(path).items()}
 
 runs = {p: [parse(f"{tmp}/{p}.{r}.txt") for r in range(1, reps + 1)] for p in protos}
 sizes = sorted(runs["simple"][0])

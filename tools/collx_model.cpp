@@ -17,6 +17,16 @@
 // whole output; reduce_scatter: the whole input; all_to_all: one rank's send
 // buffer).
 //
+// Next to it, per size, what the automatic choice works with: the tuner's
+// prediction tune::predict_us(tune::shm_host, problem) of each algorithm on
+// the same protocol (tune/model.hpp: the measured shm profile, not the
+// α, β, γ given here), and the tuner's pick, choose_variant with that
+// problem, as a communicator on the shm transport makes it: every compiled
+// variant (not only --algo's), COLLX_ALGO, COLLX_PROTO, COLLX_DETERMINISTIC
+// and COLLX_SINGLE_COPY[_MIN] from the environment, single copy assumed
+// available (the communicator probes it), and --oversubscribed when ranks
+// outnumber the CPUs.
+//
 // `calibrate` measures β and γ on one thread of this machine, independently of
 // any collective: β = seconds per byte of memcpy(dst, src, N), γ = seconds per
 // output byte of c[i] = a[i] + b[i] over fp32 (N bytes each); N defaults to
@@ -24,9 +34,13 @@
 // here (it needs ranks): bench/run_algorithms.sh takes it from collx-perf.
 //
 // Exit status: 0, or 2 for a bad command line. Includes no communicator: only
-// the algorithm and protocol headers (collx/variants.hpp).
+// the algorithm, protocol and selection headers.
 #include <collx/coll.hpp>
+#include <collx/options.hpp>
 #include <collx/proto/ids.hpp>
+#include <collx/selection.hpp>
+#include <collx/transport/shm.hpp>
+#include <collx/tune/model.hpp>
 #include <collx/variants.hpp>
 
 #include <algorithm>
@@ -45,13 +59,21 @@ using namespace collx;
 constexpr const char* usage_text =
     "usage: collx-model <collective> -p P --alpha S [--beta S] [--gamma S] [--proto simple|ll|ll128]\n"
     "                   [-b MIN -e MAX -f FACTOR | --sizes N,N,...] [--algo A,B,...] [--terms]\n"
+    "                   [--oversubscribed]\n"
     "       collx-model calibrate [--bytes N] [--reps N]\n"
     "  --alpha S   seconds per step (message latency on the critical path)\n"
     "  --beta S    seconds per byte sent (default 0)\n"
     "  --gamma S   seconds per byte reduced (default 0)\n"
     "  sizes take K, M, G suffixes (powers of 1024); -b 8 -e 8M -f 4 by default\n"
     "  --algo      only these algorithms; --terms also prints each algorithm's\n"
-    "              steps, bytes sent and bytes reduced\n";
+    "              steps, bytes sent and bytes reduced\n"
+    "  --oversubscribed  the tuner's problem has more ranks than CPUs\n"
+    "Columns per size: the model's time in us per algorithm; tune:<algo>, the tuner's\n"
+    "prediction in us (tune::predict_us, tune::shm_host profile, same protocol); pick\n"
+    "and pick_us, the variant the automatic choice takes (choose_variant over every\n"
+    "compiled variant; COLLX_ALGO, COLLX_PROTO, COLLX_DETERMINISTIC, COLLX_SINGLE_COPY\n"
+    "and COLLX_SINGLE_COPY_MIN apply) and its predicted time; then the model's argmin\n"
+    "and order.\n";
 
 int bad(const std::string& what) {
   std::fprintf(stderr, "collx-model: %s\n%s", what.c_str(), usage_text);
@@ -134,6 +156,45 @@ std::vector<prediction> predict(coll c, int P, double bytes, const parameters& m
   return out;
 }
 
+// ---- the tuner ------------------------------------------------------------------
+
+/// tune::predict_us of <A, Pr> with the shm profile; NaN where Pr cannot run on shm.
+template <class A, class Pr>
+double tuner_us(const tune::problem& q) {
+  if constexpr (composable<A, Pr, transport::shm>) return tune::predict_us<A, Pr>(tune::shm_host, q);
+  else return std::nan("");
+}
+
+template <class A, class... Ps>
+double tuner_us(const tune::problem& q, proto_id p, type_list<Ps...>) {
+  double us = std::nan("");
+  ((Ps::id == p ? (us = tuner_us<A, Ps>(q), 0) : 0), ...);
+  return us;
+}
+
+/// The tuner's prediction of every compiled algorithm that implements the
+/// problem's collective, on protocol p.
+std::vector<std::pair<std::string, double>> tuner_predictions(const tune::problem& q, proto_id p) {
+  std::vector<std::pair<std::string, double>> out;
+  [&]<class... As>(type_list<As...>) {
+    ((As::implements(q.kind) ? (out.emplace_back(As::name, tuner_us<As>(q, p, protocols{})), 0) : 0), ...);
+  }(algorithms{});
+  return out;
+}
+
+/// The variant a communicator with options `o` picks for the problem, and
+/// its predicted time (as communicator::resolve: the options' variant first).
+std::pair<variant_choice, double> tuner_pick(const comm_options& o, const tune::problem& q) {
+  variant_choice want;
+  if (implements(o.variant.algo, q.kind)) want.algo = o.variant.algo;
+  want.proto = o.variant.proto;
+  const variant_choice v = choose_variant<transport::shm>(q.kind, want, o.allowed, o.deterministic, &q);
+  double us = std::nan("");
+  visit_variant<transport::shm>(
+      q.kind, v.algo, v.proto, [&]<class A, class Pr>() { us = tune::predict_us<A, Pr>(tune::shm_host, q); });
+  return {v, us};
+}
+
 std::string human(double b) {
   char buf[32];
   if (b >= 1 << 30) std::snprintf(buf, sizeof buf, "%gG", b / (1 << 30));
@@ -154,11 +215,15 @@ int evaluate(int argc, char** argv) {
   double lo = 8, hi = 8.0 * 1024 * 1024, factor = 4;
   std::vector<double> sizes;
   std::vector<std::string> only;
-  bool terms = false;
+  bool terms = false, oversubscribed = false;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--terms") {
       terms = true;
+      continue;
+    }
+    if (a == "--oversubscribed") {
+      oversubscribed = true;
       continue;
     }
     if (i + 1 >= argc) return bad("'" + a + "' needs a value");
@@ -214,13 +279,35 @@ int evaluate(int argc, char** argv) {
     if (std::find(names.begin(), names.end(), n) == names.end())
       return bad("no compiled algorithm '" + n + "' implements " + name(c));
   if (names.empty()) return bad(std::string("no compiled algorithm implements ") + name(c));
+  comm_options opt;
+  try {
+    opt = comm_options::from_env();
+  } catch (const std::exception& e) {
+    return bad(e.what());
+  }
+  // The tuner's problem at a size, as communicator::run builds it.
+  auto problem_at = [&](double bytes) {
+    return tune::problem{c, P, bytes, P > 1 && opt.single_copy && bytes >= double(opt.single_copy_min_bytes),
+                         oversubscribed};
+  };
+  // Column widths: 12, or the label's length.
+  auto width = [](const std::string& label) {
+    return static_cast<int>(std::max<std::size_t>(12, label.size()));
+  };
 
   std::printf("# collx-model %s  P=%d  proto=%s  alpha=%.4g s  beta=%.4g s/B  gamma=%.4g s/B\n", name(c), P,
               name(m.proto), m.alpha, m.beta, m.gamma);
   std::printf(
       "# predicted time in us = alpha*steps + beta*bytes_sent/payload_efficiency + gamma*bytes_reduced\n");
+  std::printf(
+      "# tune:<algo> = tune::predict_us(tune::shm_host) in us, proto=%s; pick = the automatic "
+      "choice (single copy from %llu B%s%s)\n",
+      name(m.proto), static_cast<unsigned long long>(opt.single_copy_min_bytes),
+      opt.single_copy ? "" : ", off", oversubscribed ? "; oversubscribed" : "");
   std::printf("#%11s", "size");
   for (const std::string& n : names) std::printf(" %12s", n.c_str());
+  for (const std::string& n : names) std::printf(" %*s", width("tune:" + n), ("tune:" + n).c_str());
+  std::printf(" %18s %12s", "pick", "pick_us");
   std::printf("  %-12s %s\n", "argmin", "order");
   for (double bytes : sizes) {
     std::vector<prediction> ps;
@@ -228,6 +315,12 @@ int evaluate(int argc, char** argv) {
       if (chosen(p)) ps.push_back(p);
     std::printf("%12.0f", bytes);
     for (const prediction& p : ps) std::printf(" %12.3f", p.seconds * 1e6);
+    const tune::problem q = problem_at(bytes);
+    for (const auto& [n, us] : tuner_predictions(q, m.proto))
+      if (std::find(names.begin(), names.end(), n) != names.end())
+        std::printf(" %*.3f", width("tune:" + n), us);
+    const auto [pick, pick_us] = tuner_pick(opt, q);
+    std::printf(" %18s %12.3f", (std::string(name(pick.algo)) + "/" + name(pick.proto)).c_str(), pick_us);
     std::vector<prediction> order = ps;
     std::stable_sort(order.begin(), order.end(),
                      [](const prediction& x, const prediction& y) { return x.seconds < y.seconds; });

@@ -64,13 +64,7 @@ void usage(std::FILE* f, const char* prog) {
   std::fprintf(f,
                "usage: %s <all_reduce|all_gather|reduce_scatter|broadcast|reduce> [flags]\n"
                "\n"
-               "  -b, --minbytes <size>      smallest size (default 8; K/M/G suffixes)\n"
-               "  -e, --maxbytes <size>      largest size (default 64M)\n"
-               "  -f, --stepfactor <n>       multiply the size by n each step (default 2)\n"
-               "  -i, --stepbytes <size>     with -f 1: add this many bytes each step (default 1M)\n"
-               "  -n, --iters <n>            timed iterations per size (default 20)\n"
-               "  -w, --warmup_iters <n>     untimed iterations before them (default 5)\n"
-               "  -c, --check <0|1>          check results before timing each size (default 1)\n"
+               "%s"
                "  -o, --op <op>              %s (default sum)\n"
                "  -d, --datatype <type>      int8 uint8 int32 uint32 int64 uint64 half bfloat16 float\n"
                "                             double f8e4m3 f8e5m2 (default float; also float16 fp16\n"
@@ -99,7 +93,8 @@ void usage(std::FILE* f, const char* prog) {
                "and then takes the number of ranks from COLLX_SIZE. Rank 0 prints the table.\n"
                "\n"
                "Exit status: 0 ok, 1 wrong results or a collx error, 2 bad command line.\n",
-               prog, perf::op_choices, joined_names<algo_id>().c_str(), joined_names<proto_id>().c_str());
+               prog, perf::sweep_flags_help, perf::op_choices, joined_names<algo_id>().c_str(),
+               joined_names<proto_id>().c_str());
 }
 
 // ---- one rank's sweep ------------------------------------------------------------
@@ -183,39 +178,23 @@ perf::sweep_totals run_rank(communicator& comm, const options& o, variant_choice
   // not serve the collective: a zero-count call checks everything but bytes.
   call(nullptr, nullptr, 0);
 
-  const perf::buffer_bytes need = perf::buffers_for(o, P);
-  perf::page_buffer sendbuf = perf::page_alloc(need.send);
-  perf::page_buffer recvbuf = perf::page_alloc(need.recv);
-  std::byte* const sb = sendbuf.get();
-  std::byte* const rb = recvbuf.get();
-
+  const perf::sweep_buffers bufs = perf::alloc_buffers(o, P);
   std::FILE* out = stdout;
-  if (print) {
-    char host[256] = "?";
-    gethostname(host, sizeof host - 1);
-    std::fprintf(out, "# collx-perf %s  nranks %d  mode %s  pid %d on %s\n", name(o.collective), P, mode,
-                 static_cast<int>(getpid()), host);
-    std::fprintf(out, "# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d validation: %d\n",
-                 o.min_bytes, o.max_bytes, o.step_factor > 1 ? o.step_factor : o.step_bytes,
-                 o.step_factor > 1 ? "factor" : "bytes", o.warmup_iters, o.iters, o.check);
-    std::fprintf(out, "# dtype %s  op %s  root %d  variant %s\n", name(o.type),
-                 perf::op_column(o.collective, o.op), perf::root_column(o.collective, o.root),
-                 variant_name(want).c_str());
-    perf::print_columns(out);
-    std::fflush(out);
-  }
+  if (print)
+    perf::print_header(out, o, "collx-perf", name(o.collective), P, mode, perf::op_column(o.collective, o.op),
+                       perf::root_column(o.collective, o.root), "variant " + variant_name(want));
 
   std::vector<variant_span> spans;
   collx_driver driver{comm, call, spans};
   perf::sweep_totals totals;
   visit_dtype(o.type, [&]<class T>(std::type_identity<T>) {
-    totals = perf::run_sweep<T>(o, rank, P, sb, rb, driver, print ? out : nullptr);
+    totals = perf::run_sweep<T>(o, rank, P, bufs.send.get(), bufs.recv.get(), driver, print ? out : nullptr);
   });
 
   if (print) {
     perf::print_footer(out, totals.out_of_bounds, totals.avg_busbw());
     std::fprintf(out, "# variant: %s\n", variants_line(spans).c_str());
-    if (totals.wrong > 0) std::fprintf(out, "# %lld wrong elements in total: FAILED\n", totals.wrong);
+    perf::print_wrong_total(out, totals);
     std::fprintf(out, "#\n");
     std::fflush(out);
   }
@@ -336,15 +315,7 @@ int main(int argc, char** argv) {
   options o;
   const perf::parse_outcome parsed =
       perf::parse_command_line(argc, argv, o, {/*mode=*/true, /*variant=*/true});
-  if (parsed.what == perf::parse_outcome::help) {
-    usage(stdout, prog);
-    return 0;
-  }
-  if (parsed.what == perf::parse_outcome::error) {
-    std::fprintf(stderr, "%s: %s\n\n", prog, parsed.message.c_str());
-    usage(stderr, prog);
-    return 2;
-  }
+  if (const int rc = perf::parse_exit_status(parsed, prog, usage); rc >= 0) return rc;
 
   variant_choice want;
   if (!parse_id(o.algo, want.algo)) {

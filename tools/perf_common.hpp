@@ -7,22 +7,27 @@
 //     count argument of the call; algbw = count·elt·(P for all_gather and
 //     reduce_scatter) / time; busbw = algbw · 2(P−1)/P for all_reduce,
 //     (P−1)/P for all_gather and reduce_scatter, 1 for broadcast and reduce),
-//   * the table format (columns, units, time precision, the footer),
+//   * the usage text of those flags and what main does with a parse outcome,
+//   * the table format (header, columns, units, time precision, the footer),
 //   * the check data: inputs are a deterministic function of (rank, element
 //     index) chosen so that every result is exact in the element type (small
 //     integers for arithmetic, bit patterns for bitwise ops and integer copies);
 //     the expected value is folded in double (uint64 for bit patterns) and
 //     compared with a per-dtype tolerance × max(1, P−1), as nccl-tests does,
 //   * the size sweep and its timing policy (run_sweep), with the library's
-//     calls, clock and reductions supplied by a small driver object.
+//     calls, clock and reductions supplied by a small driver object,
+//   * binding ranks to the allowed CPUs.
 //
-// Depends only on collx's dtype/op/collective enumerations, never on the
-// communicator, so a driver built against another library can include it.
+// Depends only on collx's dtype/op/collective enumerations (and POSIX), never
+// on the communicator, so a driver built against another library can include it.
 #pragma once
 
 #include <collx/coll.hpp>
 #include <collx/dtype.hpp>
 #include <collx/reduce_op.hpp>
+
+#include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -32,6 +37,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <new>
 #include <string>
@@ -260,6 +266,30 @@ inline parse_outcome parse_command_line(int argc, char** argv, options& o, flag_
     }
     const char* v = value.c_str();
     long n = 0;
+    // The flags whose value is an int of options, with its range.
+    struct int_flag {
+      char which;
+      const char* name;
+      long lo, hi;
+      const char* range;
+      int options::*field;
+    };
+    static constexpr int_flag ints[] = {
+        {'n', "iters", 1, 1L << 30, "an integer >= 1", &options::iters},
+        {'w', "warmup_iters", 0, 1L << 30, "an integer >= 0", &options::warmup_iters},
+        {'c', "check", 0, 1L << 30, "0 or 1", &options::check},
+        {'r', "root", 0, 4095, "an integer >= 0", &options::root},
+        {'p', "nranks", 1, 4096, "an integer in [1, 4096]", &options::nranks},
+    };
+    if (const auto* f = std::find_if(std::begin(ints), std::end(ints),
+                                     [&](const int_flag& x) { return x.which == which; });
+        f != std::end(ints)) {
+      if (!parse_int(v, f->lo, f->hi, n))
+        return fail(std::string("invalid ") + f->name + " '" + value + "' (" + f->range + ")");
+      o.*(f->field) = static_cast<int>(n);
+      o.nranks_given |= which == 'p';
+      continue;
+    }
     switch (which) {
       case 'b':
         if (!parse_size(v, o.min_bytes)) return fail("invalid size for minbytes: '" + value + "'");
@@ -275,35 +305,12 @@ inline parse_outcome parse_command_line(int argc, char** argv, options& o, flag_
         if (!parse_size(v, o.step_bytes) || o.step_bytes == 0)
           return fail("invalid stepbytes '" + value + "'");
         break;
-      case 'n':
-        if (!parse_int(v, 1, 1L << 30, n)) return fail("invalid iters '" + value + "' (an integer >= 1)");
-        o.iters = static_cast<int>(n);
-        break;
-      case 'w':
-        if (!parse_int(v, 0, 1L << 30, n))
-          return fail("invalid warmup_iters '" + value + "' (an integer >= 0)");
-        o.warmup_iters = static_cast<int>(n);
-        break;
-      case 'c':
-        if (!parse_int(v, 0, 1L << 30, n)) return fail("invalid check '" + value + "' (0 or 1)");
-        o.check = static_cast<int>(n);
-        break;
       case 'o':
         if (!parse_op(value, o.op)) return fail("unknown op '" + value + "' (" + op_choices + ")");
         break;
       case 'd':
         if (!parse_dtype(value, o.type))
           return fail("unknown datatype '" + value + "' (" + dtype_choices + ")");
-        break;
-      case 'r':
-        if (!parse_int(v, 0, 4095, n)) return fail("invalid root '" + value + "' (an integer >= 0)");
-        o.root = static_cast<int>(n);
-        break;
-      case 'p':
-        if (!parse_int(v, 1, 4096, n))
-          return fail("invalid nranks '" + value + "' (an integer in [1, 4096])");
-        o.nranks = static_cast<int>(n);
-        o.nranks_given = true;
         break;
       case 'A': o.algo = value; break;
       case 'P': o.proto = value; break;
@@ -434,6 +441,51 @@ inline void print_row_block(std::FILE* f, double usec, double algbw, double busb
 inline void print_footer(std::FILE* f, long long out_of_bounds, double avg_busbw) {
   std::fprintf(f, "# Out of bounds values : %lld %s\n", out_of_bounds, out_of_bounds ? "FAILED" : "OK");
   std::fprintf(f, "# Avg bus bandwidth    : %g \n", avg_busbw);
+}
+
+/// The usage lines of the sweep flags, the same in every driver.
+inline constexpr const char* sweep_flags_help =
+    "  -b, --minbytes <size>      smallest size (default 8; K/M/G suffixes)\n"
+    "  -e, --maxbytes <size>      largest size (default 64M)\n"
+    "  -f, --stepfactor <n>       multiply the size by n each step (default 2)\n"
+    "  -i, --stepbytes <size>     with -f 1: add this many bytes each step (default 1M)\n"
+    "  -n, --iters <n>            timed iterations per size (default 20)\n"
+    "  -w, --warmup_iters <n>     untimed iterations before them (default 5)\n"
+    "  -c, --check <0|1>          check results before timing each size (default 1)\n";
+
+/// What main does with a parse outcome: the usage on stdout for help (exit
+/// status 0), the message and the usage on stderr for an error (2), and -1
+/// to go on. Only a rank with `speak` set prints (MPI: rank 0).
+inline int parse_exit_status(const parse_outcome& p, const char* prog, void (*usage)(std::FILE*, const char*),
+                             bool speak = true) {
+  if (p.what == parse_outcome::help) {
+    if (speak) usage(stdout, prog);
+    return 0;
+  }
+  if (p.what == parse_outcome::error) {
+    if (speak) {
+      std::fprintf(stderr, "%s: %s\n\n", prog, p.message.c_str());
+      usage(stderr, prog);
+    }
+    return 2;
+  }
+  return -1;
+}
+
+/// The header of a table: what ran where, the sweep, the data and the
+/// library (`tail`: "library …" or "variant …"), then the column names.
+inline void print_header(std::FILE* f, const options& o, const char* program, const char* what, int nranks,
+                         const char* mode, const char* op, int root, const std::string& tail) {
+  char host[256] = "?";
+  gethostname(host, sizeof host - 1);
+  std::fprintf(f, "# %s %s  nranks %d  mode %s  pid %d on %s\n", program, what, nranks, mode,
+               static_cast<int>(getpid()), host);
+  std::fprintf(f, "# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d validation: %d\n",
+               o.min_bytes, o.max_bytes, o.step_factor > 1 ? o.step_factor : o.step_bytes,
+               o.step_factor > 1 ? "factor" : "bytes", o.warmup_iters, o.iters, o.check);
+  std::fprintf(f, "# dtype %s  op %s  root %d  %s\n", name(o.type), op, root, tail.c_str());
+  print_columns(f);
+  std::fflush(f);
 }
 
 // ---------------------------------------------------------------------------
@@ -753,6 +805,38 @@ inline buffer_bytes buffers_for(const options& o, int nranks) {
   return b;
 }
 
+/// One rank's page-aligned buffers for the whole sweep.
+struct sweep_buffers {
+  page_buffer send, recv;
+};
+inline sweep_buffers alloc_buffers(const options& o, int nranks) {
+  const buffer_bytes need = buffers_for(o, nranks);
+  return {page_alloc(need.send), page_alloc(need.recv)};
+}
+
+// ---------------------------------------------------------------------------
+// CPU binding
+// ---------------------------------------------------------------------------
+
+/// The CPUs this process may run on, in order.
+inline std::vector<int> allowed_cpus() {
+  std::vector<int> cpus;
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  return cpus;
+}
+
+/// Binds the calling thread to one CPU; best effort.
+inline void pin_to_cpu(int cpu) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  sched_setaffinity(0, sizeof one, &one);
+}
+
 // ---------------------------------------------------------------------------
 // Results of a sweep, as rank 0 accumulates them
 // ---------------------------------------------------------------------------
@@ -776,6 +860,20 @@ struct sweep_totals {
   double avg_busbw() const { return blocks ? busbw_sum / blocks : 0.0; }
   bool failed() const { return wrong > 0 || out_of_bounds > 0; }
 };
+
+inline void print_wrong_total(std::FILE* f, const sweep_totals& t) {
+  if (t.wrong > 0) std::fprintf(f, "# %lld wrong elements in total: FAILED\n", t.wrong);
+}
+
+/// The end of a table: the footer, the wrong-element total when any, the
+/// variant line when given, and the closing '#'.
+inline void print_summary(std::FILE* f, const sweep_totals& t, const char* variant = nullptr) {
+  print_footer(f, t.out_of_bounds, t.avg_busbw());
+  print_wrong_total(f, t);
+  if (variant != nullptr) std::fprintf(f, "# variant: %s\n", variant);
+  std::fprintf(f, "#\n");
+  std::fflush(f);
+}
 
 // ---------------------------------------------------------------------------
 // The sweep: what every driver runs, with nccl-tests' timing policy

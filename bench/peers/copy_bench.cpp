@@ -15,9 +15,6 @@
 // Exit status: 0 ok, 1 a wrong copy, 2 bad command line.
 #include "perf_common.hpp"
 
-#include <sched.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -60,28 +57,9 @@ int main(int argc, char** argv) {
   perf::options o;
   const perf::parse_outcome parsed = perf::parse_command_line(static_cast<int>(args.size()), args.data(), o,
                                                               {/*mode=*/false, /*variant=*/false});
-  if (parsed.what == perf::parse_outcome::help) {
-    usage(stdout, prog);
-    return 0;
-  }
-  if (parsed.what == perf::parse_outcome::error) {
-    std::fprintf(stderr, "%s: %s\n\n", prog, parsed.message.c_str());
-    usage(stderr, prog);
-    return 2;
-  }
+  if (const int rc = perf::parse_exit_status(parsed, prog, usage); rc >= 0) return rc;
 
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
-    for (int c = 0; c < CPU_SETSIZE; ++c)
-      if (CPU_ISSET(c, &allowed)) {
-        cpu_set_t one;
-        CPU_ZERO(&one);
-        CPU_SET(c, &one);
-        sched_setaffinity(0, sizeof one, &one);  // best effort
-        break;
-      }
-  }
+  if (const std::vector<int> cpus = perf::allowed_cpus(); !cpus.empty()) perf::pin_to_cpu(cpus.front());
 
   const std::size_t elt = size_of(o.type);
   const std::vector<std::size_t> sizes = perf::sweep_sizes(o);
@@ -91,14 +69,8 @@ int main(int argc, char** argv) {
   // The check data of a one-rank broadcast: dst must equal rank 0's input.
   const perf::data_spec spec = perf::make_spec(coll::broadcast, o.type, reduce_op::sum, 1);
 
-  char host[256] = "?";
-  gethostname(host, sizeof host - 1);
-  std::printf("# copy-bench memcpy  nranks 1  mode thread  pid %d on %s\n", static_cast<int>(getpid()), host);
-  std::printf("# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d validation: %d\n",
-              o.min_bytes, o.max_bytes, o.step_factor > 1 ? o.step_factor : o.step_bytes,
-              o.step_factor > 1 ? "factor" : "bytes", o.warmup_iters, o.iters, o.check);
-  std::printf("# dtype %s  op none  root -1  library glibc memcpy (single thread)\n", name(o.type));
-  perf::print_columns(stdout);
+  perf::print_header(stdout, o, prog, "memcpy", 1, "thread", "none", -1,
+                     "library glibc memcpy (single thread)");
 
   perf::sweep_totals totals;
   for (std::size_t size : sizes) {
@@ -148,8 +120,6 @@ int main(int argc, char** argv) {
     perf::print_row_block(stdout, 0, 0, 0, -1);  // no in-place form
     std::printf("\n");
   }
-  perf::print_footer(stdout, totals.out_of_bounds, totals.avg_busbw());
-  if (totals.wrong > 0) std::printf("# %lld wrong elements in total: FAILED\n", totals.wrong);
-  std::printf("#\n");
+  perf::print_summary(stdout, totals);
   return totals.failed() ? 1 : 0;
 }

@@ -29,7 +29,6 @@
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/transport/tcp/device.h>
 
-#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -57,20 +56,14 @@ void usage(std::FILE* f, const char* prog) {
                "\n"
                "  -p, --nranks <n>           processes to start (default 2)\n"
                "      --algo <name>          ring_chunked (default) or halving_doubling\n"
-               "  -b, --minbytes <size>      smallest size (default 8; K/M/G suffixes)\n"
-               "  -e, --maxbytes <size>      largest size (default 64M)\n"
-               "  -f, --stepfactor <n>       multiply the size by n each step (default 2)\n"
-               "  -i, --stepbytes <size>     with -f 1: add this many bytes each step (default 1M)\n"
-               "  -n, --iters <n>            timed iterations per size (default 20)\n"
-               "  -w, --warmup_iters <n>     untimed iterations before them (default 5)\n"
-               "  -c, --check <0|1>          check results before timing each size (default 1)\n"
+               "%s"
                "  -o, --op <op>              sum prod min max (default sum)\n"
                "  -d, --datatype <type>      float double (default float)\n"
                "  -h, --help                 this text\n"
                "\n"
                "Columns, bus-bandwidth factors and the check are those of collx-perf (see its --help).\n"
                "Out of place copies the send buffer into the receive buffer, then reduces there.\n",
-               prog);
+               prog, perf::sweep_flags_help);
 }
 
 enum class gloo_algo { ring_chunked, halving_doubling };
@@ -164,39 +157,22 @@ int run_rank(const options& o, gloo_algo algo, int rank, int P, const std::strin
 
   const bool print = rank == 0;
   std::FILE* out = stdout;
-  const perf::buffer_bytes need = perf::buffers_for(o, P);
-  perf::page_buffer sendbuf = perf::page_alloc(need.send);
-  perf::page_buffer recvbuf = perf::page_alloc(need.recv);
-
-  if (print) {
-    char host[256] = "?";
-    gethostname(host, sizeof host - 1);
-    std::fprintf(out, "# gloo-bench %s  nranks %d  mode processes  pid %d on %s\n", name(o.collective), P,
-                 static_cast<int>(getpid()), host);
-    std::fprintf(out, "# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d validation: %d\n",
-                 o.min_bytes, o.max_bytes, o.step_factor > 1 ? o.step_factor : o.step_bytes,
-                 o.step_factor > 1 ? "factor" : "bytes", o.warmup_iters, o.iters, o.check);
-    std::fprintf(out, "# dtype %s  op %s  root -1  library Gloo (tcp, loopback)  algorithm %s\n",
-                 name(o.type), perf::op_column(o.collective, o.op), algo_name(algo));
-    perf::print_columns(out);
-    std::fflush(out);
-  }
+  const perf::sweep_buffers bufs = perf::alloc_buffers(o, P);
+  if (print)
+    perf::print_header(out, o, "gloo-bench", name(o.collective), P, "processes",
+                       perf::op_column(o.collective, o.op), -1,
+                       std::string("library Gloo (tcp, loopback)  algorithm ") + algo_name(algo));
 
   perf::sweep_totals totals;
   auto sweep = [&]<class T>(std::type_identity<T>) {
     gloo_driver<T> driver(o, algo, ctx);
-    totals = perf::run_sweep<T>(o, rank, P, sendbuf.get(), recvbuf.get(), driver, print ? out : nullptr);
+    totals = perf::run_sweep<T>(o, rank, P, bufs.send.get(), bufs.recv.get(), driver, print ? out : nullptr);
     driver.barrier();
   };
   if (o.type == dtype::float64) sweep(std::type_identity<double>{});
   else sweep(std::type_identity<float>{});
 
-  if (print) {
-    perf::print_footer(out, totals.out_of_bounds, totals.avg_busbw());
-    if (totals.wrong > 0) std::fprintf(out, "# %lld wrong elements in total: FAILED\n", totals.wrong);
-    std::fprintf(out, "# variant: %s\n#\n", algo_name(algo));
-    std::fflush(out);
-  }
+  if (print) perf::print_summary(out, totals, algo_name(algo));
   return totals.failed() ? 1 : 0;
 }
 
@@ -207,32 +183,24 @@ int main(int argc, char** argv) {
   const char* prog = "gloo-bench";
   options o;
   o.algo = "ring_chunked";
-  const perf::parse_outcome parsed =
-      perf::parse_command_line(argc, argv, o, {/*mode=*/false, /*variant=*/true});
-  if (parsed.what == perf::parse_outcome::help) {
-    usage(stdout, prog);
-    return 0;
-  }
-  std::string error = parsed.message;
+  perf::parse_outcome parsed = perf::parse_command_line(argc, argv, o, {/*mode=*/false, /*variant=*/true});
   gloo_algo algo = gloo_algo::ring_chunked;
+  auto refuse = [&](std::string why) { parsed = {perf::parse_outcome::error, std::move(why)}; };
   if (parsed.what == perf::parse_outcome::ok) {
     if (o.collective != coll::all_reduce)
-      error = std::string("collective ") + name(o.collective) + " is not measured (all_reduce only)";
+      refuse(std::string("collective ") + name(o.collective) + " is not measured (all_reduce only)");
     else if (o.type != dtype::float32 && o.type != dtype::float64)
-      error = std::string("datatype ") + name(o.type) + " is not measured (float, double)";
+      refuse(std::string("datatype ") + name(o.type) + " is not measured (float, double)");
     else if (o.op != reduce_op::sum && o.op != reduce_op::prod && o.op != reduce_op::min &&
              o.op != reduce_op::max)
-      error = std::string("op ") + name(o.op) + " has no Gloo equivalent (sum, prod, min, max)";
+      refuse(std::string("op ") + name(o.op) + " has no Gloo equivalent (sum, prod, min, max)");
     else if (o.algo == "ring_chunked" || o.algo == "auto") algo = gloo_algo::ring_chunked;
     else if (o.algo == "halving_doubling") algo = gloo_algo::halving_doubling;
-    else error = "unknown --algo '" + o.algo + "' (ring_chunked, halving_doubling)";
-    if (error.empty() && o.proto != "auto") error = "--proto is not a gloo-bench flag";
+    else refuse("unknown --algo '" + o.algo + "' (ring_chunked, halving_doubling)");
+    if (parsed.what == perf::parse_outcome::ok && o.proto != "auto")
+      refuse("--proto is not a gloo-bench flag");
   }
-  if (!error.empty()) {
-    std::fprintf(stderr, "%s: %s\n\n", prog, error.c_str());
-    usage(stderr, prog);
-    return 2;
-  }
+  if (const int rc = perf::parse_exit_status(parsed, prog, usage); rc >= 0) return rc;
   const int P = o.nranks;
 
   // The rendezvous directory, shared by the ranks and removed at the end.
@@ -243,12 +211,7 @@ int main(int argc, char** argv) {
   }
   const std::string store_dir = tmpl;
 
-  std::vector<int> cpus;
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
-    for (int c = 0; c < CPU_SETSIZE; ++c)
-      if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  std::vector<int> cpus = perf::allowed_cpus();
   if (static_cast<int>(cpus.size()) < P) cpus.clear();  // oversubscribed: no binding
 
   std::fflush(nullptr);
@@ -264,12 +227,7 @@ int main(int argc, char** argv) {
     if (pid == 0) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != parent) _exit(1);
-      if (!cpus.empty()) {
-        cpu_set_t one;
-        CPU_ZERO(&one);
-        CPU_SET(cpus[static_cast<std::size_t>(r)], &one);
-        sched_setaffinity(0, sizeof one, &one);  // best effort
-      }
+      if (!cpus.empty()) perf::pin_to_cpu(cpus[static_cast<std::size_t>(r)]);
       int rc = 1;
       try {
         rc = run_rank(o, algo, r, P, store_dir);

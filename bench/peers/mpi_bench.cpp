@@ -30,8 +30,6 @@
 #define COLLX_MPI_BENCH_NAME "mpi-bench"
 #endif
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -48,13 +46,7 @@ void usage(std::FILE* f, const char* prog) {
       "usage: mpirun -np <P> %s <all_reduce|all_gather|reduce_scatter|broadcast|reduce|all_to_all>\n"
       "       [flags]\n"
       "\n"
-      "  -b, --minbytes <size>      smallest size (default 8; K/M/G suffixes)\n"
-      "  -e, --maxbytes <size>      largest size (default 64M)\n"
-      "  -f, --stepfactor <n>       multiply the size by n each step (default 2)\n"
-      "  -i, --stepbytes <size>     with -f 1: add this many bytes each step (default 1M)\n"
-      "  -n, --iters <n>            timed iterations per size (default 20)\n"
-      "  -w, --warmup_iters <n>     untimed iterations before them (default 5)\n"
-      "  -c, --check <0|1>          check results before timing each size (default 1)\n"
+      "%s"
       "  -o, --op <op>              sum prod min max band bor bxor (default sum)\n"
       "  -d, --datatype <type>      int8 uint8 int32 uint32 int64 uint64 float double (default float)\n"
       "  -r, --root <rank>          root of broadcast and reduce (default 0)\n"
@@ -65,7 +57,7 @@ void usage(std::FILE* f, const char* prog) {
       "Out-of-place broadcast copies the root's send buffer into its receive buffer and\n"
       "broadcasts that (NCCL's semantics); in-place reduce_scatter finds its result at the\n"
       "start of the buffer (MPI_Reduce_scatter_block's MPI_IN_PLACE semantics).\n",
-      prog);
+      prog, perf::sweep_flags_help);
 }
 
 bool mpi_type(dtype d, MPI_Datatype& t) {
@@ -184,15 +176,9 @@ int run(const options& o, int rank, int P) {
   const bool print = rank == 0;
   std::FILE* out = stdout;
 
-  const perf::buffer_bytes need = perf::buffers_for(o, P);
-  perf::page_buffer sendbuf = perf::page_alloc(need.send);
-  perf::page_buffer recvbuf = perf::page_alloc(need.recv);
-  std::byte* const sb = sendbuf.get();
-  std::byte* const rb = recvbuf.get();
+  const perf::sweep_buffers bufs = perf::alloc_buffers(o, P);
 
   if (print) {
-    char host[256] = "?";
-    gethostname(host, sizeof host - 1);
     char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";
     int len = 0;
     MPI_Get_library_version(lib, &len);
@@ -200,28 +186,17 @@ int run(const options& o, int rank, int P) {
     if (char* comma = std::strchr(lib, ',')) *comma = '\0';
     for (char* c = lib; *c != '\0'; ++c)
       if (*c == '\t') *c = ' ';  // MPICH: "MPICH Version:\t4.0.2"
-    std::fprintf(out, "# " COLLX_MPI_BENCH_NAME " %s  nranks %d  mode processes  pid %d on %s\n",
-                 name(o.collective), P, static_cast<int>(getpid()), host);
-    std::fprintf(out, "# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d validation: %d\n",
-                 o.min_bytes, o.max_bytes, o.step_factor > 1 ? o.step_factor : o.step_bytes,
-                 o.step_factor > 1 ? "factor" : "bytes", o.warmup_iters, o.iters, o.check);
-    std::fprintf(out, "# dtype %s  op %s  root %d  library %s\n", name(o.type),
-                 perf::op_column(o.collective, o.op), perf::root_column(o.collective, o.root), lib);
-    perf::print_columns(out);
-    std::fflush(out);
+    perf::print_header(out, o, COLLX_MPI_BENCH_NAME, name(o.collective), P, "processes",
+                       perf::op_column(o.collective, o.op), perf::root_column(o.collective, o.root),
+                       std::string("library ") + lib);
   }
 
   perf::sweep_totals totals;
   visit_mpi_dtype(o.type, [&]<class T>(std::type_identity<T>) {
-    totals = perf::run_sweep<T>(o, rank, P, sb, rb, driver, print ? out : nullptr);
+    totals = perf::run_sweep<T>(o, rank, P, bufs.send.get(), bufs.recv.get(), driver, print ? out : nullptr);
   });
 
-  if (print) {
-    perf::print_footer(out, totals.out_of_bounds, totals.avg_busbw());
-    if (totals.wrong > 0) std::fprintf(out, "# %lld wrong elements in total: FAILED\n", totals.wrong);
-    std::fprintf(out, "#\n");
-    std::fflush(out);
-  }
+  if (print) perf::print_summary(out, totals);
   return totals.failed() ? 1 : 0;
 }
 
@@ -237,34 +212,22 @@ int main(int argc, char** argv) {
 
   // Every rank parses the same command line, so every rank reaches the same verdict.
   options o;
-  const perf::parse_outcome parsed =
-      perf::parse_command_line(argc, argv, o, {/*mode=*/false, /*variant=*/false});
-  std::string error;
+  perf::parse_outcome parsed = perf::parse_command_line(argc, argv, o, {/*mode=*/false, /*variant=*/false});
   MPI_Datatype t;
   MPI_Op m;
-  if (parsed.what == perf::parse_outcome::error) error = parsed.message;
-  else if (parsed.what == perf::parse_outcome::ok) {
-    if (!mpi_type(o.type, t)) error = std::string("datatype ") + name(o.type) + " has no MPI equivalent";
+  auto refuse = [&](std::string why) { parsed = {perf::parse_outcome::error, std::move(why)}; };
+  if (parsed.what == perf::parse_outcome::ok) {
+    if (!mpi_type(o.type, t)) refuse(std::string("datatype ") + name(o.type) + " has no MPI equivalent");
     else if (is_reduction(o.collective) && !mpi_op(o.op, m))
-      error = std::string("op ") + name(o.op) + " has no MPI equivalent";
+      refuse(std::string("op ") + name(o.op) + " has no MPI equivalent");
     else if (o.nranks_given && o.nranks != P)
-      error =
-          "-p " + std::to_string(o.nranks) + " does not match the " + std::to_string(P) + " MPI processes";
+      refuse("-p " + std::to_string(o.nranks) + " does not match the " + std::to_string(P) +
+             " MPI processes");
     else if ((o.collective == coll::broadcast || o.collective == coll::reduce) && o.root >= P)
-      error = "root " + std::to_string(o.root) + " is out of range for " + std::to_string(P) + " ranks";
+      refuse("root " + std::to_string(o.root) + " is out of range for " + std::to_string(P) + " ranks");
   }
-  int rc = 0;
-  if (parsed.what == perf::parse_outcome::help) {
-    if (rank == 0) usage(stdout, prog);
-  } else if (!error.empty()) {
-    if (rank == 0) {
-      std::fprintf(stderr, "%s: %s\n\n", prog, error.c_str());
-      usage(stderr, prog);
-    }
-    rc = 2;
-  } else {
-    rc = run(o, rank, P);
-  }
+  int rc = perf::parse_exit_status(parsed, prog, usage, rank == 0);
+  if (rc < 0) rc = run(o, rank, P);
   MPI_Finalize();
   return rc;
 }

@@ -49,12 +49,9 @@ TEST_CASE("all_to_all: every dtype, P = 1..9, small and prime counts, every prot
     for (algo_id a : {algo_id::direct, algo_id::bruck})
       for (int d = 0; d < dtype_count; ++d)
         for (std::size_t count : small_counts(P)) {
-          case_desc c;
-          c.kind = coll::all_to_all;
-          c.dt = static_cast<dtype>(d);
-          c.count = count;
+          case_desc c =
+              make_case(coll::all_to_all, static_cast<dtype>(d), reduce_op::sum, count, {a, Pr::id});
           c.misalign = static_cast<std::size_t>(d % 3);
-          c.variant = {a, Pr::id};
           cases.push_back(c);
         }
     // The default variant and explicit composition reach the same schedule.
@@ -75,12 +72,8 @@ TEST_CASE("all_to_all: ~256K elements per peer", "[direct][alltoall][large]") {
     std::vector<case_desc> cases;
     for (dtype dt : {dtype::float32, dtype::int8}) {
       if (dt == dtype::int8 && Pr::id != proto_id::simple) continue;  // Bruck: once is enough
-      case_desc c;
-      c.kind = coll::all_to_all;
-      c.dt = dt;
-      c.count = (1u << 18) + 7;
-      c.variant = {dt == dtype::int8 ? algo_id::bruck : algo_id::direct, Pr::id};
-      cases.push_back(c);
+      cases.push_back(make_case(coll::all_to_all, dt, reduce_op::sum, (1u << 18) + 7,
+                                {dt == dtype::int8 ? algo_id::bruck : algo_id::direct, Pr::id}));
     }
     report(run_on_threads(P, cases));
   });
@@ -91,14 +84,8 @@ TEST_CASE("all_to_all through FIFOs of two 128-byte slots", "[direct][alltoall]"
   std::vector<case_desc> cases;
   for (dtype dt : {dtype::float64, dtype::uint8, dtype::float16})
     for (std::size_t count : {std::size_t(1), std::size_t(61), std::size_t(4099)}) {
-      case_desc c;
-      c.kind = coll::all_to_all;
-      c.dt = dt;
-      c.count = count;
-      c.variant = {algo_id::direct, proto_id::simple};
-      cases.push_back(c);
-      c.variant = {algo_id::bruck, proto_id::simple};
-      cases.push_back(c);
+      for (algo_id a : {algo_id::direct, algo_id::bruck})
+        cases.push_back(make_case(coll::all_to_all, dt, reduce_op::sum, count, {a, proto_id::simple}));
     }
   report(run_on_threads(P, cases, tiny_fifos()));
 }
@@ -109,29 +96,20 @@ namespace {
 
 std::vector<case_desc> direct_matrix(const std::vector<std::size_t>& counts, bool all_pairs, call_fn call,
                                      const char* call_name, bool reductions_only = false) {
+  constexpr coll colls[] = {coll::all_reduce, coll::all_gather, coll::reduce_scatter};
   std::vector<case_desc> cases;
-  for (coll kind : {coll::all_reduce, coll::all_gather, coll::reduce_scatter}) {
-    if (reductions_only && kind != coll::all_reduce) continue;
-    for (auto [dt, op] : all_dtype_ops()) {
-      if (!is_reduction(kind) && op != reduce_op::sum) continue;
-      if (!all_pairs && !(op == reduce_op::sum || dt == dtype::float32 || dt == dtype::int32)) continue;
-      for (std::size_t count : counts)
-        for (bool in_place : {false, true}) {
-          case_desc c;
-          c.kind = kind;
-          c.dt = dt;
-          c.op = op;
-          c.count = count;
-          c.in_place = in_place;
-          c.variant = {algo_id::direct, proto_id::simple};
-          if (call != nullptr && kind == coll::all_reduce) {
-            c.call = call;
-            c.call_name = call_name;
-          }
-          cases.push_back(c);
-        }
-    }
-  }
+  std::size_t k = 0;  // one root rank: every root 0
+  add_dtype_op_matrix(cases, colls, counts, {algo_id::direct, proto_id::simple}, 1, k,
+                      [&](coll kind, std::size_t, dtype dt, reduce_op op) {
+                        return (!reductions_only || kind == coll::all_reduce) &&
+                               (all_pairs || common_pair(dt, op));
+                      });
+  if (call != nullptr)
+    for (case_desc& c : cases)
+      if (c.kind == coll::all_reduce) {
+        c.call = call;
+        c.call_name = call_name;
+      }
   return cases;
 }
 
@@ -188,12 +166,8 @@ TEST_CASE("direct: ~1M elements and many chunks", "[direct][matrix][large]") {
   std::vector<case_desc> cases;
   for (dtype dt : {dtype::float32, dtype::bfloat16, dtype::int64})
     for (bool in_place : {false, true}) {
-      case_desc c;
-      c.kind = coll::all_reduce;
-      c.dt = dt;
-      c.count = (1u << 20) + 3;
-      c.in_place = in_place;
-      c.variant = {algo_id::direct, proto_id::simple};
+      case_desc c = make_case(coll::all_reduce, dt, reduce_op::sum, (1u << 20) + 3,
+                              {algo_id::direct, proto_id::simple}, 0, in_place);
       cases.push_back(c);
       c.call = one_shot<proto::simple>;
       c.call_name = "all_reduce<direct_one_shot>";
@@ -205,12 +179,7 @@ TEST_CASE("direct: ~1M elements and many chunks", "[direct][matrix][large]") {
   std::vector<case_desc> tiny;
   for (coll kind : {coll::all_reduce, coll::all_gather, coll::reduce_scatter})
     for (reduce_op op : {reduce_op::sum, reduce_op::avg}) {
-      case_desc c;
-      c.kind = kind;
-      c.dt = dtype::float32;
-      c.op = op;
-      c.count = 3001;
-      c.variant = {algo_id::direct, proto_id::simple};
+      case_desc c = make_case(kind, dtype::float32, op, 3001, {algo_id::direct, proto_id::simple});
       tiny.push_back(c);
       if (kind == coll::all_reduce) {
         c.call = one_shot<proto::simple>;

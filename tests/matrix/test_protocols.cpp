@@ -4,9 +4,7 @@
 // alternating on one communicator, step counters started near the LL flag's
 // wrap point and its cleaning step, and an abort while ranks wait on lines.
 // (ring/simple at ~1M for every dtype and op is in test_ring_matrix.cpp.)
-#include "../support/thread_ranks.hpp"
-
-#include <catch2/catch.hpp>
+#include "../support/matrix.hpp"
 
 #include <atomic>
 #include <cstdlib>
@@ -17,26 +15,11 @@ using namespace collx::test;
 
 namespace {
 
-constexpr coll all_colls[] = {coll::all_reduce, coll::all_gather, coll::reduce_scatter, coll::broadcast,
-                              coll::reduce};
 constexpr proto_id all_protos[] = {proto_id::simple, proto_id::ll, proto_id::ll128};
 
 case_desc make(coll kind, dtype dt, reduce_op op, std::size_t count, proto_id p, int root = 0,
                bool in_place = false) {
-  case_desc c;
-  c.kind = kind;
-  c.dt = dt;
-  c.op = op;
-  c.count = count;
-  c.root = root;
-  c.in_place = in_place;
-  c.variant = {algo_id::ring, p};
-  return c;
-}
-
-void report(const std::vector<std::string>& failures) {
-  for (std::size_t i = 0; i < failures.size() && i < 8; ++i) UNSCOPED_INFO(failures[i]);
-  CHECK(failures.empty());
+  return make_case(kind, dt, op, count, {algo_id::ring, p}, root, in_place);
 }
 
 }  // namespace
@@ -50,14 +33,7 @@ TEST_CASE("protocols: every collective, dtype and op at small and prime counts",
       1009};
   std::vector<case_desc> cases;
   std::size_t k = 0;
-  for (coll kind : all_colls)
-    for (auto [dt, op] : all_dtype_ops()) {
-      if (!is_reduction(kind) && op != reduce_op::sum) continue;  // data movement: once per dtype
-      for (std::size_t count : counts)
-        for (bool in_place : {false, true})
-          cases.push_back(
-              make(kind, dt, op, count, p, static_cast<int>(k++ % static_cast<std::size_t>(P)), in_place));
-    }
+  add_dtype_op_matrix(cases, five_colls, counts, {algo_id::ring, p}, P, k, every_pair);
   report(run_on_threads(P, cases));
 }
 
@@ -73,7 +49,7 @@ TEST_CASE("protocols: ~1M elements for a spread of dtypes and ops", "[proto][mat
       {dtype::float16, reduce_op::min},  {dtype::int64, reduce_op::sum}};
   std::vector<case_desc> cases;
   int k = 0;
-  for (coll kind : all_colls) {
+  for (coll kind : five_colls) {
     // One dtype/op pair per collective (rotating), both placements.
     const auto [dt, op] = spread[(k * 3 + P) % 8];
     const std::size_t count =
@@ -104,7 +80,7 @@ TEST_CASE("protocols: buffers off vector alignment", "[proto]") {
   const proto_id p = GENERATE(proto_id::ll, proto_id::ll128);
   const int P = GENERATE(2, 5);
   std::vector<case_desc> cases;
-  for (coll kind : all_colls)
+  for (coll kind : five_colls)
     for (std::size_t mis : {1, 3, 7})
       for (dtype dt : {dtype::float32, dtype::float16, dtype::int8, dtype::float64}) {
         case_desc c =
@@ -122,7 +98,7 @@ std::vector<case_desc> alternating(int P, int calls) {
   std::vector<case_desc> cases;
   for (int i = 0; i < calls; ++i) {
     const std::size_t sizes[] = {1, 13, 600, 4097, 33000, 70001};
-    case_desc c = make(all_colls[i % 5], static_cast<dtype>((i / 3) % dtype_count), reduce_op::sum,
+    case_desc c = make(five_colls[i % 5], static_cast<dtype>((i / 3) % dtype_count), reduce_op::sum,
                        sizes[(i * 7) % 6], all_protos[i % 3], i % P, i % 4 == 0);
     cases.push_back(c);
   }
@@ -173,7 +149,7 @@ TEST_CASE("step counters started near the LL flag's wrap point and cleaning step
   std::vector<case_desc> cases;
   for (proto_id p : all_protos)
     for (int i = 0; i < 8; ++i)
-      cases.push_back(make(all_colls[i % 5], dtype::float32, reduce_op::sum, 700 + 997 * i, p, i % P));
+      cases.push_back(make(five_colls[i % 5], dtype::float32, reduce_op::sum, 700 + 997 * i, p, i % P));
   for (const case_desc& c : alternating(P, 120)) cases.push_back(c);
   report(run_on_threads(P, cases, o));
 }

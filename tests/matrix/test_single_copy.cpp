@@ -40,14 +40,10 @@ TEST_CASE("single copy: back-to-back calls mixing single copy and staging", "[si
   const coll kinds[] = {coll::all_reduce, coll::all_gather, coll::reduce_scatter, coll::broadcast,
                         coll::all_to_all};
   for (int i = 0; i < 250; ++i) {
-    case_desc c;
-    c.kind = kinds[i % 5];
-    c.dt = i % 2 ? dtype::int32 : dtype::float32;
-    c.count = static_cast<std::size_t>((i * 7919) % 3000);
-    c.in_place = i % 4 == 0 && c.kind != coll::all_to_all;
-    c.root = i % P;
-    c.variant = {algo_id::nvls, proto_id::simple};
-    cases.push_back(c);
+    const coll kind = kinds[i % 5];
+    cases.push_back(make_case(kind, i % 2 ? dtype::int32 : dtype::float32, reduce_op::sum,
+                              static_cast<std::size_t>((i * 7919) % 3000), {algo_id::nvls, proto_id::simple},
+                              i % P, i % 4 == 0 && kind != coll::all_to_all));
   }
   report(run_on_threads(P, cases, o));
 }
@@ -58,14 +54,9 @@ TEST_CASE("nvls all_to_all, staged and single copy, every dtype", "[single_copy]
   const std::size_t p = static_cast<std::size_t>(P);
   std::vector<case_desc> cases;
   for (dtype dt : {dtype::int8, dtype::float16, dtype::float32, dtype::float64})
-    for (std::size_t count : {std::size_t{0}, std::size_t{1}, p + 1, std::size_t{1009}, std::size_t{70001}}) {
-      case_desc c;
-      c.kind = coll::all_to_all;
-      c.dt = dt;
-      c.count = count;
-      c.variant = {algo_id::nvls, proto_id::simple};
-      cases.push_back(c);
-    }
+    for (std::size_t count : {std::size_t{0}, std::size_t{1}, p + 1, std::size_t{1009}, std::size_t{70001}})
+      cases.push_back(
+          make_case(coll::all_to_all, dt, reduce_op::sum, count, {algo_id::nvls, proto_id::simple}));
   comm_options staged = test_options();
   staged.single_copy = false;
   report(run_on_threads(P, cases, staged));

@@ -54,27 +54,14 @@ int main(int argc, char** argv) {
         ++k;
         continue;
       }
-      for (std::size_t n : counts)
-        for (bool in_place : {false, true}) {
-          case_desc c;
-          c.kind = kind;
-          c.dt = dt;
-          c.op = op;
-          c.count = n;
-          c.in_place = in_place;
-          c.root = k % P;
-          cases.push_back(c);
-        }
+      add_counts(cases, make_case(kind, dt, op, 0), counts, [&] { return k % P; });
       ++k;
     }
   // The direct algorithm: all_to_all, and one-shot/two-shot all_reduce.
   for (std::size_t n : {std::size_t(0), std::size_t(1), static_cast<std::size_t>(P + 1), std::size_t(70001)})
     for (auto [dt, op] : {std::pair{dtype::float32, reduce_op::sum}, std::pair{dtype::int8, reduce_op::max},
                           std::pair{dtype::bfloat16, reduce_op::avg}}) {
-      case_desc c;
-      c.kind = coll::all_to_all;
-      c.dt = dt;
-      c.count = n;
+      case_desc c = make_case(coll::all_to_all, dt, reduce_op::sum, n);
       cases.push_back(c);
       c.kind = coll::all_reduce;
       c.op = op;

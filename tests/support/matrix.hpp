@@ -51,30 +51,13 @@ inline std::vector<proto_id> protocols_for(algo_id a) {
 inline std::vector<case_desc> small_matrix(algo_id a, int P) {
   const std::size_t p = static_cast<std::size_t>(P);
   const std::vector<std::size_t> counts{0, 1, p - 1, p, p + 1, 1009};
-  const auto pairs = all_dtype_ops();
   std::vector<case_desc> cases;
   std::size_t k = 0;
   for (proto_id pr : protocols_for(a))
-    for (coll kind : five_colls) {
-      if (!algo_implements(a, kind)) continue;
-      for (std::size_t i = 0; i < pairs.size(); ++i) {
-        const auto [dt, op] = pairs[i];
-        if (!is_reduction(kind) && op != reduce_op::sum) continue;  // data movement: once per dtype
-        if (is_reduction(kind) && P >= 4 && i % 3 != p % 3) continue;
-        for (std::size_t count : counts)
-          for (bool in_place : {false, true}) {
-            case_desc c;
-            c.kind = kind;
-            c.dt = dt;
-            c.op = op;
-            c.count = count;
-            c.in_place = in_place;
-            c.root = static_cast<int>(k++ % p);
-            c.variant = {a, pr};
-            cases.push_back(c);
-          }
-      }
-    }
+    add_dtype_op_matrix(
+        cases, five_colls, counts, {a, pr}, P, k, [&](coll kind, std::size_t i, dtype, reduce_op) {
+          return algo_implements(a, kind) && !(is_reduction(kind) && P >= 4 && i % 3 != p % 3);
+        });
   return cases;
 }
 
@@ -94,17 +77,11 @@ inline std::vector<case_desc> large_matrix(algo_id a, int P) {
       for (auto [dt, op] : subset) {
         if (!is_reduction(kind) && op != reduce_op::sum) continue;
         if (!is_reduction(kind) && dt == dtype::bfloat16) dt = dtype::int8;
-        case_desc c;
-        c.kind = kind;
-        c.dt = dt;
-        c.op = op;
-        c.count = kind == coll::all_gather || kind == coll::reduce_scatter
-                      ? total / static_cast<std::size_t>(P)
-                      : total;
-        c.in_place = (k % 2) == 1;
-        c.root = k++ % P;
-        c.variant = {a, pr};
-        cases.push_back(c);
+        const std::size_t count = kind == coll::all_gather || kind == coll::reduce_scatter
+                                      ? total / static_cast<std::size_t>(P)
+                                      : total;
+        const bool in_place = (k % 2) == 1;
+        cases.push_back(make_case(kind, dt, op, count, {a, pr}, k++ % P, in_place));
       }
     }
   return cases;
@@ -129,15 +106,10 @@ inline std::vector<case_desc> misaligned_matrix(algo_id a, int P) {
       if (!algo_implements(a, kind)) continue;
       for (std::size_t mis : {1, 3, 7})
         for (auto [dt, op] : types) {
-          case_desc c;
-          c.kind = kind;
-          c.dt = dt;
-          c.op = is_reduction(kind) ? op : reduce_op::sum;
-          c.count = 1031;
-          c.in_place = mis == 1 && kind != coll::all_to_all;
-          c.root = static_cast<int>(mis % static_cast<std::size_t>(P));
+          case_desc c = make_case(kind, dt, is_reduction(kind) ? op : reduce_op::sum, 1031, {a, pr},
+                                  static_cast<int>(mis % static_cast<std::size_t>(P)),
+                                  mis == 1 && kind != coll::all_to_all);
           c.misalign = mis;
-          c.variant = {a, pr};
           cases.push_back(c);
         }
     }

@@ -12,6 +12,7 @@
 #include <collx/communicator.hpp>
 
 #include <barrier>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -237,6 +238,61 @@ inline std::vector<std::pair<dtype, reduce_op>> all_dtype_ops() {
       if (is_supported(static_cast<reduce_op>(o), static_cast<dtype>(d)))
         v.emplace_back(static_cast<dtype>(d), static_cast<reduce_op>(o));
   return v;
+}
+
+inline case_desc make_case(coll kind, dtype dt, reduce_op op, std::size_t count, variant_choice v = {},
+                           int root = 0, bool in_place = false) {
+  case_desc c;
+  c.kind = kind;
+  c.dt = dt;
+  c.op = op;
+  c.count = count;
+  c.in_place = in_place;
+  c.root = root;
+  c.variant = v;
+  return c;
+}
+
+/// Appends `c` at each of `counts`, out of place then in place; `root()`
+/// gives each appended case its root.
+template <class Root>
+void add_counts(std::vector<case_desc>& cases, case_desc c, std::span<const std::size_t> counts,
+                Root&& root) {
+  for (std::size_t count : counts)
+    for (bool in_place : {false, true}) {
+      c.count = count;
+      c.in_place = in_place;
+      c.root = root();
+      cases.push_back(c);
+    }
+}
+
+/// The pairs a reduced matrix keeps: every op of fp32 and int32, sum of the rest.
+inline bool common_pair(dtype dt, reduce_op op) {
+  return op == reduce_op::sum || dt == dtype::float32 || dt == dtype::int32;
+}
+
+/// A `keep` of add_dtype_op_matrix: every pair.
+inline constexpr auto every_pair = [](coll, std::size_t, dtype, reduce_op) { return true; };
+
+/// The matrix of `colls` × all_dtype_ops() through variant `v`: data movement
+/// once per dtype (op sum), reductions for the pairs `keep(kind, i, dt, op)`
+/// accepts (i: the pair's index in all_dtype_ops()), each at every count out
+/// of place and in place. Roots rotate over `root_ranks` ranks, one step per
+/// case, continuing from `k` (a caller building several matrices keeps it).
+template <class Keep>
+void add_dtype_op_matrix(std::vector<case_desc>& cases, std::span<const coll> colls,
+                         std::span<const std::size_t> counts, variant_choice v, int root_ranks,
+                         std::size_t& k, Keep&& keep) {
+  const auto pairs = all_dtype_ops();
+  const auto ranks = static_cast<std::size_t>(root_ranks);
+  for (coll kind : colls)
+    for (std::size_t i = 0; i < pairs.size(); ++i) {
+      const auto [dt, op] = pairs[i];
+      if (!is_reduction(kind) && op != reduce_op::sum) continue;  // data movement: once per dtype
+      if (!keep(kind, i, dt, op)) continue;
+      add_counts(cases, make_case(kind, dt, op, 0, v), counts, [&] { return static_cast<int>(k++ % ranks); });
+    }
 }
 
 }  // namespace collx::test

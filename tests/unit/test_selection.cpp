@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <initializer_list>
 #include <thread>
 #include <vector>
 
@@ -24,26 +25,31 @@ selection protos(const char* spec) {
 }
 constexpr coll colls[] = {coll::all_reduce, coll::all_gather, coll::reduce_scatter, coll::broadcast,
                           coll::reduce};
+
+/// For every collective: `s` allows each of `yes` and none of `no`.
+void check_everywhere(const selection& s, std::initializer_list<algo_id> yes,
+                      std::initializer_list<algo_id> no) {
+  for (coll c : colls) {
+    INFO(name(c));
+    for (algo_id a : yes) {
+      INFO(name(a) << " allowed");
+      CHECK(s.allows(c, a));
+    }
+    for (algo_id a : no) {
+      INFO(name(a) << " refused");
+      CHECK_FALSE(s.allows(c, a));
+    }
+  }
+}
 }  // namespace
 
 TEST_CASE("selection: good algorithm and protocol lists", "[selection]") {
   SECTION("a plain list allows exactly its names everywhere") {
-    const auto s = algos("ring,tree");
-    for (coll c : colls) {
-      CHECK(s.allows(c, algo_id::ring));
-      CHECK(s.allows(c, algo_id::tree));
-      CHECK_FALSE(s.allows(c, algo_id::rhd));
-      CHECK_FALSE(s.allows(c, algo_id::nvls));
-    }
+    check_everywhere(algos("ring,tree"), {algo_id::ring, algo_id::tree}, {algo_id::rhd, algo_id::nvls});
   }
   SECTION("^ excludes") {
-    const auto s = algos("^nvls,bruck");
-    for (coll c : colls) {
-      CHECK(s.allows(c, algo_id::ring));
-      CHECK(s.allows(c, algo_id::rabenseifner));
-      CHECK_FALSE(s.allows(c, algo_id::nvls));
-      CHECK_FALSE(s.allows(c, algo_id::bruck));
-    }
+    check_everywhere(algos("^nvls,bruck"), {algo_id::ring, algo_id::rabenseifner},
+                     {algo_id::nvls, algo_id::bruck});
   }
   SECTION("per collective; others keep everything") {
     const auto s = algos("allreduce:tree;allgather:ring,bruck");
