@@ -28,6 +28,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "proc_matrix: %s\n", e.what());
     return 1;
   }
+  // The single-copy runs must really read peers by cross-memory attach: where
+  // the OS refuses it (the probe at creation), the run is skipped, not passed.
+  if (const char* e = std::getenv("COLLX_EXPECT_SINGLE_COPY");
+      e != nullptr && std::strcmp(e, "1") == 0 && comm.size() > 1 && !comm.single_copy_enabled()) {
+    if (comm.rank() == 0)
+      std::printf(
+          "proc_matrix: SKIP: single copy is off (cross-memory attach refused, or COLLX_SINGLE_COPY=0)\n");
+    return 77;
+  }
   const int P = comm.size();
   std::vector<case_desc> cases;
   const coll colls[] = {coll::all_reduce, coll::all_gather, coll::reduce_scatter, coll::broadcast,
