@@ -68,6 +68,9 @@ class prims {
   /// Largest n one call may carry in a schedule where every rank sends before
   /// it receives (a ring): larger calls could fill every FIFO and deadlock.
   COLLX_HOST_DEVICE std::size_t max_chunk() const { return engine_.template max_chunk_elems<T>(); }
+  /// FIFO steps one chunk may occupy (max_chunk() in full steps): a schedule
+  /// that cuts a chunk into several calls must count each call's steps.
+  COLLX_HOST_DEVICE std::size_t max_round_steps() const { return engine_.max_round_steps(); }
 
   COLLX_HOST_DEVICE status send(int to, const T* src, std::size_t n) {
     using namespace proto;

@@ -6,7 +6,7 @@
 // straight into their final places in recv (block j at recv + j·count), so the
 // classic final rotation is not needed and no scratch is used. Every rank
 // sends before it receives (a shift, like a ring), so transfers are paced
-// piece by piece with pieces of at most max_chunk() elements.
+// round by round, half a FIFO (in elements and in steps) per round.
 #pragma once
 
 #include <collx/algo/detail/hypercube.hpp>
@@ -48,7 +48,7 @@ struct bruck {
       const int P = a.nranks, r = a.rank;
       const std::size_t c = a.count, Pz = static_cast<std::size_t>(P);
       COLLX_TRY(p.local_copy(a.send, a.recv + static_cast<std::size_t>(r) * c, c, false));
-      const std::size_t ch = p.max_chunk();
+      const detail::pace ch = detail::pace_of(p);
       for (int d = 1; d < P; d *= 2) {
         const int to = (r - d + P) % P, from = (r + d) % P;
         const std::size_t cnt = static_cast<std::size_t>(d < P - d ? d : P - d);

@@ -16,7 +16,7 @@
 // over folding whole vectors (algo::rhd).
 //
 // Partners that both send then receive are paced piece by piece (pieces of at
-// most max_chunk()), so bounded FIFOs cannot deadlock.
+// most half a FIFO, in elements and in steps), so bounded FIFOs cannot deadlock.
 //
 // reduce relabels ranks so that the root is the staying rank of virtual rank 0
 // (the gather's destination). Working memory: all_reduce works in recv;
@@ -132,7 +132,7 @@ struct rabenseifner {
   template <class Prims, class Ph, class T>
   COLLX_HOST_DEVICE static status halving(Prims& p, const detail::hypercube& h, int q, const Ph& ph,
                                           std::size_t n, const T* src, T* w) {
-    const std::size_t ch = p.max_chunk();
+    const detail::pace ch = detail::pace_of(p);
     auto bnd = [&](int u) { return n * static_cast<std::size_t>(u) / static_cast<std::size_t>(h.Pp); };
     auto none = [](std::size_t, std::size_t) { return status::ok; };
     const int v = h.vrank(q);
@@ -175,7 +175,7 @@ struct rabenseifner {
   template <class Prims, class Ph, class T>
   COLLX_HOST_DEVICE static status doubling(Prims& p, const detail::hypercube& h, int q, const Ph& ph,
                                            std::size_t n, T* w) {
-    const std::size_t ch = p.max_chunk();
+    const detail::pace ch = detail::pace_of(p);
     auto bnd = [&](int u) { return n * static_cast<std::size_t>(u) / static_cast<std::size_t>(h.Pp); };
     const int v = h.vrank(q);
     if (v < 0) {  // extra rank: our virtual rank's half from our pair, the other from its partner
@@ -212,7 +212,7 @@ struct rabenseifner {
                                          std::size_t n, T* w) {
     const int v = h.vrank(q);
     if (v < 0) return status::ok;
-    const std::size_t ch = p.max_chunk();
+    const detail::pace ch = detail::pace_of(p);
     auto bnd = [&](int u) { return n * static_cast<std::size_t>(u) / static_cast<std::size_t>(h.Pp); };
     auto none = [](std::size_t, std::size_t) { return status::ok; };
     for (int s = h.L - 1; s >= 0; --s) {

@@ -9,7 +9,7 @@
 // the odd one before the hypercube steps and gets the whole result back after.
 //
 // Partners both send then receive, so every exchange is paced piece by piece
-// (detail::paced) with pieces of at most max_chunk() elements: a FIFO never
+// (detail::paced) in rounds of at most half a FIFO, in elements and in steps: a FIFO never
 // needs more than half its slots per direction and the exchange cannot
 // deadlock.
 //
@@ -127,7 +127,7 @@ struct rhd {
       COLLX_TRY(p.send(r + 1, a.send, n));
       return p.recv(r + 1, a.recv, n);
     }
-    const std::size_t ch = p.max_chunk();
+    const detail::pace ch = detail::pace_of(p);
     auto bnd = [&](int u) { return n * static_cast<std::size_t>(u) / static_cast<std::size_t>(h.Pp); };
     const int e = h.extra(v);
     const T* src = a.send;
@@ -154,7 +154,7 @@ struct rhd {
   // Recursive doubling over element ranges of buf: after it every stay rank holds all of buf.
   template <class Prims, class Bnd, class T>
   COLLX_HOST_DEVICE static status doubling(Prims& p, const detail::hypercube& h, int v, const Bnd& bnd,
-                                           T* buf, std::size_t ch) {
+                                           T* buf, detail::pace ch) {
     for (int s = h.L - 1; s >= 0; --s) {
       detail::span keep, give;
       h.step(v, s, bnd, keep, give);
@@ -185,7 +185,7 @@ struct rhd {
     const std::size_t ec = static_cast<std::size_t>(e) * c;
     if (e >= 0) COLLX_TRY(p.recv(e, a.recv + ec, c));
     auto bnd = [&](int u) { return static_cast<std::size_t>(h.first(u)) * c; };
-    COLLX_TRY(doubling(p, h, v, bnd, a.recv, p.max_chunk()));
+    COLLX_TRY(doubling(p, h, v, bnd, a.recv, detail::pace_of(p)));
     if (e < 0) return status::ok;
     COLLX_TRY(p.send(e, a.recv, ec));
     return p.send(e, a.recv + ec + c, pc - ec - c);
@@ -198,7 +198,7 @@ struct rhd {
     if (P == 1) return p.local_copy(a.send, a.recv, c, true);
     const detail::hypercube h(P);
     const int v = h.vrank(r);
-    const std::size_t ch = p.max_chunk();
+    const detail::pace ch = detail::pace_of(p);
     T* w = p.buffer(r);
     const std::size_t seg = p.buffer_elems() / Pz;  // ≥ 1: buffers hold ≥ 1 MiB, P ≤ 4096
     auto bnd = [&](int u) { return static_cast<std::size_t>(h.first(u)); };

@@ -52,8 +52,12 @@ class line_engine {
   /// Half the FIFO, as for Simple: a ring whose ranks all send first cannot fill every FIFO.
   template <class T>
   COLLX_HOST_DEVICE std::size_t max_chunk_elems() const {
-    const std::size_t half = view_.fifo_slots(Line::id) / 2 > 0 ? view_.fifo_slots(Line::id) / 2 : 1;
-    return step_elems<T>() * half;
+    return step_elems<T>() * max_round_steps();
+  }
+  /// Steps (FIFO slots) a chunk may take: every call of at most one step's
+  /// elements takes one, however few elements it carries.
+  COLLX_HOST_DEVICE std::size_t max_round_steps() const {
+    return view_.fifo_slots(Line::id) / 2 > 0 ? view_.fifo_slots(Line::id) / 2 : 1;
   }
 
   template <unsigned F, class T, class Red>

@@ -55,9 +55,12 @@ struct simple {
     /// FIFO at once (which would deadlock).
     template <class T>
     COLLX_HOST_DEVICE std::size_t max_chunk_elems() const {
-      const std::size_t per_slot = view_.fifo_slot_bytes(id) / sizeof(T);
-      const std::size_t half = view_.fifo_slots(id) / 2 > 0 ? view_.fifo_slots(id) / 2 : 1;
-      return per_slot * half;
+      return view_.fifo_slot_bytes(id) / sizeof(T) * max_round_steps();
+    }
+    /// Steps (FIFO slots) a chunk may take: every call of at most one slot's
+    /// elements takes one, however few elements it carries.
+    COLLX_HOST_DEVICE std::size_t max_round_steps() const {
+      return view_.fifo_slots(id) / 2 > 0 ? view_.fifo_slots(id) / 2 : 1;
     }
 
     template <unsigned F, class T, class Red>

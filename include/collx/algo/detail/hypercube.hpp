@@ -60,25 +60,42 @@ struct hypercube {
   }
 };
 
-/// Moves a send range and a receive range in rounds: up to `chunk` elements
-/// out, then up to `chunk` elements in. Two ranks exchanging with each other
-/// (both send, then receive) so never need more than `chunk` elements (half a
-/// FIFO) of space per direction. Within a round, pieces also break at every
-/// multiple of `unit` (0: none) so that each maps to contiguous memory. Both
-/// ends of a connection cut a range the same way (rounds start at the range's
-/// start, units are absolute). send_fn(x, n) / recv_fn(x, n) move elements
-/// [x, x+n) of the range's index space.
+/// How much one round of paced() may move per direction: `chunk` elements
+/// (half a FIFO), in at most `steps` FIFO steps (half the slots; one step
+/// holds chunk / steps elements). Both limits matter: a round cut into many
+/// small pieces (a block per piece) takes a step per piece.
+struct pace {
+  std::size_t chunk = 1, steps = 1;
+};
+template <class Prims>
+COLLX_HOST_DEVICE pace pace_of(const Prims& p) {
+  return {p.max_chunk(), p.max_round_steps()};
+}
+
+/// Moves a send range and a receive range in rounds: up to one pace of
+/// elements out, then up to one in. Two ranks exchanging with each other (both
+/// send, then receive) so never need more than half a FIFO of space per
+/// direction, in elements and in steps. Within a round, pieces also break at
+/// every multiple of `unit` (0: none) so that each maps to contiguous memory.
+/// Both ends of a connection cut a range the same way (rounds start where the
+/// previous one ended, units are absolute). send_fn(x, n) / recv_fn(x, n) move
+/// elements [x, x+n) of the range's index space.
 template <class SendFn, class RecvFn>
-COLLX_HOST_DEVICE status paced(span out, span in, std::size_t chunk, std::size_t unit, SendFn&& send_fn,
+COLLX_HOST_DEVICE status paced(span out, span in, pace pc, std::size_t unit, SendFn&& send_fn,
                                RecvFn&& recv_fn) {
+  const std::size_t step = pc.chunk / pc.steps > 0 ? pc.chunk / pc.steps : 1;
   auto round = [&](std::size_t& x, std::size_t hi, auto&& fn) -> status {
-    const std::size_t end = hi - x < chunk ? hi : x + chunk;
+    const std::size_t end = hi - x < pc.chunk ? hi : x + pc.chunk;
+    std::size_t used = 0;  // FIFO steps taken by this round's pieces
     while (x < end) {
       std::size_t n = end - x;
       if (unit != 0 && unit - x % unit < n) n = unit - x % unit;
+      const std::size_t cost = (n + step - 1) / step;
+      if (used > 0 && used + cost > pc.steps) break;
       const status st = fn(x, n);
       if (st != status::ok) return st;
       x += n;
+      used += cost;
     }
     return status::ok;
   };
