@@ -53,8 +53,10 @@ struct host {
 
   const std::uint32_t* abort_word = nullptr;  // shared by all ranks of the communicator
   /// Absolute CLOCK_MONOTONIC deadline of every wait; 0: timeout_ns after
-  /// the first wait that has to spin (so a call that never waits long never
-  /// reads the clock, which costs tens of ns in a VM).
+  /// the first wait of this copy that has to spin (so a call that never waits
+  /// long never reads the clock, which costs tens of ns in a VM). A call's
+  /// primitives and protocol engine each hold a copy, so a call ends within
+  /// twice the timeout at worst.
   mutable std::uint64_t deadline_ns = ~0ull;
   std::uint64_t timeout_ns = 0;
   std::uint64_t spin_ns = 2000;  // busy-poll this long before yielding the CPU
