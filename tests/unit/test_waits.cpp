@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -50,6 +51,16 @@ exec::host sleeper(detail::doorbell* bells, int self,
   return ex;
 }
 
+/// The scheduler state of thread `tid` of this process ('R' running, 'S'
+/// sleeping, ...), or 0 if it cannot be read.
+char thread_state(long tid) {
+  std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/stat");
+  std::string stat;
+  std::getline(f, stat);
+  const std::size_t close = stat.rfind(')');  // the name may hold spaces
+  return close != std::string::npos && close + 2 < stat.size() ? stat[close + 2] : 0;
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -62,16 +73,22 @@ TEST_CASE("host waits: a waiter sleeps on its doorbell until a publish rings it"
   auto bells = std::make_unique<detail::doorbell[]>(2);
   std::uint32_t flag = 0;
   std::atomic<bool> saw_sleeper{false};
+  std::atomic<long> waiter_tid{0};
   std::thread publisher([&] {
-    // Publish only once the waiter sleeps: the wake-up must come from ring().
+    // Publish only once the waiter is blocked in the kernel (counted as a
+    // sleeper and in state S): the wake-up must come from ring().
     const auto t0 = std::chrono::steady_clock::now();
-    while (detail::load_acquire(&bells[0].sleepers) == 0 && seconds_since(t0) < 20) std::this_thread::yield();
+    while (!(detail::load_acquire(&bells[0].sleepers) != 0 && waiter_tid != 0 &&
+             thread_state(waiter_tid) == 'S') &&
+           seconds_since(t0) < 20)
+      std::this_thread::yield();
     saw_sleeper = detail::load_acquire(&bells[0].sleepers) != 0;
     detail::store_release(&flag, std::uint32_t{1});
     exec::host pub = sleeper(bells.get(), 1);
     pub.notify(0);
   });
   const exec::host ex = sleeper(bells.get(), 0);
+  waiter_tid = static_cast<long>(::syscall(SYS_gettid));
   const long before = voluntary_switches();
   const auto t0 = std::chrono::steady_clock::now();
   const status st = ex.wait([&] { return detail::load_acquire(&flag) != 0; });
