@@ -14,7 +14,7 @@ using namespace collx::test;
 
 namespace paced_rounds_test {
 
-std::vector<case_desc> block_cases(algo_id algo, int P) {
+std::vector<case_desc> block_cases(algo_id algo) {
   std::vector<case_desc> cases;
   const std::array<std::size_t, 3> counts{1, 3, 37};
   for (proto_id proto : {proto_id::simple, proto_id::ll, proto_id::ll128})
@@ -35,9 +35,9 @@ TEST_CASE("paced rounds: many blocks per round through 2-slot FIFOs", "[paced][m
   INFO("algo = " << name(algo) << ", P = " << P);
   comm_options o = test_options();
   o.fifo_slots = 2;
-  report(run_on_threads(P, block_cases(algo, P), o));
+  report(run_on_threads(P, block_cases(algo), o));
 }
 
 TEST_CASE("paced rounds: Bruck at P = 33 with the default FIFOs", "[paced][matrix]") {
-  report(run_on_threads(33, block_cases(algo_id::bruck, 33)));
+  report(run_on_threads(33, block_cases(algo_id::bruck)));
 }
