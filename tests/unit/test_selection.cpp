@@ -227,3 +227,32 @@ TEST_CASE("selection: with a size, the model's fastest allowed variant wins", "[
   static_assert(tune::predict_us<algo::ring, proto::simple>(tune::shm_host,
                                                             {coll::all_reduce, 2, 1024.0, false, false}) > 0);
 }
+
+TEST_CASE("the automatic choice is remembered per size, not reused across sizes", "[selection][tune]") {
+  // The communicator remembers its last choice per collective; a call of
+  // another size must evaluate the model again. At P = 2 the model takes
+  // direct/LL for 8 B and a Simple variant for 16 MiB.
+  auto comms = communicator::create_thread_group(2);
+  const std::size_t sizes[] = {2, std::size_t{4} << 20, 2, 2};
+  std::vector<variant_choice> seen[2];
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; ++r)
+    ts.emplace_back([&, r] {
+      std::vector<float> a(sizes[1], 1.0f), b(sizes[1]);
+      for (std::size_t n : sizes) {
+        comms[r].all_reduce(a.data(), b.data(), n, reduce_op::sum);
+        seen[r].push_back(comms[r].last_variant());
+      }
+    });
+  for (auto& t : ts) t.join();
+  for (const auto& s : seen) {
+    REQUIRE(s.size() == 4);
+    const bool small_differs = s[0].algo != s[1].algo || s[0].proto != s[1].proto;
+    CHECK(small_differs);
+    CHECK(s[2].algo == s[0].algo);
+    CHECK(s[2].proto == s[0].proto);
+    CHECK(s[3].algo == s[0].algo);
+    CHECK(s[3].proto == s[0].proto);
+  }
+  CHECK(seen[0][1].algo == seen[1][1].algo);  // every rank chose alike
+}
