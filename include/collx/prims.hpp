@@ -32,6 +32,9 @@
 //   user_buffer(q, recv_side)                 q's buffer if loadable here (same process)
 //   read_user(q, recv_side, off, dst, n)      dst ← q's buffer [off, off + n), one copy
 //
+// Workers: every call is made by every worker of the executor's group with the
+// same arguments; the group splits the elements and its leader posts.
+//
 // Calls with n == 0 move nothing and touch no counter, so both sides of a
 // connection must agree on n (they do: schedules derive it from the same
 // arguments). Every call returns status::ok or the first failure (timeout,
@@ -62,8 +65,19 @@ class prims {
   using value_type = T;
   using engine_type = typename Proto::template engine<Exec, View>;
 
+  /// One primitives object serves one call of one rank (one worker group):
+  /// it holds the call's executor (so the call has one deadline) and view,
+  /// and the protocol engine caches the connections' step counters for the
+  /// object's lifetime. The destructor ends that use with a group sync, so
+  /// every worker of the group must construct and destroy it together.
   COLLX_HOST_DEVICE prims(const Exec& ex, const View& view, int rank, const Red& red)
-      : ex_(ex), engine_(ex, view, rank), red_(red), view_(view), rank_(rank) {}
+      : ex_(ex), view_(view), engine_(ex_, view_, rank), red_(red), rank_(rank) {}
+  COLLX_HOST_DEVICE ~prims() { engine_.finish(); }
+  prims(const prims&) = delete;
+  prims& operator=(const prims&) = delete;
+
+  /// The executor every wait of this call goes through.
+  COLLX_HOST_DEVICE const Exec& executor() const { return ex_; }
 
   /// Largest n one call may carry in a schedule where every rank sends before
   /// it receives (a ring): larger calls could fill every FIFO and deadlock.
@@ -188,9 +202,9 @@ class prims {
   static constexpr const T* no_src = nullptr;
   static constexpr T* no_dst = nullptr;
   Exec ex_;
-  engine_type engine_;
-  Red red_;
   View view_;
+  engine_type engine_;  // refers to ex_ and view_: declared after them
+  Red red_;
   int rank_;
 };
 

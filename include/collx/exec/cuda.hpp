@@ -1,12 +1,18 @@
-// collx/exec/cuda.hpp — the CUDA executor: a rank is one thread block.
+// collx/exec/cuda.hpp — the CUDA executor: a rank's worker group is one
+// thread block.
 //
 // The block is the worker group: its threads split each slot's elements, and
 // sync() is __syncthreads(). wait() is done by thread 0 alone (one poller per
 // rank keeps the FIFO counters' cache lines quiet) and the verdict is shared
 // through shared memory. Deadlines use the %globaltimer nanosecond clock; the
-// abort word is polled on every iteration. fence_before_post() is a system
-// fence so that peers on other devices or the host see the slot before the
-// counter that publishes it. Only meaningful in nvcc device code.
+// abort word and the clock are checked together every `check_every` polls (an
+// abort word in host-mapped memory costs a PCIe round trip per load).
+// fence_before_post() is a system fence so that peers on other devices or the
+// host see the slot before the counter that publishes it.
+//
+// Every wait is bounded: deadline_ns == 0 (the default) means timeout_ns after
+// the first wait of this thread's copy, and timeout_ns defaults to 10 s, so a
+// kernel that sets nothing still ends. Only meaningful in nvcc device code.
 #pragma once
 
 #include <collx/config.hpp>
@@ -19,11 +25,25 @@
 
 namespace collx::exec {
 
+/// The threads of one block, with the team operations of a worker group
+/// (host.hpp's host_group documents them). Every thread of the block must
+/// call each of them.
 struct cuda_block_group {
   __device__ int size() const { return static_cast<int>(blockDim.x); }
   __device__ int index() const { return static_cast<int>(threadIdx.x); }
   __device__ bool leader() const { return threadIdx.x == 0; }
   __device__ void sync() const { __syncthreads(); }
+  template <class T>
+  __device__ T broadcast(T v) const {
+    static_assert(sizeof(T) <= sizeof(unsigned long long), "broadcast carries one word");
+    __shared__ unsigned long long word;
+    __syncthreads();  // nobody still reads the previous broadcast's word
+    if (threadIdx.x == 0) word = static_cast<unsigned long long>(v);
+    __syncthreads();
+    return static_cast<T>(word);
+  }
+  __device__ bool any(bool b) const { return __syncthreads_or(b) != 0; }
+  __device__ bool all(bool b) const { return __syncthreads_and(b) != 0; }
 };
 
 __device__ inline std::uint64_t globaltimer_ns() {
@@ -36,50 +56,37 @@ struct cuda {
   using group = cuda_block_group;
 
   const std::uint32_t* abort_word = nullptr;
-  std::uint64_t deadline_ns = ~0ull;  // absolute %globaltimer value
+  /// Absolute %globaltimer deadline; 0: timeout_ns after this copy's first
+  /// wait (the host cannot read the device's clock, so it sends a budget).
+  mutable std::uint64_t deadline_ns = 0;
+  std::uint64_t timeout_ns = 10'000'000'000ull;
+  /// Polls between two checks of the abort word and the clock.
+  static constexpr std::uint32_t check_every = 256;
 
   __device__ group workers() const { return {}; }
 
+  /// Polls done() (thread 0 only) until it holds, the deadline passes or the
+  /// abort word is raised; every thread returns thread 0's verdict.
   template <class Pred>
   __device__ status wait(Pred&& done) const {
-    __shared__ int verdict;
-    if (threadIdx.x == 0) {
-      int v = static_cast<int>(status::ok);
-      for (std::uint32_t polls = 0;; ++polls) {
-        if (done()) break;
-        if (abort_word && detail::load_relaxed(abort_word) != 0) {
-          v = static_cast<int>(status::aborted);
-          break;
-        }
-        if ((polls & 255u) == 0 && globaltimer_ns() > deadline_ns) {
-          v = static_cast<int>(done() ? status::ok : status::timeout);
-          break;
-        }
-      }
-      verdict = v;
-    }
-    __syncthreads();
-    const int v = verdict;
-    __syncthreads();  // nobody may overwrite verdict before all have read it
-    return static_cast<status>(v);
+    status v = status::ok;
+    if (threadIdx.x == 0) v = poll(done);
+    return workers().broadcast(v);
   }
 
   /// A wait by one thread on its own condition (an LL line), with the same
   /// deadline and abort check; no block-wide synchronisation.
   template <class Pred>
   __device__ status wait_own(Pred&& done) const {
-    for (std::uint32_t polls = 0;; ++polls) {
-      if (done()) return status::ok;
-      if (abort_word && detail::load_relaxed(abort_word) != 0) return status::aborted;
-      if ((polls & 255u) == 0 && globaltimer_ns() > deadline_ns) return done() ? status::ok : status::timeout;
-    }
+    return poll(done);
   }
 
   /// Block-wide verdict after threads waited on their own: ok only if every
   /// thread's was; a timeout anywhere wins over an abort. Synchronises the block.
   __device__ static status agree(status s) {
-    const int timed_out = __syncthreads_or(s == status::timeout);
-    const int failed = __syncthreads_or(s != status::ok);
+    const group g{};
+    const bool timed_out = g.any(s == status::timeout);
+    const bool failed = g.any(s != status::ok);
     if (timed_out) return status::timeout;
     return failed ? (s != status::ok ? s : status::aborted) : status::ok;
   }
@@ -87,6 +94,26 @@ struct cuda {
   __device__ static void fence_before_post() { __threadfence_system(); }
   /// Device waits poll; nobody sleeps, so nobody needs waking.
   __device__ static void notify(int) {}
+
+  /// For a caller that runs its own polling loop (LL128's lane teams): on
+  /// every check_every-th poll, aborted or timeout if the wait must end, else
+  /// ok. `polls` counts from 1.
+  __device__ status check(std::uint32_t polls) const {
+    if (polls % check_every != 0) return status::ok;
+    if (abort_word && detail::load_relaxed(abort_word) != 0) return status::aborted;
+    const std::uint64_t now = globaltimer_ns();
+    if (deadline_ns == 0) deadline_ns = now + timeout_ns;
+    return now > deadline_ns ? status::timeout : status::ok;
+  }
+
+ private:
+  template <class Pred>
+  __device__ status poll(Pred& done) const {
+    for (std::uint32_t polls = 1;; ++polls) {
+      if (done()) return status::ok;
+      if (const status st = check(polls); st != status::ok) return done() ? status::ok : st;
+    }
+  }
 };
 
 }  // namespace collx::exec

@@ -26,12 +26,25 @@
 
 namespace collx::exec {
 
-/// One worker: a host thread moves a whole slice by itself.
+/// One worker: a host thread moves a whole slice by itself. The team
+/// operations of a worker group (see collx/concepts.hpp) are trivial here:
+/// every worker calls them together, in the same order, and
+///   sync()          returns once every worker has arrived (a barrier; the
+///                   workers' earlier memory accesses happen before the
+///                   others' later ones),
+///   broadcast(v)    returns the leader's v to every worker (and syncs),
+///   any(b) / all(b) returns the OR / AND of every worker's b (and syncs).
 struct host_group {
   static constexpr int size() { return 1; }
   static constexpr int index() { return 0; }
   static constexpr bool leader() { return true; }
   static void sync() {}
+  template <class T>
+  static T broadcast(T v) {
+    return v;
+  }
+  static bool any(bool b) { return b; }
+  static bool all(bool b) { return b; }
 };
 
 inline std::uint64_t monotonic_ns() {
@@ -55,8 +68,8 @@ struct host {
   /// Absolute CLOCK_MONOTONIC deadline of every wait; 0: timeout_ns after
   /// the first wait of this copy that has to spin (so a call that never waits
   /// long never reads the clock, which costs tens of ns in a VM). A call's
-  /// primitives and protocol engine each hold a copy, so a call ends within
-  /// twice the timeout at worst.
+  /// primitives object holds the call's only copy, so the call fails at most
+  /// timeout_ns after its first slow wait began.
   mutable std::uint64_t deadline_ns = ~0ull;
   std::uint64_t timeout_ns = 0;
   std::uint64_t spin_ns = 2000;  // busy-poll this long before yielding the CPU

@@ -14,6 +14,7 @@
 #include <collx/detail/atomic.hpp>
 #include <collx/detail/reduce_copy.hpp>
 #include <collx/error.hpp>
+#include <collx/proto/conn_cache.hpp>
 #include <collx/proto/credit.hpp>
 #include <collx/proto/lines.hpp>
 #include <collx/proto/step_flags.hpp>
@@ -21,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 namespace collx::proto {
 
@@ -41,8 +43,15 @@ class line_engine {
   };
 
  public:
-  COLLX_HOST_DEVICE line_engine(const Exec& ex, const View& view, int rank)
-      : ex_(ex), view_(view), rank_(rank) {}
+  /// The engine belongs to one primitives object, which owns the executor
+  /// and the view it refers to, and caches its connections' step counters
+  /// (conn_cache.hpp): call finish() once the object is done.
+  COLLX_HOST_DEVICE line_engine(const Exec& ex, const View& view, int rank) : ex_(ex), view_(view), rank_(rank) {}
+  line_engine(const line_engine&) = delete;
+  line_engine& operator=(const line_engine&) = delete;
+
+  /// Ends this engine's use of its connections (a group sync if it used any).
+  COLLX_HOST_DEVICE void finish() { conns_.finish(ex_.workers()); }
 
   /// Elements of one slot.
   template <class T>
@@ -70,20 +79,13 @@ class line_engine {
     static_assert(!Reduce || (R && Src), "reduction combines received data with a local source");
     static_assert(8 % sizeof(T) == 0, "line payloads hold whole elements of at most 8 bytes");
 
-    transport::fifo_ref in{}, out{};
-    std::uint64_t rstep = 0, sstep = 0, head_seen = 0;
-    if constexpr (R) {
-      in = view_.fifo(from, rank_, Line::id);
-      rstep = detail::load_relaxed(&in.ctrl->head);  // this rank is its only writer
-    }
-    if constexpr (S) {
-      out = view_.fifo(rank_, to, Line::id);
-      sstep = detail::load_relaxed(&out.ctrl->tail);
-      head_seen = detail::load_relaxed(&out.ctrl->head_seen);
-    }
-    const std::size_t slot_lines = (R ? in.slot_bytes : out.slot_bytes) / Line::line_bytes;
-    const std::size_t per_step = slot_lines * payload / sizeof(T);
     const auto g = ex_.workers();
+    recv_conn* in = nullptr;
+    send_conn* out = nullptr;
+    if constexpr (R) in = &conns_.recv(g, from, [&](int q) { return view_.fifo(q, rank_, Line::id); });
+    if constexpr (S) out = &conns_.send(g, to, [&](int q) { return view_.fifo(rank_, q, Line::id); });
+    const std::size_t slot_lines = (R ? in->fifo.slot_bytes : out->fifo.slot_bytes) / Line::line_bytes;
+    const std::size_t per_step = slot_lines * payload / sizeof(T);
     const int ts = io::team_size(), member = g.index() % ts;
     const std::size_t team = static_cast<std::size_t>(g.index() / ts);
     const std::size_t teams = static_cast<std::size_t>(g.size() / ts > 0 ? g.size() / ts : 1);
@@ -92,12 +94,13 @@ class line_engine {
     for (std::size_t done = 0; done < n;) {
       const std::size_t k = n - done < per_step ? n - done : per_step;
       const std::size_t bytes = k * sizeof(T), nlines = (bytes + payload - 1) / payload;
-      if constexpr (S) COLLX_TRY(wait_credit(ex_, g, out, sstep, head_seen));
+      if constexpr (S) COLLX_TRY(wait_credit(ex_, g, *out));
+      const std::uint64_t rstep = R ? in->step : 0, sstep = S ? out->step : 0;
       // A cleaning step rewrites the whole slot; the extra lines carry no payload.
-      const std::size_t lines = S && Line::clean_step(sstep, S ? out.slots : 1) ? slot_lines : nlines;
+      const std::size_t lines = S && Line::clean_step(sstep, S ? out->fifo.slots : 1) ? slot_lines : nlines;
       const auto rflag = Line::flag(rstep), sflag = Line::flag(sstep);
-      const std::byte* rslot = R ? in.slot(rstep) : nullptr;
-      std::byte* sslot = S ? out.slot(sstep) : nullptr;
+      const std::byte* rslot = R ? in->fifo.slot(rstep) : nullptr;
+      std::byte* sslot = S ? out->fifo.slot(sstep) : nullptr;
       const T* s = Src ? src + done : nullptr;
       T* d = Dst ? dst + done : nullptr;
 
@@ -153,12 +156,12 @@ class line_engine {
       COLLX_TRY(ex_.agree(st));  // the whole group leaves together, with the first failure
       ex_.fence_before_post();
       if (g.leader()) {
-        if constexpr (R) detail::store_release(&in.ctrl->head, rstep + 1);
-        if constexpr (S) detail::store_relaxed(&out.ctrl->tail, sstep + 1);
+        if constexpr (R) detail::store_release(&in->fifo.ctrl->head, rstep + 1);
+        if constexpr (S) detail::store_relaxed(&out->fifo.ctrl->tail, sstep + 1);
         if constexpr (R) ex_.notify(from);
       }
-      if constexpr (R) ++rstep;
-      if constexpr (S) ++sstep;
+      if constexpr (R) ++in->step;
+      if constexpr (S) ++out->step;
       done += k;
     }
     return status::ok;
@@ -169,9 +172,11 @@ class line_engine {
     return v < limit ? v : limit;
   }
 
-  Exec ex_;
-  View view_;
+  using group = decltype(std::declval<const Exec&>().workers());
+  const Exec& ex_;
+  const View& view_;
   int rank_;
+  conn_cache<group> conns_;
 };
 
 }  // namespace collx::proto

@@ -32,10 +32,6 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__CUDACC__)
-#include <collx/exec/cuda.hpp>
-#endif
-
 namespace collx::proto {
 
 /// The LL line: 8 payload bytes, a 32-bit flag beside each 4-byte half.
@@ -197,7 +193,7 @@ struct line_io<ll128_line> {
     // lane sees the flag; the verdict (and the deadline) is the flag lane's,
     // so the eight lanes leave the loop on the same iteration.
     const unsigned lane = threadIdx.x & 31u, mask = 0xffu << (lane & ~7u);
-    for (std::uint32_t polls = 0;; ++polls) {
+    for (std::uint32_t polls = 1;; ++polls) {
       std::uint64_t w0, w1;
       asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];"
                    : "=l"(w0), "=l"(w1)
@@ -206,8 +202,7 @@ struct line_io<ll128_line> {
       int verdict = 0;  // 0 wait, 1 ready, 2 aborted, 3 timeout
       if (member == 7) {
         if (w1 == flag) verdict = 1;
-        else if (ex.abort_word && detail::load_relaxed(ex.abort_word) != 0) verdict = 2;
-        else if ((polls & 255u) == 0 && exec::globaltimer_ns() > ex.deadline_ns) verdict = 3;
+        else if (const status st = ex.check(polls); st != status::ok) verdict = st == status::aborted ? 2 : 3;
       }
       verdict = __shfl_sync(mask, verdict, 7, 8);
       if (verdict == 1) {

@@ -13,6 +13,7 @@
 #include <collx/detail/atomic.hpp>
 #include <collx/detail/reduce_copy.hpp>
 #include <collx/error.hpp>
+#include <collx/proto/conn_cache.hpp>
 #include <collx/proto/credit.hpp>
 #include <collx/proto/ids.hpp>
 #include <collx/proto/step_flags.hpp>
@@ -20,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 namespace collx::proto {
 
@@ -37,6 +39,7 @@ struct simple {
   /// Simple needs nothing beyond memory both sides can reach.
   template <class Transport>
   static constexpr bool usable_with = true;
+
   template <class Transport>
   static constexpr bool check_transport() {
     return true;
@@ -44,11 +47,17 @@ struct simple {
 
   /// View: a transport's connection table, providing fifo(src, dst) and the
   /// FIFO geometry (fifo_slots(), fifo_slot_bytes()); see transport/shm.hpp.
+  /// The engine belongs to one primitives object, which owns the executor
+  /// and the view it refers to, and caches its connections' step counters
+  /// (conn_cache.hpp): call finish() once the object is done.
   template <class Exec, class View>
   class engine {
+    using group = decltype(std::declval<const Exec&>().workers());
+
    public:
-    COLLX_HOST_DEVICE engine(const Exec& ex, const View& view, int rank)
-        : ex_(ex), view_(view), rank_(rank) {}
+    COLLX_HOST_DEVICE engine(const Exec& ex, const View& view, int rank) : ex_(ex), view_(view), rank_(rank) {}
+    engine(const engine&) = delete;
+    engine& operator=(const engine&) = delete;
 
     /// Largest element count one primitive call may move. Half the FIFO, so
     /// that a ring of ranks that all start with a send can never fill every
@@ -63,6 +72,9 @@ struct simple {
       return view_.fifo_slots(id) / 2 > 0 ? view_.fifo_slots(id) / 2 : 1;
     }
 
+    /// Ends this engine's use of its connections (a group sync if it used any).
+    COLLX_HOST_DEVICE void finish() { conns_.finish(ex_.workers()); }
+
     template <unsigned F, class T, class Red>
     COLLX_HOST_DEVICE status run(int from, int to, const T* src, T* dst, std::size_t n, const Red& red) {
       constexpr bool R = has(F, recv_in), S = has(F, send_out), Src = has(F, src_in), Dst = has(F, dst_out);
@@ -72,34 +84,27 @@ struct simple {
       static_assert(S || Dst, "a step needs an output");
       static_assert(!Reduce || (R && Src), "reduction combines received data with a local source");
 
-      transport::fifo_ref in{}, out{};
-      std::uint64_t rstep = 0, sstep = 0;
-      if constexpr (R) {
-        in = view_.fifo(from, rank_, id);
-        rstep = detail::load_relaxed(&in.ctrl->head);  // this rank is its only writer
-      }
-      std::uint64_t head_seen = 0;
-      if constexpr (S) {
-        out = view_.fifo(rank_, to, id);
-        sstep = detail::load_relaxed(&out.ctrl->tail);
-        head_seen = detail::load_relaxed(&out.ctrl->head_seen);  // sender-owned, like tail
-      }
-      const std::size_t per_slot = (R ? in.slot_bytes : out.slot_bytes) / sizeof(T);
       const auto g = ex_.workers();
+      recv_conn* in = nullptr;
+      send_conn* out = nullptr;
+      if constexpr (R) in = &conns_.recv(g, from, [&](int q) { return view_.fifo(q, rank_, id); });
+      if constexpr (S) out = &conns_.send(g, to, [&](int q) { return view_.fifo(rank_, q, id); });
+      const std::size_t per_slot = (R ? in->fifo.slot_bytes : out->fifo.slot_bytes) / sizeof(T);
 
       for (std::size_t done = 0; done < n;) {
         const std::size_t k = n - done < per_slot ? n - done : per_slot;
         if constexpr (R) {
-          const std::uint64_t want = rstep;
-          const status st = ex_.wait([&] { return detail::load_acquire(&in.ctrl->tail) > want; });
+          const std::uint64_t want = in->step;
+          const transport::fifo_ctrl* ctrl = in->fifo.ctrl;
+          const status st = ex_.wait([&] { return detail::load_acquire(&ctrl->tail) > want; });
           if (st != status::ok) return st;
         }
         if constexpr (S) {
-          const status st = wait_credit(ex_, g, out, sstep, head_seen);
+          const status st = wait_credit(ex_, g, *out);
           if (st != status::ok) return st;
         }
-        const T* rin = R ? reinterpret_cast<const T*>(in.slot(rstep)) : nullptr;
-        T* sout = S ? reinterpret_cast<T*>(out.slot(sstep)) : nullptr;
+        const T* rin = R ? reinterpret_cast<const T*>(in->fifo.slot(in->step)) : nullptr;
+        T* sout = S ? reinterpret_cast<T*>(out->fifo.slot(out->step)) : nullptr;
         const T* s = Src ? src + done : nullptr;
         T* d = Dst ? dst + done : nullptr;
 
@@ -122,25 +127,27 @@ struct simple {
           }
         }
 
+        // Every worker's slot accesses, then the leader's release store.
         g.sync();
         ex_.fence_before_post();
         if (g.leader()) {
-          if constexpr (R) detail::store_release(&in.ctrl->head, rstep + 1);
-          if constexpr (S) detail::store_release(&out.ctrl->tail, sstep + 1);
+          if constexpr (R) detail::store_release(&in->fifo.ctrl->head, in->step + 1);
+          if constexpr (S) detail::store_release(&out->fifo.ctrl->tail, out->step + 1);
           if constexpr (R) ex_.notify(from);
           if constexpr (S) ex_.notify(to);
         }
-        if constexpr (R) ++rstep;
-        if constexpr (S) ++sstep;
+        if constexpr (R) ++in->step;
+        if constexpr (S) ++out->step;
         done += k;
       }
       return status::ok;
     }
 
    private:
-    Exec ex_;
-    View view_;
+    const Exec& ex_;
+    const View& view_;
     int rank_;
+    conn_cache<group> conns_;
   };
 };
 

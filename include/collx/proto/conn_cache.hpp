@@ -1,0 +1,104 @@
+// collx/proto/conn_cache.hpp — a primitives object's copy of its connections'
+// step counters, shared by every protocol engine.
+//
+// A connection's step counters live in the transport's memory: `tail` (steps
+// the sender published) and `head` (steps the receiver consumed). Only the
+// worker group's leader stores them, once per step, because they are signals
+// a peer waits on. If every worker re-read them at each primitive call, a
+// worker could read the counter before the leader's store of the previous
+// call reached it, write its share of the next step into the slot the peer is
+// still reading, or read the previous step's slot (on a GPU a block's
+// threads would do exactly that: nothing orders the leader's store before the
+// other threads' next load). So, as NCCL's primitives do, every worker loads
+// a connection's counters once, the first time the primitives object uses it,
+// and then counts steps in its own copy; the shared counters are only
+// written. Every worker holds the same values, so the group always takes the
+// same branches.
+//
+// Ordering: a load happens either at the object's first use of the connection
+// (the previous primitives object ended with finish(): a group sync after the
+// leader's last store) or after an eviction, which syncs the group first. The
+// cache holds `Capacity` connections per direction; schedules that talk to
+// more peers in one call (direct all_to_all) evict round-robin.
+#pragma once
+
+#include <collx/config.hpp>
+#include <collx/detail/atomic.hpp>
+#include <collx/transport/fifo.hpp>
+
+#include <cstdint>
+
+namespace collx::proto {
+
+/// The receiving side of connection from → this rank.
+struct recv_conn {
+  int peer = -1;
+  transport::fifo_ref fifo{};
+  std::uint64_t step = 0;  // next step to consume (== the shared head)
+};
+
+/// The sending side of connection this rank → to.
+struct send_conn {
+  int peer = -1;
+  transport::fifo_ref fifo{};
+  std::uint64_t step = 0;       // next step to publish (== the shared tail)
+  std::uint64_t head_seen = 0;  // the receiver's head as last loaded (credit.hpp)
+};
+
+template <class Group, std::size_t Capacity = 8>
+class conn_cache {
+ public:
+  /// The receiving side of from → rank, loading it on first use.
+  /// `fifo_of(from)` returns the connection's fifo_ref.
+  template <class FifoOf>
+  COLLX_HOST_DEVICE recv_conn& recv(const Group& g, int from, FifoOf&& fifo_of) {
+    for (std::size_t i = 0; i < nrecv_; ++i)
+      if (recv_[i].peer == from) return recv_[i];
+    recv_conn& c = slot(g, recv_, nrecv_, next_recv_);
+    c.peer = from;
+    c.fifo = fifo_of(from);
+    c.step = detail::load_relaxed(&c.fifo.ctrl->head);  // this rank is its only writer
+    used_ = true;
+    return c;
+  }
+
+  /// The sending side of rank → to, loading it on first use.
+  template <class FifoOf>
+  COLLX_HOST_DEVICE send_conn& send(const Group& g, int to, FifoOf&& fifo_of) {
+    for (std::size_t i = 0; i < nsend_; ++i)
+      if (send_[i].peer == to) return send_[i];
+    send_conn& c = slot(g, send_, nsend_, next_send_);
+    c.peer = to;
+    c.fifo = fifo_of(to);
+    c.step = detail::load_relaxed(&c.fifo.ctrl->tail);  // this rank is its only writer
+    c.head_seen = detail::load_relaxed(&c.fifo.ctrl->head_seen);
+    used_ = true;
+    return c;
+  }
+
+  /// Ends the object's use of its connections: the leader's stores of the
+  /// counters happen before any worker's load by a later primitives object.
+  COLLX_HOST_DEVICE void finish(const Group& g) {
+    if (used_) g.sync();
+    used_ = false;
+  }
+
+ private:
+  template <class Conn>
+  COLLX_HOST_DEVICE static Conn& slot(const Group& g, Conn* conns, std::size_t& n, std::size_t& next) {
+    if (n < Capacity) return conns[n++];
+    // Full: reuse the oldest. Its counters may be loaded again later, so the
+    // leader's stores to them must reach every worker first.
+    g.sync();
+    Conn& c = conns[next];
+    next = (next + 1) % Capacity;
+    return c;
+  }
+
+  recv_conn recv_[Capacity];
+  send_conn send_[Capacity];
+  std::size_t nrecv_ = 0, nsend_ = 0, next_recv_ = 0, next_send_ = 0;
+  bool used_ = false;
+};
+
+}  // namespace collx::proto

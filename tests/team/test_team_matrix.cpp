@@ -1,0 +1,370 @@
+// Device semantics on CPUs: every algorithm × protocol × collective runs with
+// each rank a team of W worker threads (exec::host_team<W>: leader-only
+// polling, team barriers, per-worker slices, injected jitter), as a rank is a
+// thread block on a GPU. Values are checked against an independent reference,
+// guard elements around every buffer must stay untouched, and inputs of
+// out-of-place calls unchanged. Calls run back to back on the same
+// connections (no host barrier between them), as an application issues them,
+// so step counters carry over from call to call.
+#include <collx/exec/host_team.hpp>
+#include <collx/prims.hpp>
+#include <collx/reduce_op.hpp>
+#include <collx/transport/shm.hpp>
+#include <collx/transport/shm_segment.hpp>
+#include <collx/variants.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace collx;
+
+namespace {
+
+constexpr std::size_t guard = 16;  // elements on each side of every buffer
+constexpr float float_guard = -12345.5f;
+constexpr std::int32_t int_guard = -77777;
+
+bool quick() {
+  const char* s = std::getenv("COLLX_TEST_SCALE");
+  return s != nullptr && std::string(s) == "quick";
+}
+
+struct case_desc {
+  coll kind;
+  bool is_float;  // float sum, else int32 max
+  std::size_t count;
+  int root;
+  bool in_place;
+};
+
+std::string describe(const case_desc& c) {
+  std::ostringstream o;
+  o << name(c.kind) << (c.is_float ? " float sum" : " int32 max") << " count " << c.count << " root " << c.root
+    << (c.in_place ? " in place" : " out of place");
+  return o.str();
+}
+
+// Input element i of rank r: small integers, so float sums are exact.
+template <class T>
+T input(int r, std::size_t i) {
+  return static_cast<T>(static_cast<int>((static_cast<std::size_t>(r) * 31 + i * 7) % 19) - 9);
+}
+
+template <class T>
+T combine(T a, T b, bool is_float) {
+  return is_float ? a + b : std::max(a, b);
+}
+
+// Elements of the send and recv buffers (P ranks, count n).
+std::size_t send_elems(coll c, std::size_t n, int P) {
+  switch (c) {
+    case coll::reduce_scatter:
+    case coll::all_to_all: return n * static_cast<std::size_t>(P);
+    case coll::barrier: return 0;
+    default: return n;
+  }
+}
+std::size_t recv_elems(coll c, std::size_t n, int P) {
+  switch (c) {
+    case coll::all_gather:
+    case coll::all_to_all: return n * static_cast<std::size_t>(P);
+    case coll::barrier: return 0;
+    default: return n;
+  }
+}
+
+/// One rank's buffers of one case: a guarded array, with send/recv pointing into it.
+template <class T>
+struct rank_buffers {
+  std::vector<T> send, recv;  // guard + data + guard
+  std::vector<T> send_before;
+  T* send_ptr = nullptr;
+  T* recv_ptr = nullptr;
+};
+
+template <class T>
+T guard_value() {
+  if constexpr (std::is_same_v<T, float>) return float_guard;
+  else return int_guard;
+}
+
+template <class T>
+rank_buffers<T> make_buffers(const case_desc& c, int r, int P) {
+  rank_buffers<T> b;
+  const std::size_t n = c.count, ns = send_elems(c.kind, n, P), nr = recv_elems(c.kind, n, P);
+  b.recv.assign(nr + 2 * guard, guard_value<T>());
+  b.recv_ptr = b.recv.data() + guard;
+  if (c.in_place) {
+    // NCCL's in-place conventions.
+    if (c.kind == coll::all_gather) b.send_ptr = b.recv_ptr + static_cast<std::size_t>(r) * n;
+    else if (c.kind == coll::reduce_scatter) {
+      b.recv.assign(ns + 2 * guard, guard_value<T>());
+      b.send_ptr = b.recv.data() + guard;
+      b.recv_ptr = b.send_ptr + static_cast<std::size_t>(r) * n;
+    } else b.send_ptr = b.recv_ptr;
+    const std::size_t in = c.kind == coll::reduce_scatter ? ns : n;
+    for (std::size_t i = 0; i < in; ++i) b.send_ptr[i] = input<T>(r, i);
+  } else {
+    b.send.assign(ns + 2 * guard, guard_value<T>());
+    b.send_ptr = b.send.data() + guard;
+    for (std::size_t i = 0; i < ns; ++i) b.send_ptr[i] = input<T>(r, i);
+    b.send_before = b.send;
+  }
+  return b;
+}
+
+/// Checks rank q's result; appends failures to `errors`.
+template <class T>
+void check(const case_desc& c, int q, int P, const rank_buffers<T>& b, std::vector<std::string>& errors) {
+  const std::size_t n = c.count;
+  auto fail = [&](const std::string& what) {
+    if (errors.size() < 20) errors.push_back(describe(c) + ", P " + std::to_string(P) + ", rank " +
+                                             std::to_string(q) + ": " + what);
+  };
+  auto reduced = [&](std::size_t i) {
+    T v = input<T>(0, i);
+    for (int r = 1; r < P; ++r) v = combine(v, input<T>(r, i), c.is_float);
+    return v;
+  };
+  // Expected value of recv element i, or false where the element must keep its prior contents.
+  auto expect = [&](std::size_t i, T& v) {
+    switch (c.kind) {
+      case coll::all_reduce: v = reduced(i); return true;
+      case coll::all_gather: v = input<T>(static_cast<int>(i / n), i % n); return true;
+      case coll::reduce_scatter: v = reduced(static_cast<std::size_t>(q) * n + i); return true;
+      case coll::broadcast: v = input<T>(c.root, i); return true;
+      case coll::reduce:
+        if (q == c.root) v = reduced(i);
+        else if (c.in_place) v = input<T>(q, i);
+        else v = guard_value<T>();
+        return true;
+      case coll::all_to_all: v = input<T>(static_cast<int>(i / n), static_cast<std::size_t>(q) * n + i % n); return true;
+      default: return false;
+    }
+  };
+  const std::size_t nr = recv_elems(c.kind, n, P);
+  std::size_t wrong = 0, first = 0;
+  for (std::size_t i = 0; i < nr; ++i) {
+    T v{};
+    if (expect(i, v) && !(b.recv_ptr[i] == v) && wrong++ == 0) first = i;
+  }
+  if (wrong) {
+    T v{};
+    expect(first, v);
+    std::ostringstream o;
+    o << wrong << " of " << nr << " elements wrong, first at " << first << ": " << b.recv_ptr[first]
+      << " instead of " << v;
+    fail(o.str());
+  }
+  // Guards: everything of the allocation outside the output range.
+  const T* lo = b.recv_ptr;
+  const T* hi = b.recv_ptr + nr;
+  const T* base = b.recv.data();
+  for (std::size_t i = 0; i < b.recv.size(); ++i) {
+    const T* p = base + i;
+    if (p >= lo && p < hi) continue;
+    const bool input_region = c.in_place && c.kind == coll::reduce_scatter;
+    if (input_region && i >= guard && i < b.recv.size() - guard) continue;  // the in-place input around recv
+    if (!(b.recv[i] == guard_value<T>())) {
+      fail("element " + std::to_string(i) + " of the recv allocation outside the output was written");
+      break;
+    }
+  }
+  if (!c.in_place && b.send != b.send_before) fail("the send buffer of an out-of-place call changed");
+}
+
+/// What every worker runs: the schedule of <A, Pr> for case c.
+template <class A, class Pr, class Exec, class T, class Red>
+status run_one(const Exec& ex, const transport::shm_view& view, int rank, const case_desc& c, T* send, T* recv,
+               const Red& red) {
+  prims<Pr, Exec, transport::shm_view, T, Red> p(ex, view, rank, red);
+  schedule_args<T> a{send, recv, c.count, c.root, rank, view.nranks()};
+  status st = status::invalid_argument;
+  auto go = [&]<coll C>() {
+    if constexpr (A::implements(C)) st = A::template run<C>(p, a);
+  };
+  switch (c.kind) {
+    case coll::all_reduce: go.template operator()<coll::all_reduce>(); break;
+    case coll::all_gather: go.template operator()<coll::all_gather>(); break;
+    case coll::reduce_scatter: go.template operator()<coll::reduce_scatter>(); break;
+    case coll::broadcast: go.template operator()<coll::broadcast>(); break;
+    case coll::reduce: go.template operator()<coll::reduce>(); break;
+    case coll::all_to_all: go.template operator()<coll::all_to_all>(); break;
+    case coll::barrier: go.template operator()<coll::barrier>(); break;
+    default: break;
+  }
+  return st;
+}
+
+template <class A>
+std::vector<case_desc> cases_for(int P) {
+  const std::vector<std::size_t> counts = quick() ? std::vector<std::size_t>{0, 1, std::size_t(P) + 1, 1031}
+                                                  : std::vector<std::size_t>{0, 1, std::size_t(P) + 1, 1031, 6151};
+  std::vector<case_desc> out;
+  for (coll k : {coll::all_reduce, coll::all_gather, coll::reduce_scatter, coll::broadcast, coll::reduce,
+                 coll::all_to_all, coll::barrier}) {
+    if (!A::implements(k)) continue;
+    if (k == coll::barrier) {
+      out.push_back({k, true, 0, 0, false});
+      continue;
+    }
+    for (std::size_t n : counts)
+      for (bool fl : {true, false})
+        for (bool ip : {false, true}) {
+          if (ip && k == coll::all_to_all) continue;  // out of place only
+          if (!fl && !is_reduction(k) && ip) continue;
+          const int root = (k == coll::broadcast || k == coll::reduce) ? static_cast<int>(n % std::size_t(P)) : 0;
+          out.push_back({k, fl, n, root, ip});
+        }
+  }
+  return out;
+}
+
+struct run_result {
+  std::vector<std::string> errors;
+  std::size_t cases = 0;
+};
+
+/// Runs every case of <A, Pr> on P ranks of W workers, back to back.
+template <int W, class A, class Pr>
+run_result run_matrix(int P, std::uint64_t seed, bool single_copy) {
+  const auto cases = cases_for<A>(P);
+  run_result res;
+  res.cases = cases.size();
+  // Small FIFOs: many steps per call, and a full FIFO often.
+  const auto layout = transport::shm_layout::make(static_cast<std::uint32_t>(P), 4, 2048, 2048, 2048);
+  auto seg = transport::shm_segment::create_anonymous(layout);
+  const transport::shm_view view = seg->view();
+  view.header()->single_copy_min = single_copy ? 0 : ~std::uint64_t{0};
+  view.header()->single_copy_denied = single_copy ? 0 : 1;
+
+  std::vector<rank_buffers<float>> fb;
+  std::vector<rank_buffers<std::int32_t>> ib;
+  std::vector<std::vector<rank_buffers<float>>> fbufs(cases.size());
+  std::vector<std::vector<rank_buffers<std::int32_t>>> ibufs(cases.size());
+  for (std::size_t k = 0; k < cases.size(); ++k)
+    for (int r = 0; r < P; ++r) {
+      if (cases[k].is_float) fbufs[k].push_back(make_buffers<float>(cases[k], r, P));
+      else ibufs[k].push_back(make_buffers<std::int32_t>(cases[k], r, P));
+    }
+
+  std::vector<std::unique_ptr<exec::team_state>> teams;
+  for (int r = 0; r < P; ++r) teams.push_back(std::make_unique<exec::team_state>(W, seed + 1000 * r));
+  std::vector<std::vector<status>> statuses(static_cast<std::size_t>(P), std::vector<status>(cases.size()));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < P; ++r)
+    for (int lane = 0; lane < W; ++lane)
+      threads.emplace_back([&, r, lane] {
+        exec::host_team<W> ex;
+        ex.base.abort_word = view.abort_word();
+        ex.base.deadline_ns = 0;
+        ex.base.timeout_ns = 60'000'000'000ull;
+        ex.base.spin_ns = 2'000;
+        ex.base.bells = view.doorbell(0);
+        ex.base.self = r;
+        ex.team = teams[static_cast<std::size_t>(r)].get();
+        ex.lane = lane;
+        for (std::size_t k = 0; k < cases.size(); ++k) {
+          const case_desc& c = cases[k];
+          status st;
+          if (c.is_float) {
+            auto& b = fbufs[k][static_cast<std::size_t>(r)];
+            st = run_one<A, Pr>(ex, view, r, c, b.send_ptr, b.recv_ptr,
+                                reducer<float, reduce_op::sum>{static_cast<std::uint32_t>(P)});
+          } else {
+            auto& b = ibufs[k][static_cast<std::size_t>(r)];
+            st = run_one<A, Pr>(ex, view, r, c, b.send_ptr, b.recv_ptr,
+                                reducer<std::int32_t, reduce_op::max>{static_cast<std::uint32_t>(P)});
+          }
+          if (lane == 0) statuses[static_cast<std::size_t>(r)][k] = st;
+          if (st != status::ok) {
+            detail::store_relaxed(view.abort_word(), std::uint32_t{1});  // the peers stop waiting
+            return;
+          }
+        }
+      });
+  for (auto& t : threads) t.join();
+
+  for (std::size_t k = 0; k < cases.size(); ++k)
+    for (int r = 0; r < P; ++r) {
+      const status st = statuses[static_cast<std::size_t>(r)][k];
+      if (st != status::ok) {
+        if (res.errors.size() < 20)
+          res.errors.push_back(describe(cases[k]) + ", P " + std::to_string(P) + ", rank " + std::to_string(r) +
+                               ": status " + to_string(st));
+        continue;
+      }
+      if (cases[k].is_float) check(cases[k], r, P, fbufs[k][static_cast<std::size_t>(r)], res.errors);
+      else check(cases[k], r, P, ibufs[k][static_cast<std::size_t>(r)], res.errors);
+    }
+  return res;
+}
+
+std::uint64_t seed_from_env() {
+  const char* s = std::getenv("COLLX_TEAM_SEED");
+  return s != nullptr ? std::strtoull(s, nullptr, 10) : 0x5eedull;
+}
+
+template <int W>
+void run_all(int P, bool single_copy) {
+  const std::uint64_t seed = seed_from_env();
+  std::size_t variants = 0, cases = 0;
+  [&]<class... As>(type_list<As...>) {
+    (
+        [&]<class A>() {
+          [&]<class... Ps>(type_list<Ps...>) {
+            (
+                [&]<class Pr>() {
+                  if constexpr (composable<A, Pr, transport::shm>) {
+                    INFO("variant " << A::name << "/" << Pr::name << ", W " << W << ", P " << P << ", seed "
+                                    << seed << (single_copy ? ", single copy" : ""));
+                    const run_result r = run_matrix<W, A, Pr>(P, seed, single_copy);
+                    std::string all;
+                    for (const auto& e : r.errors) all += "\n  " + e;
+                    INFO("failures:" << all);
+                    CHECK(r.errors.empty());
+                    ++variants;
+                    cases += r.cases;
+                  }
+                }.template operator()<Ps>(),
+                ...);
+          }(protocols{});
+        }.template operator()<As>(),
+        ...);
+  }(algorithms{});
+  // Every compiled variant ran, and each ran cases.
+  CHECK(variants >= 8);
+  CHECK(cases > variants);
+}
+
+}  // namespace
+
+TEST_CASE("team executor: every algorithm × protocol × collective, 2 workers per rank", "[team]") {
+  const int P = GENERATE(2, 3, 5);
+  run_all<2>(P, false);
+}
+
+TEST_CASE("team executor: every algorithm × protocol × collective, 3 workers per rank", "[team]") {
+  const int P = GENERATE(2, 3, 4);
+  run_all<3>(P, false);
+}
+
+TEST_CASE("team executor: every algorithm × protocol × collective, 8 workers per rank", "[team]") {
+  const int P = quick() ? GENERATE(2, 3) : GENERATE(2, 3, 5);
+  run_all<8>(P, false);
+}
+
+TEST_CASE("team executor: single copy paths, 3 workers per rank", "[team]") {
+  const int P = GENERATE(2, 3);
+  run_all<3>(P, true);
+}
+
+TEST_CASE("team executor: one rank, 8 workers", "[team]") { run_all<8>(1, false); }
