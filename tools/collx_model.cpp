@@ -5,14 +5,14 @@
 //   collx-model calibrate [--bytes 8M] [--reps 20]
 //
 // For every compiled algorithm that implements the collective, evaluates its
-// constexpr cost(coll, P, bytes) (algo/ids.hpp: steps, bytes sent, bytes
+// constexpr cost(coll, P, bytes) (algo/cost.hpp: steps, bytes sent, bytes
 // reduced) and prints, per size, the predicted time
 //
 //   t = α · steps + β · bytes_sent / payload_efficiency(proto) + γ · bytes_reduced
 //
 // in µs, the argmin, and the algorithms in predicted order ('=' joins equal
 // predictions; the argmin then names all of them). Algorithms on peer
-// memory (nvls) move no protocol lines: their efficiency is 1. Sizes are the
+// memory (needs_peer_memory: nvls) move no protocol lines: their efficiency is 1. Sizes are the
 // collective's size as nccl-tests and collx-perf count it (all_gather: the
 // whole output; reduce_scatter: the whole input; all_to_all: one rank's send
 // buffer).
@@ -36,6 +36,7 @@
 // Exit status: 0, or 2 for a bad command line. Includes no communicator: only
 // the algorithm, protocol and selection headers.
 #include <collx/coll.hpp>
+#include <collx/needs.hpp>
 #include <collx/options.hpp>
 #include <collx/proto/ids.hpp>
 #include <collx/selection.hpp>
@@ -133,12 +134,6 @@ double payload_efficiency(proto_id p) {
   return e;
 }
 
-template <class A>
-constexpr bool on_peer_memory() {
-  if constexpr (requires { A::uses_peer_memory; }) return A::uses_peer_memory;
-  else return false;
-}
-
 std::vector<prediction> predict(coll c, int P, double bytes, const parameters& m) {
   std::vector<prediction> out;
   const double eff = payload_efficiency(m.proto);
@@ -147,7 +142,7 @@ std::vector<prediction> predict(coll c, int P, double bytes, const parameters& m
         [&] {
           if (!As::implements(c)) return;
           const auto t = As::cost(c, P, bytes);
-          const double e = on_peer_memory<As>() ? 1.0 : eff;
+          const double e = algorithm_needs<As>::peer_memory ? 1.0 : eff;
           out.push_back({As::name, t.steps, t.bytes_sent, t.bytes_reduced,
                          m.alpha * t.steps + m.beta * t.bytes_sent / e + m.gamma * t.bytes_reduced});
         }(),

@@ -8,9 +8,13 @@
 //                                  collectives not named keep everything
 //   "^tree;allreduce:tree"         clauses apply left to right
 // Collective names are NCCL's (allreduce, allgather, reducescatter, broadcast,
-// reduce) or collx's (all_reduce, …). An unknown name, an empty list, or an
-// algorithm named for a collective it cannot serve throws collx::error
-// (status::invalid_argument) naming the variable.
+// reduce) or collx's (all_reduce, …). Algorithm names are those of the compiled
+// algorithms (collx::algorithms; name(algo_id)); a family's name also names its
+// forms ("bruck" is bruck and bruck_a2a, as it was before bruck_a2a had an id of
+// its own). An unknown name, an algorithm composed explicitly only
+// (direct_one_shot, direct_two_shot), an empty list, or an algorithm named for a
+// collective it cannot serve throws collx::error (status::invalid_argument)
+// naming the variable.
 //
 // The automatic choice considers the compiled variants that are allowed and
 // serve the collective on the transport, and, given the call's size and rank
@@ -32,6 +36,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace collx {
 
@@ -92,18 +97,31 @@ struct selection {
       if (no_underscores(name(static_cast<coll>(c))) == no_underscores(n)) return c;
     return -1;
   }
-  template <class Id>
-  static int find_id(const std::string& n) {
+  static bool known(std::string_view id_name) { return id_name != "invalid"; }
+  // The ids a name stands for, as a mask (0: none). Protocols: the one so
+  // named. Algorithms: each compiled one whose name, or whose family's name
+  // (algo/ids.hpp), it is.
+  static std::uint32_t find_ids(const std::string& n, proto_id) {
     for (int i = 0; i < 32; ++i)
-      if (name(static_cast<Id>(i)) == n) return i;
-    return -1;
+      if (known(name(static_cast<proto_id>(i))) && name(static_cast<proto_id>(i)) == n) return 1u << i;
+    return 0;
   }
-  // Whether compiled algorithms with this id exist but none can serve c (one
-  // id may name several policies, e.g. bruck's all_gather and all_to_all).
-  static bool cannot_serve(algo_id a, coll c) {
-    return []<class... As>(algo_id id, coll k, type_list<As...>) {
-      return ((As::id == id) || ...) && !((As::id == id && As::implements(k)) || ...);
-    }(a, c, algorithms{});
+  static std::uint32_t find_ids(const std::string& n, algo_id) {
+    return []<class... As>(const std::string& want, type_list<As...>) {
+      return ((want == As::name || want == name(family(As::id)) ? 1u << static_cast<int>(As::id) : 0u) | ...);
+    }(n, algorithms{});
+  }
+  // Whether no compiled algorithm among the ids can serve c.
+  static bool cannot_serve(std::uint32_t ids, coll c) {
+    return []<class... As>(std::uint32_t m, coll k, type_list<As...>) {
+      return !((((m >> static_cast<int>(As::id)) & 1u) && As::implements(k)) || ...);
+    }(ids, c, algorithms{});
+  }
+  // Whether n names an algorithm that exists but is composed explicitly only.
+  static bool explicit_only(const std::string& n) {
+    for (int i = 0; i < 32; ++i)
+      if (known(name(static_cast<algo_id>(i))) && name(static_cast<algo_id>(i)) == n) return true;
+    return false;
   }
 
   template <class Id>
@@ -135,12 +153,16 @@ struct selection {
         const std::size_t comma = list.find(',', p);
         const std::string n = list.substr(p, comma == std::string::npos ? std::string::npos : comma - p);
         p = comma == std::string::npos ? list.size() + 1 : comma + 1;
-        const int id = find_id<Id>(n);
-        if (n.empty() || n == "auto" || id < 0) bad("unknown name '" + n + "'");
+        const std::uint32_t ids = n.empty() || n == "auto" ? 0u : find_ids(n, Id{});
         if constexpr (std::is_same_v<Id, algo_id>)
-          if (target >= 0 && !exclude && cannot_serve(static_cast<algo_id>(id), static_cast<coll>(target)))
+          if (ids == 0 && !n.empty() && explicit_only(n))
+            bad("algorithm " + n + " is composed explicitly only (e.g. all_reduce<algo::" + n +
+                ", proto::simple>(…)); the automatic choice does not offer it");
+        if (ids == 0) bad("unknown name '" + n + "'");
+        if constexpr (std::is_same_v<Id, algo_id>)
+          if (target >= 0 && !exclude && cannot_serve(ids, static_cast<coll>(target)))
             bad("algorithm " + n + " cannot serve " + name(static_cast<coll>(target)));
-        named |= 1u << id;
+        named |= ids;
       }
       for (int c = 0; c < coll_count; ++c)
         if (target < 0 || target == c) sets[c] = exclude ? (~0u & ~named) : named;

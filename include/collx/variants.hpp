@@ -3,7 +3,15 @@
 //
 // Adding an algorithm or protocol is adding its type to a list here; there is
 // no string-keyed registry. A variant that cannot serve a collective on a
-// transport is filtered by the same traits that reject explicit composition.
+// transport is filtered by the gate that rejects explicit composition
+// (collx/composition.hpp), and a collective the algorithm does not implement
+// by Algo::implements, so the fold never instantiates a schedule that explicit
+// use would refuse to compile.
+//
+// Policies outside these lists compose explicitly only: direct_one_shot and
+// direct_two_shot (forced flavours of direct's all_reduce) have ids of their
+// own so that a call's variant names them, but the automatic choice and
+// COLLX_ALGO do not offer them.
 #pragma once
 
 #include <collx/algo/bruck.hpp>
@@ -16,10 +24,14 @@
 #include <collx/algo/ring.hpp>
 #include <collx/algo/tree.hpp>
 #include <collx/coll.hpp>
+#include <collx/composition.hpp>
+#include <collx/concepts.hpp>
 #include <collx/proto/ids.hpp>
 #include <collx/proto/ll.hpp>
 #include <collx/proto/ll128.hpp>
 #include <collx/proto/simple.hpp>
+
+#include <cstddef>
 
 namespace collx {
 
@@ -29,6 +41,20 @@ struct type_list {};
 using algorithms = type_list<algo::ring, algo::tree, algo::rhd, algo::rabenseifner, algo::bruck, algo::nvls,
                              algo::direct, algo::bruck_a2a>;
 using protocols = type_list<proto::simple, proto::ll, proto::ll128>;
+
+static_assert([]<class... As>(type_list<As...>) { return (algorithm<As> && ...); }(algorithms{}),
+              "every compiled algorithm satisfies collx::algorithm (collx/concepts.hpp)");
+static_assert([]<class... Ps>(type_list<Ps...>) { return (protocol<Ps> && ...); }(protocols{}),
+              "every compiled protocol satisfies collx::protocol (collx/concepts.hpp)");
+static_assert(
+    []<class... As>(type_list<As...>) {
+      const algo_id ids[] = {As::id...};
+      for (std::size_t i = 0; i < sizeof...(As); ++i)
+        for (std::size_t j = i + 1; j < sizeof...(As); ++j)
+          if (ids[i] == ids[j]) return false;
+      return true;
+    }(algorithms{}),
+    "every compiled algorithm has an id of its own (algo/ids.hpp), so a runtime choice names one schedule");
 
 /// A runtime request for a variant; `automatic` lets the communicator choose.
 struct variant_choice {
@@ -42,9 +68,6 @@ constexpr bool implements(algo_id a, coll c) {
     return ((Algos::id == a && Algos::implements(c)) || ...);
   }(algorithms{});
 }
-
-template <class Algo, class Proto, class Transport>
-inline constexpr bool composable = Proto::template usable_with<Transport>;
 
 namespace detail {
 template <class Transport, class F, class Algo, class... Protos>

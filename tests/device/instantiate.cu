@@ -78,12 +78,16 @@ void instantiate_algo() {
   exec::cuda ex{};
   constexpr coll all[] = {coll::all_reduce, coll::all_gather, coll::reduce_scatter, coll::broadcast,
                           coll::reduce};
+  // Only implemented collectives: an algorithm's run<C> refuses the others at
+  // compile time.
   [&]<std::size_t... I>(std::index_sequence<I...>) {
-    ((Algo::implements(all[I]) ? (algo_kernel<Algo, Proto, all[I], T, Op>
-                                  <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr),
-                                  0)
-                               : 0),
-     ...);
+    (
+        [&] {
+          if constexpr (Algo::implements(all[I]))
+            algo_kernel<Algo, Proto, all[I], T, Op>
+                <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
+        }(),
+        ...);
   }
   (std::make_index_sequence<5>{});
 }

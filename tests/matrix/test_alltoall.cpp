@@ -46,7 +46,7 @@ TEST_CASE("all_to_all: every dtype, P = 1..9, small and prime counts, every prot
   INFO("P = " << P);
   for_each_protocol([&]<class Pr>() {
     std::vector<case_desc> cases;
-    for (algo_id a : {algo_id::direct, algo_id::bruck})
+    for (algo_id a : {algo_id::direct, algo_id::bruck_a2a})
       for (int d = 0; d < dtype_count; ++d)
         for (std::size_t count : small_counts(P)) {
           case_desc c =
@@ -73,7 +73,7 @@ TEST_CASE("all_to_all: ~256K elements per peer", "[direct][alltoall][large]") {
     for (dtype dt : {dtype::float32, dtype::int8}) {
       if (dt == dtype::int8 && Pr::id != proto_id::simple) continue;  // Bruck: once is enough
       cases.push_back(make_case(coll::all_to_all, dt, reduce_op::sum, (1u << 18) + 7,
-                                {dt == dtype::int8 ? algo_id::bruck : algo_id::direct, Pr::id}));
+                                {dt == dtype::int8 ? algo_id::bruck_a2a : algo_id::direct, Pr::id}));
     }
     report(run_on_threads(P, cases));
   });
@@ -84,7 +84,7 @@ TEST_CASE("all_to_all through FIFOs of two 128-byte slots", "[direct][alltoall]"
   std::vector<case_desc> cases;
   for (dtype dt : {dtype::float64, dtype::uint8, dtype::float16})
     for (std::size_t count : {std::size_t(1), std::size_t(61), std::size_t(4099)}) {
-      for (algo_id a : {algo_id::direct, algo_id::bruck})
+      for (algo_id a : {algo_id::direct, algo_id::bruck_a2a})
         cases.push_back(make_case(coll::all_to_all, dt, reduce_op::sum, count, {a, proto_id::simple}));
     }
   report(run_on_threads(P, cases, tiny_fifos()));

@@ -24,4 +24,5 @@ TEST_CASE("bruck: buffers off vector alignment, guard bytes intact", "[bruck][mi
   const int P = GENERATE(3, 4);
   INFO("P = " << P);
   report(run_on_threads(P, misaligned_matrix(algo_id::bruck, P)));
+  report(run_on_threads(P, misaligned_matrix(algo_id::bruck_a2a, P)));
 }

@@ -35,12 +35,7 @@ inline bool algo_implements(algo_id a, coll c) {
 /// algorithms that move data through peer memory (no protocol in the path).
 inline std::vector<proto_id> protocols_for(algo_id a) {
   const bool peer = []<class... As>(algo_id id, type_list<As...>) {
-    return ((As::id == id &&
-             [] {
-               if constexpr (requires { As::uses_peer_memory; }) return bool(As::uses_peer_memory);
-               else return false;
-             }()) ||
-            ...);
+    return ((As::id == id && algorithm_needs<As>::peer_memory) || ...);
   }(a, algorithms{});
   auto all = compiled_protocols();
   if (peer) all.resize(1);

@@ -6,7 +6,7 @@
 // algo/ids.hpp defines it. Chunks are unbounded, as in that definition.
 // A message to the sending rank itself (direct's loopback) is a local copy:
 // its stamp is the sender's own and its bytes are not sent bytes.
-// Algorithms on peer memory (uses_peer_memory) count peer loads/stores as sent
+// Algorithms on peer memory (needs_peer_memory) count peer loads/stores as sent
 // bytes and barriers as steps, as their cost() documents.
 // Every collective an algorithm implements is run: all_to_allv with equal
 // blocks, send_recv as one message to the next rank and one from the previous

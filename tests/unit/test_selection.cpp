@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <initializer_list>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -79,6 +80,76 @@ TEST_CASE("selection: good algorithm and protocol lists", "[selection]") {
     CHECK_FALSE(x.allows(coll::all_gather, proto_id::ll128));
     CHECK(x.allows(coll::all_reduce, proto_id::ll128));
   }
+}
+
+TEST_CASE("selection: every policy has an id and a name of its own", "[selection]") {
+  // One spelling: an algorithm's name is name(id).
+  []<class... As>(type_list<As...>) {
+    const bool same[] = {std::string_view(As::name) == std::string_view(name(As::id))...};
+    for (bool b : same) CHECK(b);
+  }(algorithms{});
+  static_assert(algo::bruck_a2a::id != algo::bruck::id);
+  static_assert(algo::direct_one_shot::id != algo::direct::id && algo::direct_two_shot::id != algo::direct::id);
+  static_assert(std::string_view(algo::direct_two_shot::name) == "direct_two_shot");
+  SECTION("a family's name selects its forms, a form's name only itself") {
+    const auto s = algos("alltoall:bruck");
+    CHECK(s.allows(coll::all_to_all, algo_id::bruck_a2a));
+    CHECK_FALSE(s.allows(coll::all_to_all, algo_id::direct));
+    const auto x = algos("alltoall:bruck_a2a;allgather:^bruck_a2a");
+    CHECK(x.allows(coll::all_to_all, algo_id::bruck_a2a));
+    CHECK(x.allows(coll::all_gather, algo_id::bruck));
+    const auto y = algos("^bruck");
+    CHECK_FALSE(y.allows(coll::all_to_all, algo_id::bruck_a2a));
+    CHECK_FALSE(y.allows(coll::all_gather, algo_id::bruck));
+    CHECK(choose_variant<transport::shm>(coll::all_to_all, {}, s, false).algo == algo_id::bruck_a2a);
+    CHECK_THROWS_WITH(algos("allgather:bruck_a2a"), Contains("bruck_a2a cannot serve all_gather"));
+  }
+  SECTION("forms composed explicitly only are refused with a hint") {
+    CHECK_THROWS_WITH(algos("allreduce:direct_one_shot"), Contains("composed explicitly only"));
+    CHECK_THROWS_WITH(algos("direct_two_shot"), Contains("composed explicitly only"));
+  }
+  SECTION("a call's variant names the form that ran") {
+    auto comms = communicator::create_thread_group(2);
+    std::vector<std::thread> ts;
+    std::vector<algo_id> one(2), two(2);
+    for (int r = 0; r < 2; ++r)
+      ts.emplace_back([&, r] {
+        std::vector<float> x(64, 1.0f), y(64);
+        collx::all_reduce<algo::direct_one_shot, proto::simple>(comms[r], x.data(), y.data(), x.size(),
+                                                                reduce_op::sum);
+        one[r] = comms[r].last_variant().algo;
+        collx::all_reduce<algo::direct_two_shot, proto::simple>(comms[r], x.data(), y.data(), x.size(),
+                                                                reduce_op::sum);
+        two[r] = comms[r].last_variant().algo;
+      });
+    for (auto& t : ts) t.join();
+    for (int r = 0; r < 2; ++r) {
+      CHECK(one[r] == algo_id::direct_one_shot);
+      CHECK(two[r] == algo_id::direct_two_shot);
+    }
+  }
+}
+
+TEST_CASE("composition: the shipped policies satisfy the concepts and the gate", "[selection][compose]") {
+  static_assert(transport_policy<transport::shm>);
+  static_assert(executor<exec::host>);
+  static_assert(worker_group<exec::host::group>);
+  static_assert(protocol_on<proto::ll128, exec::host, transport::shm_view>);
+  static_assert(check_composable<algo::nvls, proto::simple, transport::shm, exec::host>());
+  // The dispatch fold and explicit composition read the same rules, and shm
+  // offers everything the compiled policies need.
+  []<class... As>(type_list<As...>) {
+    (
+        [&]<class A>() {
+          [&]<class... Ps>(type_list<Ps...>) {
+            static_assert(((composable<A, Ps, transport::shm> ==
+                            composition_rules<A, Ps, transport::shm, exec::host>::all) &&
+                           ...));
+            static_assert((composable<A, Ps, transport::shm> && ...));
+          }(protocols{});
+        }.template operator()<As>(),
+        ...);
+  }(algorithms{});
 }
 
 TEST_CASE("selection: bad lists throw naming the variable and the problem", "[selection]") {

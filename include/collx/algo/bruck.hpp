@@ -10,6 +10,7 @@
 #pragma once
 
 #include <collx/algo/detail/hypercube.hpp>
+#include <collx/algo/cost.hpp>
 #include <collx/algo/ids.hpp>
 #include <collx/coll.hpp>
 #include <collx/config.hpp>
@@ -22,16 +23,13 @@ namespace collx::algo {
 
 struct bruck {
   static constexpr algo_id id = algo_id::bruck;
-  static constexpr const char* name = "bruck";
+  static constexpr const char* name = collx::name(id);
   static constexpr bool deterministic = true;  // no reduction
 
   COLLX_HOST_DEVICE static constexpr bool implements(coll c) { return c == coll::all_gather; }
 
   /// α-β-γ terms for `bytes` (P blocks) on P ranks. steps: ⌈log2 P⌉ rounds,
   /// each one hop; every rank sends P-1 blocks; nothing is reduced.
-  struct cost_terms {
-    double steps, bytes_sent, bytes_reduced;
-  };
   COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes) {
     if (P <= 1 || !implements(c)) return {0, 0, 0};
     int steps = 0;
@@ -41,28 +39,24 @@ struct bruck {
 
   template <coll C, class Prims, class T>
   COLLX_HOST_DEVICE static status run(Prims& p, const schedule_args<T>& a) {
-    // Dispatch folds may instantiate every collective; only implemented ones are reached.
-    if constexpr (!implements(C)) {
-      return status::not_supported;
-    } else {
-      const int P = a.nranks, r = a.rank;
-      const std::size_t c = a.count, Pz = static_cast<std::size_t>(P);
-      COLLX_TRY(p.local_copy(a.send, a.recv + static_cast<std::size_t>(r) * c, c, false));
-      const detail::pace ch = detail::pace_of(p);
-      for (int d = 1; d < P; d *= 2) {
-        const int to = (r - d + P) % P, from = (r + d) % P;
-        const std::size_t cnt = static_cast<std::size_t>(d < P - d ? d : P - d);
-        // Index x of a stream starting at block b: block (b + x/c) mod P, offset x mod c.
-        auto at = [&](int b, std::size_t x) {
-          return a.recv + ((static_cast<std::size_t>(b) + x / c) % Pz) * c + x % c;
-        };
-        COLLX_TRY(detail::paced(
-            {0, cnt * c}, {0, cnt * c}, ch, c,
-            [&](std::size_t x, std::size_t k) { return p.send(to, at(r, x), k); },
-            [&](std::size_t x, std::size_t k) { return p.recv(from, at(from, x), k); }));
-      }
-      return status::ok;
+    static_assert(implements(C), "algo::bruck does not implement this collective (see C above)");
+    const int P = a.nranks, r = a.rank;
+    const std::size_t c = a.count, Pz = static_cast<std::size_t>(P);
+    COLLX_TRY(p.local_copy(a.send, a.recv + static_cast<std::size_t>(r) * c, c, false));
+    const detail::pace ch = detail::pace_of(p);
+    for (int d = 1; d < P; d *= 2) {
+      const int to = (r - d + P) % P, from = (r + d) % P;
+      const std::size_t cnt = static_cast<std::size_t>(d < P - d ? d : P - d);
+      // Index x of a stream starting at block b: block (b + x/c) mod P, offset x mod c.
+      auto at = [&](int b, std::size_t x) {
+        return a.recv + ((static_cast<std::size_t>(b) + x / c) % Pz) * c + x % c;
+      };
+      COLLX_TRY(detail::paced(
+          {0, cnt * c}, {0, cnt * c}, ch, c,
+          [&](std::size_t x, std::size_t k) { return p.send(to, at(r, x), k); },
+          [&](std::size_t x, std::size_t k) { return p.recv(from, at(from, x), k); }));
     }
+    return status::ok;
   }
 };
 

@@ -22,6 +22,7 @@
 // choice too.
 #pragma once
 
+#include <collx/algo/cost.hpp>
 #include <collx/algo/ids.hpp>
 #include <collx/coll.hpp>
 #include <collx/config.hpp>
@@ -33,19 +34,16 @@
 namespace collx::algo {
 
 struct bruck_a2a {
-  static constexpr algo_id id = algo_id::bruck;
-  static constexpr const char* name = "bruck";
+  static constexpr algo_id id = algo_id::bruck_a2a;
+  static constexpr const char* name = collx::name(id);
 
-  static constexpr bool implements(coll c) { return c == coll::all_to_all; }
+  COLLX_HOST_DEVICE static constexpr bool implements(coll c) { return c == coll::all_to_all; }
 
-  struct cost_terms {
-    double steps, bytes_sent, bytes_reduced;
-  };
   /// `bytes` is one rank's whole send buffer (P blocks), as nccl-tests counts
   /// it. Steps and bytes count block exchanges: in the round of bit b, every
   /// index i in [1, P) with bit b set (P/2 per round when P is a power of two).
-  static constexpr cost_terms cost(coll c, int P, double bytes) {
-    if (c != coll::all_to_all || P <= 1) return {0, 0, 0};
+  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes) {
+    if (P <= 1 || !implements(c)) return {0, 0, 0};
     double exchanges = 0;
     for (int bit = 1; bit < P; bit <<= 1)
       for (int i = bit; i < P; ++i)
@@ -55,7 +53,7 @@ struct bruck_a2a {
 
   template <coll C, class Prims, class T>
   COLLX_HOST_DEVICE static status run(Prims& p, const schedule_args<T>& a) {
-    static_assert(C == coll::all_to_all, "bruck_a2a implements all_to_all only");
+    static_assert(implements(C), "algo::bruck_a2a does not implement this collective (see C above)");
     const int P = a.nranks, r = a.rank;
     const std::size_t c = a.count, chunk = p.max_chunk();
     if (c == 0) return status::ok;

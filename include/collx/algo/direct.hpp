@@ -27,6 +27,7 @@
 // on host threads and in CUDA blocks.
 #pragma once
 
+#include <collx/algo/cost.hpp>
 #include <collx/algo/ids.hpp>
 #include <collx/coll.hpp>
 #include <collx/config.hpp>
@@ -43,12 +44,12 @@ enum class shot : std::uint8_t { automatic, one, two };
 
 template <shot Shot>
 struct basic_direct {
-  static constexpr algo_id id = algo_id::direct;
-  static constexpr const char* name = Shot == shot::one   ? "direct_one_shot"
-                                      : Shot == shot::two ? "direct_two_shot"
-                                                          : "direct";
+  static constexpr algo_id id = Shot == shot::one   ? algo_id::direct_one_shot
+                                : Shot == shot::two ? algo_id::direct_two_shot
+                                                    : algo_id::direct;
+  static constexpr const char* name = collx::name(id);
 
-  static constexpr bool implements(coll c) {
+  COLLX_HOST_DEVICE static constexpr bool implements(coll c) {
     return c == coll::all_reduce || c == coll::all_gather || c == coll::reduce_scatter ||
            c == coll::all_to_all || c == coll::all_to_allv || c == coll::send_recv || c == coll::barrier;
   }
@@ -64,13 +65,10 @@ struct basic_direct {
 
   /// α-β-γ terms on the critical path for `bytes` (the collective's size as
   /// nccl-tests counts it) on P ranks: steps, bytes sent per rank, bytes
-  /// reduced (see algo/ids.hpp). A round of calls to different peers is one
+  /// reduced (see algo/cost.hpp). A round of calls to different peers is one
   /// step; the block a rank sends itself goes through its loopback FIFO and is
   /// a local copy, not a sent byte or a step. One rank only copies locally.
-  struct cost_terms {
-    double steps, bytes_sent, bytes_reduced;
-  };
-  static constexpr cost_terms cost(coll c, int P, double bytes) {
+  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes) {
     if (P <= 1) return {0, 0, 0};
     const double p = P, f = (p - 1) / p;
     switch (c) {
@@ -102,6 +100,7 @@ struct basic_direct {
 
   template <coll C, class Prims, class T>
   COLLX_HOST_DEVICE static status run(Prims& p, const schedule_args<T>& a) {
+    static_assert(implements(C), "algo::direct does not implement this collective (see C above)");
     if constexpr (C == coll::all_reduce) {
       if (Shot == shot::one || (Shot == shot::automatic && a.count <= p.max_chunk())) return one_shot(p, a);
       return two_shot(p, a);
@@ -117,9 +116,6 @@ struct basic_direct {
       return send_recv(p, a);
     } else if constexpr (C == coll::barrier) {
       return barrier(p, a);
-    } else {
-      static_assert(C == coll::all_reduce, "direct does not implement this collective");
-      return status::not_supported;
     }
   }
 

@@ -1,27 +1,30 @@
-// collx/algo/ids.hpp — names of the algorithms, for runtime selection.
+// collx/algo/ids.hpp — ids and names of the algorithms, for runtime selection.
 //
-// Every algorithm's constexpr cost(coll, P, bytes) returns α-β-γ terms with one
-// meaning (checked against the real schedules by tests/unit/test_cost.cpp):
-//   steps          the Lamport depth of the schedule run with unbounded chunks:
-//                  each message is stamped one more than the largest stamp its
-//                  sender had received before sending it (in program order);
-//                  steps is the largest stamp any rank receives — the number of
-//                  message latencies (α) on the critical path;
-//   bytes_sent     the most bytes any one rank sends (β term), headers and
-//                  tokens included;
-//   bytes_reduced  the most bytes any one rank combines with received data (γ).
-// A message a rank sends itself (through its loopback FIFO) is a local copy:
-// it carries its sender's stamp unchanged and is not a sent byte. Copies within
-// a rank's own memory are not counted, so with one rank every term is 0.
-// Algorithms on peer memory count loads and stores of other ranks' buffers as
-// sent bytes and a barrier as a step (see nvls.hpp).
+// Every policy has an id of its own, so a variant named at run time
+// (last_variant(), the per-call mismatch check, COLLX_ALGO) is exactly one
+// schedule. The name here is the only spelling: each algorithm's `name` is
+// name(id). Ids are bit positions in selection masks (below 32), and new ones
+// go at the end so recorded ids keep their meaning. What cost() returns is
+// defined in algo/cost.hpp.
 #pragma once
 
 #include <cstdint>
 
 namespace collx {
 
-enum class algo_id : std::uint8_t { ring, tree, rhd, rabenseifner, bruck, nvls, direct, automatic = 0xff };
+enum class algo_id : std::uint8_t {
+  ring,
+  tree,
+  rhd,
+  rabenseifner,
+  bruck,  // Bruck's all_gather
+  nvls,
+  direct,  // all_reduce one-shot or two-shot by size
+  bruck_a2a,
+  direct_one_shot,
+  direct_two_shot,
+  automatic = 0xff
+};
 
 constexpr const char* name(algo_id a) {
   switch (a) {
@@ -32,9 +35,24 @@ constexpr const char* name(algo_id a) {
     case algo_id::bruck: return "bruck";
     case algo_id::nvls: return "nvls";
     case algo_id::direct: return "direct";
+    case algo_id::bruck_a2a: return "bruck_a2a";
+    case algo_id::direct_one_shot: return "direct_one_shot";
+    case algo_id::direct_two_shot: return "direct_two_shot";
     case algo_id::automatic: return "auto";
   }
   return "invalid";
+}
+
+/// The algorithm a policy is a form of: itself, or the one whose name also
+/// selects it in COLLX_ALGO (Bruck's all_to_all is a form of bruck; direct's
+/// forced all_reduce flavours are forms of direct).
+constexpr algo_id family(algo_id a) {
+  switch (a) {
+    case algo_id::bruck_a2a: return algo_id::bruck;
+    case algo_id::direct_one_shot:
+    case algo_id::direct_two_shot: return algo_id::direct;
+    default: return a;
+  }
 }
 
 }  // namespace collx

@@ -63,6 +63,7 @@
 // identical on every rank and across calls.
 #pragma once
 
+#include <collx/algo/cost.hpp>
 #include <collx/algo/ids.hpp>
 #include <collx/coll.hpp>
 #include <collx/config.hpp>
@@ -76,10 +77,13 @@ namespace collx::algo {
 
 struct nvls {
   static constexpr algo_id id = algo_id::nvls;
-  static constexpr const char* name = "nvls";
+  static constexpr const char* name = collx::name(id);
   static constexpr bool deterministic = true;
-  /// Moves data by loads and stores of peers' buffers, not through connections.
-  static constexpr bool uses_peer_memory = true;
+  /// Moves data by loads and stores of peers' registered buffers, not through
+  /// connections: composes only with a transport that offers
+  /// peer_buffer_access (collx/composition.hpp), and the tuner prices it by
+  /// barriers and peer bandwidth instead of protocol steps.
+  static constexpr bool needs_peer_memory = true;
 
   COLLX_HOST_DEVICE static constexpr bool implements(coll c) {
     return c == coll::all_reduce || c == coll::reduce_scatter || c == coll::all_gather ||
@@ -90,9 +94,6 @@ struct nvls {
   /// segment). steps: barriers (each costs one all-to-all latency);
   /// bytes_sent: bytes this rank loads from or stores to peers' buffers;
   /// bytes_reduced: bytes it combines. The same for every rank.
-  struct cost_terms {
-    double steps, bytes_sent, bytes_reduced;
-  };
   COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes) {
     if (P <= 1 || !implements(c)) return {0, 0, 0};
     const double f = double(P - 1) / P;
@@ -109,10 +110,10 @@ struct nvls {
 
   template <coll C, class Prims, class T>
   COLLX_HOST_DEVICE static status run(Prims& p, const schedule_args<T>& a) {
-    // Dispatch folds may instantiate every collective; only implemented ones are reached.
+    static_assert(implements(C), "algo::nvls does not implement this collective (see C above)");
     // Primitives without the single-copy calls (a transport without user-buffer
     // access, an instrumented test harness) always stage.
-    if constexpr (implements(C) && requires { p.single_copy_min_bytes(); }) {
+    if constexpr (requires { p.single_copy_min_bytes(); }) {
       const bool whole = C == coll::all_reduce || C == coll::broadcast;
       const std::uint64_t total = std::uint64_t(a.count) * sizeof(T) * (whole ? 1 : a.nranks);
       if (a.nranks > 1 && total >= p.single_copy_min_bytes()) return single_copy<C>(p, a);
@@ -122,7 +123,6 @@ struct nvls {
     else if constexpr (C == coll::all_gather) return all_gather(p, a);
     else if constexpr (C == coll::broadcast) return broadcast(p, a);
     else if constexpr (C == coll::all_to_all) return all_to_all(p, a);
-    else return status::not_supported;
   }
 
  private:

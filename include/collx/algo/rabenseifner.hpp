@@ -31,6 +31,7 @@
 #pragma once
 
 #include <collx/algo/detail/hypercube.hpp>
+#include <collx/algo/cost.hpp>
 #include <collx/algo/ids.hpp>
 #include <collx/coll.hpp>
 #include <collx/config.hpp>
@@ -43,7 +44,7 @@ namespace collx::algo {
 
 struct rabenseifner {
   static constexpr algo_id id = algo_id::rabenseifner;
-  static constexpr const char* name = "rabenseifner";
+  static constexpr const char* name = collx::name(id);
   static constexpr bool deterministic = true;
 
   COLLX_HOST_DEVICE static constexpr bool implements(coll c) {
@@ -52,10 +53,7 @@ struct rabenseifner {
 
   /// α-β-γ terms for `bytes` on P ranks. steps: L halving steps and L
   /// doubling (all_reduce) or gather (reduce) steps, plus the pair exchange
-  /// when P is not a power of two; see algo/ids.hpp for the exact definitions.
-  struct cost_terms {
-    double steps, bytes_sent, bytes_reduced;
-  };
+  /// when P is not a power of two; see algo/cost.hpp for the exact definitions.
   COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes) {
     if (P <= 1 || !implements(c)) return {0, 0, 0};
     const detail::hypercube h(P);
@@ -97,32 +95,28 @@ struct rabenseifner {
 
   template <coll C, class Prims, class T>
   COLLX_HOST_DEVICE static status run(Prims& p, const schedule_args<T>& a) {
-    // Dispatch folds may instantiate every collective; only implemented ones are reached.
-    if constexpr (!implements(C)) {
-      return status::not_supported;
+    static_assert(implements(C), "algo::rabenseifner does not implement this collective (see C above)");
+    const int P = a.nranks;
+    if (P == 1) return p.local_copy(a.send, a.recv, a.count, true);
+    const detail::hypercube h(P);
+    // Labels: identity for all_reduce; for reduce the root becomes stay(0).
+    const int shift = h.rem > 0 ? 1 : 0;
+    const int off = C == coll::reduce ? (a.root - shift + P) % P : 0;
+    const int q = (a.rank - off + P) % P;
+    auto ph = [&](int label) { return (label + off) % P; };
+    if constexpr (C == coll::all_reduce) {
+      COLLX_TRY(halving(p, h, q, ph, a.count, a.send, a.recv));
+      return doubling(p, h, q, ph, a.count, a.recv);
     } else {
-      const int P = a.nranks;
-      if (P == 1) return p.local_copy(a.send, a.recv, a.count, true);
-      const detail::hypercube h(P);
-      // Labels: identity for all_reduce; for reduce the root becomes stay(0).
-      const int shift = h.rem > 0 ? 1 : 0;
-      const int off = C == coll::reduce ? (a.root - shift + P) % P : 0;
-      const int q = (a.rank - off + P) % P;
-      auto ph = [&](int label) { return (label + off) % P; };
-      if constexpr (C == coll::all_reduce) {
-        COLLX_TRY(halving(p, h, q, ph, a.count, a.send, a.recv));
-        return doubling(p, h, q, ph, a.count, a.recv);
-      } else {
-        const bool root = a.rank == a.root;
-        const std::size_t step = p.buffer_elems();  // the same on every rank
-        for (std::size_t so = 0; so < a.count; so += step) {
-          const std::size_t m = a.count - so < step ? a.count - so : step;
-          T* w = root ? a.recv + so : p.buffer(a.rank);
-          COLLX_TRY(halving(p, h, q, ph, m, a.send + so, w));
-          COLLX_TRY(gather(p, h, q, ph, m, w));
-        }
-        return status::ok;
+      const bool root = a.rank == a.root;
+      const std::size_t step = p.buffer_elems();  // the same on every rank
+      for (std::size_t so = 0; so < a.count; so += step) {
+        const std::size_t m = a.count - so < step ? a.count - so : step;
+        T* w = root ? a.recv + so : p.buffer(a.rank);
+        COLLX_TRY(halving(p, h, q, ph, m, a.send + so, w));
+        COLLX_TRY(gather(p, h, q, ph, m, w));
       }
+      return status::ok;
     }
   }
 

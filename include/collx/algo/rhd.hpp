@@ -24,6 +24,7 @@
 #pragma once
 
 #include <collx/algo/detail/hypercube.hpp>
+#include <collx/algo/cost.hpp>
 #include <collx/algo/ids.hpp>
 #include <collx/coll.hpp>
 #include <collx/config.hpp>
@@ -36,7 +37,7 @@ namespace collx::algo {
 
 struct rhd {
   static constexpr algo_id id = algo_id::rhd;
-  static constexpr const char* name = "rhd";
+  static constexpr const char* name = collx::name(id);
   static constexpr bool deterministic = true;
 
   COLLX_HOST_DEVICE static constexpr bool implements(coll c) {
@@ -45,12 +46,9 @@ struct rhd {
 
   /// α-β-γ terms for `bytes` (nccl-tests' size: the buffer for all_reduce,
   /// P blocks for reduce_scatter/all_gather) on P ranks; definitions in
-  /// algo/ids.hpp. steps follows the hypercube's Lamport clocks: L halving
+  /// algo/cost.hpp. steps follows the hypercube's Lamport clocks: L halving
   /// and/or L doubling exchanges, starting at 1 on ranks that received a fold-in,
   /// plus the fold-out.
-  struct cost_terms {
-    double steps, bytes_sent, bytes_reduced;
-  };
   COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes) {
     if (P <= 1 || !implements(c)) return {0, 0, 0};
     const detail::hypercube h(P);
@@ -108,11 +106,10 @@ struct rhd {
 
   template <coll C, class Prims, class T>
   COLLX_HOST_DEVICE static status run(Prims& p, const schedule_args<T>& a) {
-    // Dispatch folds may instantiate every collective; only implemented ones are reached.
+    static_assert(implements(C), "algo::rhd does not implement this collective (see C above)");
     if constexpr (C == coll::all_reduce) return all_reduce(p, a);
     else if constexpr (C == coll::reduce_scatter) return reduce_scatter(p, a);
     else if constexpr (C == coll::all_gather) return all_gather(p, a);
-    else return status::not_supported;
   }
 
  private:

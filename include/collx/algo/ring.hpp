@@ -12,6 +12,7 @@
 // results are bitwise identical on every rank and across calls.
 #pragma once
 
+#include <collx/algo/cost.hpp>
 #include <collx/algo/ids.hpp>
 #include <collx/coll.hpp>
 #include <collx/config.hpp>
@@ -24,21 +25,18 @@ namespace collx::algo {
 
 struct ring {
   static constexpr algo_id id = algo_id::ring;
-  static constexpr const char* name = "ring";
+  static constexpr const char* name = collx::name(id);
   static constexpr bool deterministic = true;
 
-  static constexpr bool implements(coll c) {
+  COLLX_HOST_DEVICE static constexpr bool implements(coll c) {
     return c == coll::all_reduce || c == coll::all_gather || c == coll::reduce_scatter ||
            c == coll::broadcast || c == coll::reduce;
   }
 
   /// α-β-γ terms on the critical path for `bytes` (the collective's size as
   /// nccl-tests counts it) on P ranks: steps, bytes sent per rank, bytes reduced
-  /// (exact definitions in algo/ids.hpp).
-  struct cost_terms {
-    double steps, bytes_sent, bytes_reduced;
-  };
-  static constexpr cost_terms cost(coll c, int P, double bytes) {
+  /// (exact definitions in algo/cost.hpp).
+  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes) {
     if (P <= 1) return {0, 0, 0};  // a local copy
     const double p = P, f = (p - 1) / p;
     switch (c) {
@@ -57,11 +55,12 @@ struct ring {
 
   template <coll C, class Prims, class T>
   COLLX_HOST_DEVICE static status run(Prims& p, const schedule_args<T>& a) {
+    static_assert(implements(C), "algo::ring does not implement this collective (see C above)");
     if constexpr (C == coll::all_reduce) return all_reduce(p, a);
     else if constexpr (C == coll::all_gather) return all_gather(p, a);
     else if constexpr (C == coll::reduce_scatter) return reduce_scatter(p, a);
     else if constexpr (C == coll::broadcast) return broadcast(p, a);
-    else return reduce(p, a);
+    else if constexpr (C == coll::reduce) return reduce(p, a);
   }
 
  private:

@@ -33,6 +33,7 @@
 // results are therefore bitwise identical on every rank and across calls.
 #pragma once
 
+#include <collx/algo/cost.hpp>
 #include <collx/algo/ids.hpp>
 #include <collx/coll.hpp>
 #include <collx/config.hpp>
@@ -45,7 +46,7 @@ namespace collx::algo {
 
 struct tree {
   static constexpr algo_id id = algo_id::tree;
-  static constexpr const char* name = "tree";
+  static constexpr const char* name = collx::name(id);
   static constexpr bool deterministic = true;
 
   COLLX_HOST_DEVICE static constexpr bool implements(coll c) {
@@ -127,9 +128,6 @@ struct tree {
   /// waits for its work in the other (one rank serves both trees in order).
   /// bytes_sent / bytes_reduced: the most any one rank sends / reduces (each
   /// tree carries bytes/2; a rank sends its half up once and down once per child).
-  struct cost_terms {
-    double steps, bytes_sent, bytes_reduced;
-  };
   static constexpr int max_cost_ranks = 4096;
   COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes) {
     if (P <= 1 || !implements(c) || P > max_cost_ranks) return {0, 0, 0};
@@ -159,9 +157,8 @@ struct tree {
 
   template <coll C, class Prims, class T>
   COLLX_HOST_DEVICE static status run(Prims& p, const schedule_args<T>& a) {
-    // Dispatch folds may instantiate every collective; only implemented ones are reached.
-    if constexpr (!implements(C)) return status::not_supported;
-    else return run_impl<C>(p, a);
+    static_assert(implements(C), "algo::tree does not implement this collective (see C above)");
+    return run_impl<C>(p, a);
   }
 
  private:

@@ -14,18 +14,15 @@ struct ll {
   static constexpr proto_id id = proto_id::ll;
   static constexpr const char* name = "ll";
 
-  // Traits for the cost model.
   /// Payload bytes per byte moved through the FIFO.
   static constexpr double payload_efficiency = double(ll_line::payload_bytes) / double(ll_line::line_bytes);
-  /// Synchronising transfers on a step's critical path: the line itself.
-  static constexpr int step_latency_transfers = 1;
-  /// Payload bytes one worker moves per line.
-  static constexpr std::size_t grain_bytes = ll_line::payload_bytes;
 
-  /// LL needs only 8-byte atomic stores to memory both sides can reach.
-  template <class Transport>
-  static constexpr bool usable_with = Transport::direct_load_store;
+  /// LL needs only 8-byte atomic stores into memory both sides can reach
+  /// (collx/composition.hpp checks it against the transport).
+  static constexpr bool needs_direct_load_store = true;
 
+  /// Transitional: the communicator's explicit composition still calls this;
+  /// collx::check_composable (composition.hpp) replaces it.
   template <class Transport>
   static constexpr bool check_transport() {
     static_assert(Transport::direct_load_store,

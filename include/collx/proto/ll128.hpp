@@ -4,7 +4,7 @@
 // whole once its flag is seen (release/acquire on the host; NVLink's in-order
 // delivery on the device); a transport declares that with
 // in_order_128b_lines, and composing LL128 with one that does not is a
-// compile-time error. See lines.hpp and line_engine.hpp.
+// compile-time error (collx/composition.hpp). See lines.hpp and line_engine.hpp.
 #pragma once
 
 #include <collx/proto/ids.hpp>
@@ -17,20 +17,17 @@ struct ll128 {
   static constexpr proto_id id = proto_id::ll128;
   static constexpr const char* name = "ll128";
 
-  // Traits for the cost model.
+  /// Payload bytes per byte moved through the FIFO.
   static constexpr double payload_efficiency =
       double(ll128_line::payload_bytes) / double(ll128_line::line_bytes);
-  /// Synchronising transfers on a step's critical path: the line itself.
-  static constexpr int step_latency_transfers = 1;
-  /// Payload bytes one worker moves per line (a device lane's 16-byte piece;
-  /// the flag lane's piece holds 8).
-  static constexpr std::size_t grain_bytes = 16;
 
-  template <class Transport>
-  static constexpr bool usable_with = Transport::direct_load_store&& Transport::in_order_128b_lines;
+  /// Lines are stored straight into the peer's FIFO and must arrive whole
+  /// (collx/composition.hpp checks both against the transport).
+  static constexpr bool needs_direct_load_store = true;
+  static constexpr bool needs_in_order_128b_lines = true;
 
-  /// Explicit composition checks this, so a wrong transport fails to compile
-  /// with a message that says why.
+  /// Transitional: the communicator's explicit composition still calls this;
+  /// collx::check_composable (composition.hpp) replaces it.
   template <class Transport>
   static constexpr bool check_transport() {
     static_assert(Transport::direct_load_store,

@@ -28,18 +28,14 @@ namespace collx::proto {
 struct simple {
   static constexpr proto_id id = proto_id::simple;
   static constexpr const char* name = "simple";
-  // Traits for the cost model.
+  /// Payload bytes per byte moved through the FIFO.
   static constexpr double payload_efficiency = 1.0;
-  /// Synchronising transfers on a step's critical path: the payload, then the
-  /// counter that publishes it (and the credit counter back).
-  static constexpr int step_latency_transfers = 2;
-  /// Payload bytes one worker moves per access (a 16-byte vector).
-  static constexpr std::size_t grain_bytes = 16;
 
-  /// Simple needs nothing beyond memory both sides can reach.
-  template <class Transport>
-  static constexpr bool usable_with = true;
+  // Simple needs nothing beyond memory both sides can reach: no needs_* traits
+  // (collx/composition.hpp).
 
+  /// Transitional: the communicator's explicit composition still calls this;
+  /// collx::check_composable (composition.hpp) replaces it.
   template <class Transport>
   static constexpr bool check_transport() {
     return true;

@@ -278,13 +278,15 @@ struct shm_view {
   }
 };
 
-/// Compile-time capabilities of a transport, read by protocols and algorithms.
+/// Compile-time capabilities of a transport (collx/concepts.hpp), read
+/// against algorithms' and protocols' needs by collx/composition.hpp.
 struct shm {
   static constexpr const char* name = "shm";
   static constexpr bool direct_load_store = true;
   static constexpr bool in_order_128b_lines = true;
   static constexpr bool peer_buffer_access = true;
   static constexpr bool user_buffer_access = true;  // single copy on the host (see shm_view)
+  static constexpr bool multicast = false;          // nvls emulates a switch channel with peer loads/stores
   static constexpr bool needs_proxy = false;
   using view = shm_view;
 };

@@ -1,12 +1,12 @@
 // collx/tune/model.hpp — the α-β-γ model behind the automatic choice.
 //
 // predict_us<Algo, Proto>(profile, problem) turns an algorithm's constexpr
-// cost terms (algo/ids.hpp: steps on the critical path, bytes sent, bytes
+// cost terms (algo/cost.hpp: steps on the critical path, bytes sent, bytes
 // reduced) into microseconds with a transport's measured parameters:
 //
 //   t = steps · α(proto) + bytes_sent / bw(proto) + bytes_reduced / γ
 //
-// Algorithms that move data through peer memory (nvls) pay barriers instead
+// Algorithms that move data through peer memory (needs_peer_memory: nvls) pay barriers instead
 // of protocol steps, and, when they stage through the registered buffers
 // instead of reading peers' user buffers in place (single copy), the two
 // local copies of staging. When ranks outnumber CPUs, a step costs a context
@@ -19,6 +19,7 @@
 #pragma once
 
 #include <collx/coll.hpp>
+#include <collx/needs.hpp>
 #include <collx/proto/ids.hpp>
 
 namespace collx::tune {
@@ -65,12 +66,6 @@ struct problem {
   bool oversubscribed;  // more ranks than CPUs on this node
 };
 
-template <class A>
-inline constexpr bool moves_by_peer_memory = [] {
-  if constexpr (requires { A::uses_peer_memory; }) return bool(A::uses_peer_memory);
-  else return false;
-}();
-
 /// Bytes a staged peer-memory schedule copies locally (into the registered
 /// buffer and out of it).
 constexpr double staging_bytes(coll c, int P, double bytes) {
@@ -90,7 +85,7 @@ template <class A, class Pr>
 constexpr double predict_us(const profile& m, const problem& q) {
   const auto t = A::cost(q.kind, q.nranks, q.bytes);
   const double reduce_us = t.bytes_reduced / m.reduce_gbps / 1e3;
-  if constexpr (moves_by_peer_memory<A>) {
+  if constexpr (algorithm_needs<A>::peer_memory) {
     // Single copy publishes the user buffers first: one more barrier.
     const double steps = t.steps + (q.single_copy ? 1 : 0);
     const double step_us = q.oversubscribed ? m.oversub_step_us : m.barrier_us;
