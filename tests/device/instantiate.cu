@@ -71,25 +71,25 @@ void instantiate_all() {
   instantiate_proto<proto::ll128, T, Op>();
 }
 
+// Only implemented collectives: an algorithm's run<C> refuses the others at
+// compile time.
+template <class Algo, class Proto, class T, reduce_op Op, coll C>
+void instantiate_if_implemented() {
+  if constexpr (Algo::implements(C)) {
+    transport::shm_view v{};
+    exec::cuda ex{};
+    algo_kernel<Algo, Proto, C, T, Op><<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
+  }
+}
+
 // Every other algorithm, every collective it implements, under every protocol.
 template <class Algo, class Proto, class T, reduce_op Op>
 void instantiate_algo() {
-  transport::shm_view v{};
-  exec::cuda ex{};
-  constexpr coll all[] = {coll::all_reduce, coll::all_gather, coll::reduce_scatter, coll::broadcast,
-                          coll::reduce};
-  // Only implemented collectives: an algorithm's run<C> refuses the others at
-  // compile time.
-  [&]<std::size_t... I>(std::index_sequence<I...>) {
-    (
-        [&] {
-          if constexpr (Algo::implements(all[I]))
-            algo_kernel<Algo, Proto, all[I], T, Op>
-                <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
-        }(),
-        ...);
-  }
-  (std::make_index_sequence<5>{});
+  instantiate_if_implemented<Algo, Proto, T, Op, coll::all_reduce>();
+  instantiate_if_implemented<Algo, Proto, T, Op, coll::all_gather>();
+  instantiate_if_implemented<Algo, Proto, T, Op, coll::reduce_scatter>();
+  instantiate_if_implemented<Algo, Proto, T, Op, coll::broadcast>();
+  instantiate_if_implemented<Algo, Proto, T, Op, coll::reduce>();
 }
 
 template <class Proto, class T, reduce_op Op>

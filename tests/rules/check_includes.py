@@ -31,9 +31,6 @@ ALLOWED = {
     ("detail/watch.hpp", "algo/ids.hpp"): "moving to comm/watch.hpp",
     ("detail/watch.hpp", "proto/ids.hpp"): "moving to comm/watch.hpp",
     ("detail/watch.hpp", "transport/shm.hpp"): "moving to comm/watch.hpp",
-    # LL128's team wait reads the CUDA executor's timer; the executor's worker
-    # group takes over the team operations.
-    ("proto/lines.hpp", "exec/cuda.hpp"): "team waits moving into the executor",
     # The shm layout has one channel per protocol, indexed by proto_id, and
     # the protocol engines ask the view for fifo(src, dst, proto_id); the
     # arrow goes when protocols own their channels and the transport lays out
