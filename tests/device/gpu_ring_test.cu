@@ -4,6 +4,7 @@
 #include "ring_kernels.cuh"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -19,6 +20,12 @@ using namespace collx;
   } while (0)
 
 namespace {
+
+/// Per-kernel budget: COLLX_GPU_TIMEOUT_MS, default 2 s (a correct kernel here takes milliseconds).
+std::uint64_t timeout_ns() {
+  const char* s = std::getenv("COLLX_GPU_TIMEOUT_MS");
+  return (s != nullptr ? std::strtoull(s, nullptr, 10) : 2000ull) * 1000000ull;
+}
 
 constexpr std::size_t guard = 64;  // elements on each side of every buffer
 constexpr float guard_value = -12345.0f;
@@ -57,8 +64,18 @@ int run(int P, std::size_t count) {
   exec::cuda ex{};
   ex.abort_word = reinterpret_cast<const std::uint32_t*>(seg + offsetof(transport::shm_header, abort));
   transport::shm_view view{seg, layout};
-  test::ring_kernel<Proto, C, float, reduce_op::sum>
-      <<<P, 256>>>(view, ex, d_sends, d_recvs, count, 0, d_status, 30ull * 1000000000ull);
+  // The P blocks spin on each other: all must be resident at once, or the
+  // unscheduled ranks leave the others to time out.
+  auto kernel = test::ring_kernel<Proto, C, float, reduce_op::sum>;
+  int per_sm = 0, sms = 0;
+  CUDA_OK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 256, 0));
+  CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  if (per_sm * sms < P) {
+    std::printf("%s/%s P=%d: only %d blocks of 256 threads can be resident at once: WRONG\n", Proto::name,
+                name(C), P, per_sm * sms);
+    return 1;
+  }
+  kernel<<<P, 256>>>(view, ex, d_sends, d_recvs, count, 0, d_status, timeout_ns());
   CUDA_OK(cudaGetLastError());
   CUDA_OK(cudaDeviceSynchronize());
   std::vector<int> st(P);

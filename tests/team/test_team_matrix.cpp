@@ -257,7 +257,7 @@ run_result run_matrix(int P, std::uint64_t seed, bool single_copy) {
     }
 
   std::vector<std::unique_ptr<exec::team_state>> teams;
-  for (int r = 0; r < P; ++r) teams.push_back(std::make_unique<exec::team_state>(W, seed + 1000 * r));
+  for (int r = 0; r < P; ++r) teams.push_back(std::make_unique<exec::team_state>(W, seed + 1000 * r, 2000, 20'000'000'000ull));
   std::vector<std::vector<status>> statuses(static_cast<std::size_t>(P), std::vector<status>(cases.size()));
   std::vector<std::thread> threads;
   for (int r = 0; r < P; ++r)
@@ -313,6 +313,14 @@ std::uint64_t seed_from_env() {
   return s != nullptr ? std::strtoull(s, nullptr, 10) : 0x5eedull;
 }
 
+/// COLLX_TEAM_VARIANTS="ring/ll,tree/simple" runs only those (for a closer look).
+bool selected(const std::string& variant) {
+  const char* s = std::getenv("COLLX_TEAM_VARIANTS");
+  if (s == nullptr || *s == '\0') return true;
+  const std::string list = std::string(",") + s + ",";
+  return list.find("," + variant + ",") != std::string::npos;
+}
+
 template <int W>
 void run_all(int P, bool single_copy) {
   const std::uint64_t seed = seed_from_env();
@@ -324,6 +332,7 @@ void run_all(int P, bool single_copy) {
             (
                 [&]<class Pr>() {
                   if constexpr (composable<A, Pr, transport::shm>) {
+                    if (!selected(std::string(A::name) + "/" + Pr::name)) return;
                     INFO("variant " << A::name << "/" << Pr::name << ", W " << W << ", P " << P << ", seed "
                                     << seed << (single_copy ? ", single copy" : ""));
                     const run_result r = run_matrix<W, A, Pr>(P, seed, single_copy);
@@ -341,8 +350,8 @@ void run_all(int P, bool single_copy) {
         ...);
   }(algorithms{});
   // Every compiled variant ran, and each ran cases.
-  CHECK(variants >= 8);
-  CHECK(cases > variants);
+  if (std::getenv("COLLX_TEAM_VARIANTS") == nullptr) CHECK(variants >= 8);
+  CHECK(cases >= variants);
 }
 
 }  // namespace

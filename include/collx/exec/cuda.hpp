@@ -25,10 +25,34 @@
 
 namespace collx::exec {
 
+/// N consecutive lanes of a warp (N divides 32): warp-level sync, votes and
+/// shuffles among them only. Every lane of the tile must call each operation.
+template <int N>
+struct cuda_tile {
+  static_assert(N >= 1 && N <= 32 && 32 % N == 0, "a tile is a power-of-two part of a warp");
+  unsigned mask;
+  __device__ void sync() const { __syncwarp(mask); }
+  __device__ bool any(bool b) const { return __any_sync(mask, b) != 0; }
+  __device__ bool all(bool b) const { return __all_sync(mask, b) != 0; }
+  /// Lane `src`'s (index within the tile) v, for values of at most 4 bytes.
+  template <class T>
+  __device__ T broadcast(T v, int src) const {
+    static_assert(sizeof(T) <= sizeof(int), "a tile broadcast carries one 32-bit word");
+    return static_cast<T>(__shfl_sync(mask, static_cast<int>(v), src, N));
+  }
+};
+
 /// The threads of one block, with the team operations of a worker group
 /// (host.hpp's host_group documents them). Every thread of the block must
 /// call each of them.
 struct cuda_block_group {
+  static constexpr int max_tile = 32;
+  static constexpr bool sequential = false;
+  template <int N>
+  __device__ cuda_tile<N> tile() const {
+    const unsigned lane = threadIdx.x & 31u;
+    return {N == 32 ? 0xffffffffu : ((1u << N) - 1u) << (lane & ~unsigned(N - 1))};
+  }
   __device__ int size() const { return static_cast<int>(blockDim.x); }
   __device__ int index() const { return static_cast<int>(threadIdx.x); }
   __device__ bool leader() const { return threadIdx.x == 0; }

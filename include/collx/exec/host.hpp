@@ -26,6 +26,17 @@
 
 namespace collx::exec {
 
+/// A tile of one lane: a host worker votes and exchanges values with nobody.
+struct solo_tile {
+  static void sync() {}
+  static bool any(bool b) { return b; }
+  static bool all(bool b) { return b; }
+  template <class T>
+  static T broadcast(T v, int) {
+    return v;
+  }
+};
+
 /// One worker: a host thread moves a whole slice by itself. The team
 /// operations of a worker group (see collx/concepts.hpp) are trivial here:
 /// every worker calls them together, in the same order, and
@@ -34,7 +45,19 @@ namespace collx::exec {
 ///                   others' later ones),
 ///   broadcast(v)    returns the leader's v to every worker (and syncs),
 ///   any(b) / all(b) returns the OR / AND of every worker's b (and syncs).
+/// Sub-teams: tile<N>() is the tile of N consecutive lanes holding this
+/// worker, with sync/any/all and broadcast(v, src) among its lanes only;
+/// max_tile is the largest N the group offers. `sequential` says that a
+/// worker is a sequential thread that should take work in batches (a CPU
+/// thread), not one lane of many running in lockstep (a GPU warp).
 struct host_group {
+  static constexpr int max_tile = 1;
+  static constexpr bool sequential = true;
+  template <int N>
+  static solo_tile tile() {
+    static_assert(N == 1, "host workers form tiles of one lane");
+    return {};
+  }
   static constexpr int size() { return 1; }
   static constexpr int index() { return 0; }
   static constexpr bool leader() { return true; }

@@ -22,6 +22,7 @@
 // reach is a bug in the code under test, not a recoverable condition.
 #pragma once
 
+#include <collx/detail/doorbell.hpp>
 #include <collx/error.hpp>
 #include <collx/exec/host.hpp>
 
@@ -60,15 +61,17 @@ class team_state {
     if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == workers_) {
       arrived_.store(0, std::memory_order_relaxed);
       generation_.store(gen + 1, std::memory_order_release);
+      detail::ring(&bell_);
       return;
     }
+    auto passed = [&] { return generation_.load(std::memory_order_acquire) != gen; };
     std::uint64_t deadline = 0;
-    for (std::uint32_t polls = 0; generation_.load(std::memory_order_acquire) == gen; ++polls) {
+    for (std::uint32_t polls = 0; !passed(); ++polls) {
       if (polls < 128) {
         cpu_relax();
         continue;
       }
-      if ((polls & 63u) == 0) {
+      if ((polls & 7u) == 0) {
         const std::uint64_t now = monotonic_ns();
         if (deadline == 0) deadline = now + barrier_timeout_ns_;
         if (now > deadline) {
@@ -79,7 +82,10 @@ class team_state {
           std::abort();
         }
       }
-      sched_yield();
+      // More workers than CPUs is the rule here: after a few yields, sleep
+      // until the last arrival rings (bounded, so the deadline is still seen).
+      if (polls < 128 + 16) sched_yield();
+      else detail::sleep_on(&bell_, passed, 1'000'000);
     }
   }
 
@@ -132,6 +138,7 @@ class team_state {
   alignas(64) std::atomic<int> arrived_{0};
   alignas(64) std::atomic<std::uint32_t> generation_{0};
   alignas(64) std::atomic<std::uint64_t> words_[3] = {};
+  detail::doorbell bell_{};
   rng rng_[max_workers];
 };
 
@@ -141,6 +148,15 @@ template <int W>
 class host_team_group {
  public:
   host_team_group(team_state* team, int lane) : team_(team), lane_(lane) {}
+
+  /// Lanes of a host team are threads: tiles of one lane, batched work (as host_group).
+  static constexpr int max_tile = 1;
+  static constexpr bool sequential = true;
+  template <int N>
+  static solo_tile tile() {
+    static_assert(N == 1, "host workers form tiles of one lane");
+    return {};
+  }
 
   static constexpr int size() { return W; }
   int index() const { return lane_; }

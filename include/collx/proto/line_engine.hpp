@@ -28,7 +28,8 @@ namespace collx::proto {
 
 template <class Line, class Exec, class View>
 class line_engine {
-  using io = line_io<Line>;
+  using group = decltype(std::declval<const Exec&>().workers());
+  using io = line_io<Line, group>;
   static constexpr std::size_t payload = Line::payload_bytes;
   // Bytes of payload one team member holds per batch.
   static constexpr std::size_t member_bytes =
@@ -86,7 +87,12 @@ class line_engine {
     if constexpr (S) out = &conns_.send(g, to, [&](int q) { return view_.fifo(rank_, q, Line::id); });
     const std::size_t slot_lines = (R ? in->fifo.slot_bytes : out->fifo.slot_bytes) / Line::line_bytes;
     const std::size_t per_step = slot_lines * payload / sizeof(T);
-    const int ts = io::team_size(), member = g.index() % ts;
+    constexpr int ts = io::team_size();
+    // A team's lanes must all exist: a partial team would duplicate another's
+    // lines and vote with lanes that are not there. The same on every worker.
+    if (g.size() % ts != 0) return status::invalid_argument;
+    const auto tile = g.template tile<ts>();
+    const int member = g.index() % ts;
     const std::size_t team = static_cast<std::size_t>(g.index() / ts);
     const std::size_t teams = static_cast<std::size_t>(g.size() / ts > 0 ? g.size() / ts : 1);
     const std::size_t pb = io::piece_begin(member), pe = io::piece_end(member);
@@ -117,7 +123,7 @@ class line_engine {
         if constexpr (R) {
           auto load = [&](std::size_t j) {
             const std::size_t b = (l0 + j) * payload + pb;
-            return io::wait_load(ex_, rslot + (l0 + j) * Line::line_bytes, member,
+            return io::wait_load(ex_, tile, rslot + (l0 + j) * Line::line_bytes, member,
                                  rbuf + (b - l0 * payload - pb), clip(b + pe - pb, bytes) - clip(b, bytes),
                                  rflag);
           };
@@ -146,7 +152,7 @@ class line_engine {
         if constexpr (S) {
           for (std::size_t j = 0; j < nb; ++j) {
             const std::size_t b = (l0 + j) * payload + pb;
-            io::store(sslot + (l0 + j) * Line::line_bytes, member, sendp + (b - l0 * payload - pb),
+            io::store(tile, sslot + (l0 + j) * Line::line_bytes, member, sendp + (b - l0 * payload - pb),
                       clip(b + pe - pb, bytes) - clip(b, bytes), sflag);
           }
           // The lines are the signal: wake the reader once per batch.
@@ -172,7 +178,6 @@ class line_engine {
     return v < limit ? v : limit;
   }
 
-  using group = decltype(std::declval<const Exec&>().workers());
   const Exec& ex_;
   const View& view_;
   int rank_;

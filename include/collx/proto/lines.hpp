@@ -64,28 +64,29 @@ struct ll128_line {
   COLLX_HOST_DEVICE static constexpr bool clean_step(std::uint64_t, std::uint32_t) { return false; }
 };
 
-/// Loads and stores of lines. A line is handled by a team of workers; each
-/// member owns a contiguous piece of the line's payload ([piece_begin,
-/// piece_end) bytes) and moves it with the widest access the target has.
-/// Host: a team is one thread and a batch is several lines (one reduction
-/// call per batch). Device: one line per team per iteration.
-template <class Line>
+/// Loads and stores of lines. A line is handled by a team of `team_size()`
+/// workers; each member owns a contiguous piece of the line's payload
+/// ([piece_begin, piece_end) bytes) and moves it with the widest access the
+/// target has. The team's shape comes from the executor's worker group, never
+/// from the compilation pass: Group::max_tile says how many lanes may form a
+/// tile that votes and exchanges values cheaply (a warp: 32; a host thread:
+/// 1), and Group::sequential whether a worker should take several lines per
+/// pass (one reduction call per batch on a CPU thread; one line per lane and
+/// pass on a GPU, where parallelism comes from the lanes).
+template <class Line, class Group>
 struct line_io;
 
-template <>
-struct line_io<ll_line> {
+template <class Group>
+struct line_io<ll_line, Group> {
   using line = ll_line;
   COLLX_HOST_DEVICE static constexpr int team_size() { return 1; }
-#if COLLX_DEVICE_CODE
-  static constexpr std::size_t batch_lines = 1;
-#else
-  static constexpr std::size_t batch_lines = 64;
-#endif
+  static constexpr std::size_t batch_lines = Group::sequential ? 64 : 1;
   COLLX_HOST_DEVICE static constexpr std::size_t piece_begin(int) { return 0; }
   COLLX_HOST_DEVICE static constexpr std::size_t piece_end(int) { return line::payload_bytes; }
 
   /// Writes `valid` payload bytes from `src` (zero padded) with the step's flag.
-  COLLX_HOST_DEVICE static void store(std::byte* l, int, const std::byte* src, std::size_t valid,
+  template <class Tile>
+  COLLX_HOST_DEVICE static void store(const Tile&, std::byte* l, int, const std::byte* src, std::size_t valid,
                                       std::uint32_t flag) {
     std::uint64_t p = 0;
     copy_bytes(&p, src, valid);
@@ -102,7 +103,7 @@ struct line_io<ll_line> {
   }
 
   /// Loads the line into `dst` (`valid` bytes) if both halves carry `flag`.
-  COLLX_HOST_DEVICE static bool try_load(const std::byte* l, int, std::byte* dst, std::size_t valid,
+  COLLX_HOST_DEVICE static bool try_load(const std::byte* l, std::byte* dst, std::size_t valid,
                                          std::uint32_t flag) {
     std::uint32_t lo, f0, hi, f1;
 #if COLLX_DEVICE_CODE
@@ -123,10 +124,10 @@ struct line_io<ll_line> {
   }
 
   /// Waits (with the executor's deadline and abort check) for the line.
-  template <class Exec>
-  COLLX_HOST_DEVICE static status wait_load(const Exec& ex, const std::byte* l, int member, std::byte* dst,
+  template <class Exec, class Tile>
+  COLLX_HOST_DEVICE static status wait_load(const Exec& ex, const Tile&, const std::byte* l, int, std::byte* dst,
                                             std::size_t valid, std::uint32_t flag) {
-    return ex.wait_own([&] { return try_load(l, member, dst, valid, flag); });
+    return ex.wait_own([&] { return try_load(l, dst, valid, flag); });
   }
 
   COLLX_HOST_DEVICE static void copy_bytes(void* d, const void* s, std::size_t n) {
@@ -140,83 +141,112 @@ struct line_io<ll_line> {
   }
 };
 
-template <>
-struct line_io<ll128_line> {
+template <class Group>
+struct line_io<ll128_line, Group> {
   using line = ll128_line;
   static constexpr std::size_t flag_offset = 120;
-#if COLLX_DEVICE_CODE
-  // Eight lanes of a warp per line, 16 bytes each; the last lane's second word is the flag.
-  COLLX_HOST_DEVICE static constexpr int team_size() { return 8; }
-  static constexpr std::size_t batch_lines = 1;
-  COLLX_HOST_DEVICE static constexpr std::size_t piece_begin(int m) { return std::size_t(m) * 16; }
+  /// Eight lanes per line where the group has tiles of eight (16 bytes each,
+  /// the last lane's second word is the flag); else one worker per line.
+  static constexpr int team = Group::max_tile >= 8 ? 8 : 1;
+  COLLX_HOST_DEVICE static constexpr int team_size() { return team; }
+  static constexpr std::size_t batch_lines = Group::sequential ? 16 : 1;
+  COLLX_HOST_DEVICE static constexpr std::size_t piece_begin(int m) { return team == 1 ? 0 : std::size_t(m) * 16; }
   COLLX_HOST_DEVICE static constexpr std::size_t piece_end(int m) {
-    return m == 7 ? 120 : std::size_t(m) * 16 + 16;
+    return team == 1 || m == 7 ? line::payload_bytes : std::size_t(m) * 16 + 16;
   }
-#else
-  COLLX_HOST_DEVICE static constexpr int team_size() { return 1; }
-  static constexpr std::size_t batch_lines = 16;
-  COLLX_HOST_DEVICE static constexpr std::size_t piece_begin(int) { return 0; }
-  COLLX_HOST_DEVICE static constexpr std::size_t piece_end(int) { return line::payload_bytes; }
-#endif
+  // A team of eight needs the device's 16-byte volatile accesses; one worker
+  // per line needs release/acquire on the flag word (the host path).
+  static_assert(team == 1 || COLLX_DEVICE_CODE, "8-lane LL128 teams run in device code only");
 
-  COLLX_HOST_DEVICE static void store(std::byte* l, int member, const std::byte* src, std::size_t valid,
-                                      std::uint64_t flag) {
+  template <class Tile>
+  COLLX_HOST_DEVICE static void store(const Tile& tile, std::byte* l, int member, const std::byte* src,
+                                      std::size_t valid, std::uint64_t flag) {
+    if constexpr (team == 8) {
 #if COLLX_DEVICE_CODE
-    std::uint64_t w[2] = {0, 0};
-    line_io<ll_line>::copy_bytes(w, src, valid);
-    if (member == 7) w[1] = flag;
-    asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(l + piece_begin(member)), "l"(w[0]),
-                 "l"(w[1])
-                 : "memory");
-#else
-    (void)member;
-    std::memcpy(l, src, valid);
-    if (valid < flag_offset) std::memset(l + valid, 0, flag_offset - valid);
-    detail::store_release(reinterpret_cast<std::uint64_t*>(l + flag_offset), flag);
+      std::uint64_t w[2] = {0, 0};
+      line_io<ll_line, Group>::copy_bytes(w, src, valid);
+      if (member == 7) w[1] = flag;
+      // The eight lanes store the line with one warp instruction: converge first.
+      tile.sync();
+      asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(l + piece_begin(member)), "l"(w[0]),
+                   "l"(w[1])
+                   : "memory");
 #endif
+    } else {
+      (void)tile, (void)member;
+#if !COLLX_DEVICE_CODE
+      std::memcpy(l, src, valid);
+      if (valid < flag_offset) std::memset(l + valid, 0, flag_offset - valid);
+      detail::store_release(reinterpret_cast<std::uint64_t*>(l + flag_offset), flag);
+#endif
+    }
   }
 
+  template <class Exec, class Tile>
+  COLLX_HOST_DEVICE static status wait_load(const Exec& ex, const Tile& tile, const std::byte* l, int member,
+                                            std::byte* dst, std::size_t valid, std::uint64_t flag) {
+    if constexpr (team == 8) {
+#if COLLX_DEVICE_CODE
+      // The team polls together: the eight lanes load their pieces with one
+      // warp instruction until the flag lane sees the flag; the verdict (and
+      // the deadline) is the flag lane's, so all leave on the same iteration.
+      // Then every lane loads its piece again: a 128-byte load is not
+      // guaranteed to be one access, but once the flag is visible the line's
+      // payload, stored before or with it, is too.
+      for (std::uint32_t polls = 1;; ++polls) {
+        tile.sync();
+        const std::uint64_t w1 = load_piece(l, member)[1];
+        status st = status::ok;
+        bool ready = false;
+        if (member == 7) {
+          ready = w1 == flag;
+          if (!ready) st = ex.check(polls);
+        }
+        if (tile.any(ready)) {
+          tile.sync();
+          const auto w = load_piece(l, member);
+          line_io<ll_line, Group>::copy_bytes(dst, w.data, valid);
+          return status::ok;
+        }
+        st = tile.broadcast(st, 7);
+        if (st != status::ok) return st;
+      }
+#else
+      (void)ex, (void)tile, (void)l, (void)member, (void)dst, (void)valid, (void)flag;
+      return status::invalid_argument;
+#endif
+    } else {
+      (void)tile, (void)member;
 #if !COLLX_DEVICE_CODE
-  COLLX_HOST_DEVICE static bool try_load(const std::byte* l, int, std::byte* dst, std::size_t valid,
-                                         std::uint64_t flag) {
+      return ex.wait_own([&] { return try_load(l, dst, valid, flag); });
+#else
+      (void)ex, (void)l, (void)dst, (void)valid, (void)flag;
+      return status::invalid_argument;
+#endif
+    }
+  }
+
+ private:
+#if COLLX_DEVICE_CODE
+  struct piece {
+    std::uint64_t data[2];
+    COLLX_HOST_DEVICE std::uint64_t operator[](int i) const { return data[i]; }
+  };
+  COLLX_HOST_DEVICE static piece load_piece(const std::byte* l, int member) {
+    piece p;
+    asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];"
+                 : "=l"(p.data[0]), "=l"(p.data[1])
+                 : "l"(l + piece_begin(member))
+                 : "memory");
+    return p;
+  }
+#else
+  static bool try_load(const std::byte* l, std::byte* dst, std::size_t valid, std::uint64_t flag) {
     if (detail::load_acquire(reinterpret_cast<const std::uint64_t*>(l + flag_offset)) != flag) return false;
     std::memcpy(dst, l, valid);
     return true;
   }
 #endif
-
-  template <class Exec>
-  COLLX_HOST_DEVICE static status wait_load(const Exec& ex, const std::byte* l, int member, std::byte* dst,
-                                            std::size_t valid, std::uint64_t flag) {
-#if COLLX_DEVICE_CODE
-    // The team polls together: every lane reloads its piece until the flag
-    // lane sees the flag; the verdict (and the deadline) is the flag lane's,
-    // so the eight lanes leave the loop on the same iteration.
-    const unsigned lane = threadIdx.x & 31u, mask = 0xffu << (lane & ~7u);
-    for (std::uint32_t polls = 1;; ++polls) {
-      std::uint64_t w0, w1;
-      asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];"
-                   : "=l"(w0), "=l"(w1)
-                   : "l"(l + piece_begin(member))
-                   : "memory");
-      int verdict = 0;  // 0 wait, 1 ready, 2 aborted, 3 timeout
-      if (member == 7) {
-        if (w1 == flag) verdict = 1;
-        else if (const status st = ex.check(polls); st != status::ok) verdict = st == status::aborted ? 2 : 3;
-      }
-      verdict = __shfl_sync(mask, verdict, 7, 8);
-      if (verdict == 1) {
-        const std::uint64_t w[2] = {w0, w1};
-        line_io<ll_line>::copy_bytes(dst, w, valid);
-        return status::ok;
-      }
-      if (verdict == 2) return status::aborted;
-      if (verdict == 3) return status::timeout;
-    }
-#else
-    return ex.wait_own([&] { return try_load(l, member, dst, valid, flag); });
-#endif
-  }
 };
 
 }  // namespace collx::proto
