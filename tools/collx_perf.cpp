@@ -12,6 +12,7 @@
 
 #include <collx/communicator.hpp>
 #include <collx/launch/local.hpp>
+#include <collx/process.hpp>
 
 #include <unistd.h>
 
@@ -269,7 +270,7 @@ bool is_child_process() { return std::getenv("COLLX_RANK") != nullptr; }
 int run_child(const options& o, variant_choice want) {
   communicator comm;
   try {
-    comm = communicator::from_env();
+    comm = collx::from_env();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "collx-perf: %s\n", e.what());
     return 1;

@@ -10,6 +10,7 @@
 // that its error is status::peer_dead naming rank VICTIM, prints
 // "rank R survived: detected in X ms: <message>" and exits 0 (1 otherwise).
 #include <collx/communicator.hpp>
+#include <collx/process.hpp>
 
 #include <atomic>
 #include <csignal>
@@ -37,7 +38,7 @@ int main(int argc, char** argv) {
   opt.timeout = std::chrono::seconds(60);  // far above the expected detection time
   communicator comm;
   try {
-    comm = communicator::from_env(opt);
+    comm = collx::from_env(opt);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fault_child: %s\n", e.what());
     return 1;

@@ -7,6 +7,7 @@
 #include "../support/run_case.hpp"
 
 #include <collx/communicator.hpp>
+#include <collx/process.hpp>
 
 #include <cstdio>
 #include <cstdlib>
@@ -23,7 +24,7 @@ int main(int argc, char** argv) {
   opt.timeout = std::chrono::seconds(60);
   communicator comm;
   try {
-    comm = communicator::from_env(opt);
+    comm = collx::from_env(opt);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "proc_matrix: %s\n", e.what());
     return 1;

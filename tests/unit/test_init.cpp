@@ -1,6 +1,7 @@
 // Communicators from a unique id: each rank joins through the bootstrap root,
 // rank 0 creates a named shm segment and unlinks it once everyone mapped it.
 #include <collx/communicator.hpp>
+#include <collx/process.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -35,7 +36,7 @@ TEST_CASE("init_rank from a unique id joins ranks and leaves no segment name beh
   std::vector<std::thread> ts;
   for (int r = 0; r < P; ++r)
     ts.emplace_back([&, r] {
-      communicator c = communicator::init_rank(P, id, r, opt);
+      communicator c = init_rank(P, id, r, opt);
       std::vector<double> a(5000), b(5000);
       for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<double>(i % 17) * (r + 1);
       c.all_reduce(a.data(), b.data(), a.size(), reduce_op::sum);
@@ -59,7 +60,7 @@ TEST_CASE("ranks with different FIFO geometry are refused by name", "[init]") {
       opt.timeout = std::chrono::seconds(20);
       opt.fifo_slots = r == 0 ? 8 : 4;
       try {
-        communicator::init_rank(2, id, r, opt);
+        init_rank(2, id, r, opt);
       } catch (const collx::error& e) {
         if (e.code() == status::mismatch && std::string(e.what()).find("FIFOs") != std::string::npos)
           ++mismatches;
@@ -73,5 +74,5 @@ TEST_CASE("from_env without a launcher says what it looked for", "[init]") {
   for (const char* v : {"COLLX_RANK", "COLLX_SIZE", "RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
                         "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS"})
     unsetenv(v);
-  CHECK_THROWS_WITH(communicator::from_env(), Catch::Matchers::Contains("no launcher environment"));
+  CHECK_THROWS_WITH(collx::from_env(), Catch::Matchers::Contains("no launcher environment"));
 }

@@ -1,0 +1,275 @@
+// collx/comm/dispatch.hpp — from a call's requested variant to the schedule
+// that runs on this rank: resolve (and remember) the variant, visit the
+// compiled variants that serve the collective, and launch the schedule on the
+// executor. One path for every entry point: collectives, all_to_allv and
+// send/recv groups.
+//
+// Compile-time shape: dispatch<Transport, Exec, C, Elem> instantiates only
+// algorithms that implement C and protocols composable with them on Transport
+// (visit_serving below, on the type lists of variants.hpp). A typed reduction
+// passes its element type: one schedule width (word<sizeof(T)>) and the
+// reduction kernels of T alone. The type-erased entry points pass any_dtype:
+// four widths and the kernels of every dtype, chosen at run time. Collectives
+// without a reduction move bytes: one instantiation whatever the element.
+//
+// Memory ordering: none of its own; the schedule's primitives publish and
+// acquire through the transport (proto/, transport/). Errors: status::
+// not_supported when no compiled variant serves the call (naming it),
+// status::invalid_argument when the options' determinism refuses the named
+// algorithm, and every failure of the schedule through comm::fail (watch.hpp),
+// which leaves the communicator in the error state and aborts the peers.
+#pragma once
+
+#include <collx/algo/ids.hpp>
+#include <collx/coll.hpp>
+#include <collx/comm/state.hpp>
+#include <collx/comm/watch.hpp>
+#include <collx/composition.hpp>
+#include <collx/detail/erased_reducer.hpp>
+#include <collx/dtype.hpp>
+#include <collx/error.hpp>
+#include <collx/exec/host.hpp>
+#include <collx/prims.hpp>
+#include <collx/proto/ids.hpp>
+#include <collx/reduce_op.hpp>
+#include <collx/selection.hpp>
+#include <collx/tune/model.hpp>
+#include <collx/variants.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <string>
+#include <type_traits>
+
+namespace collx::comm {
+
+/// A call's scalar arguments as the caller gave them (NCCL's conventions).
+struct call_args {
+  const void* send = nullptr;
+  void* recv = nullptr;
+  std::size_t count = 0;
+  dtype dt = dtype::uint8;
+  reduce_op op = reduce_op::sum;
+  int root = 0;
+};
+
+/// Schedule arguments beyond schedule_args' scalars (all_to_allv, send_recv).
+struct extra_args {
+  const peer_layout* layout = nullptr;
+  const p2p_plan* plan = nullptr;
+  mismatch_report* report = nullptr;
+};
+
+/// The element type of a type-erased call: chosen at run time from the dtype.
+using any_dtype = void;
+
+/// The erased reducer of (T, op): the kernel tables of T only, where
+/// detail::make_erased_reducer compiles those of every dtype.
+template <class T>
+detail::erased_reducer erased_reducer_for(reduce_op op, std::uint32_t nranks) {
+  detail::erased_reducer r;
+  r.nranks = nranks;
+  visit_reduce_op(op, [&]<reduce_op Op>(std::integral_constant<reduce_op, Op>) {
+    if constexpr (!is_bitwise(Op) || std::is_integral_v<T>)
+      r.fns = detail::erased_reducer::table_for<T, Op>();
+  });
+  return r;
+}
+
+/// Whether variant <A, P> may run on Transport with Exec: the composition
+/// gate (composition.hpp), the same that explicit composition checks.
+template <class A, class P, class Transport, class Exec>
+inline constexpr bool serves = composable<A, P, Transport, Exec>;
+
+namespace dispatch_detail {
+template <class Transport, class Exec, class A, class F>
+bool visit_protocols(proto_id p, F& f) {
+  return [&]<class... Ps>(type_list<Ps...>) {
+    return ([&] {
+      if constexpr (serves<A, Ps, Transport, Exec>) {
+        if (Ps::id != p) return false;
+        f.template operator()<A, Ps>();
+        return true;
+      } else {
+        return false;
+      }
+    }() || ...);
+  }(protocols{});
+}
+}  // namespace dispatch_detail
+
+/// Calls f.template operator()<Algo, Proto>() for the compiled variant named
+/// (a, p) if it serves collective C on Transport; returns whether one did.
+/// Only algorithms implementing C are instantiated (visit_variant in
+/// variants.hpp instantiates every algorithm for a collective known at run time).
+template <class Transport, class Exec, coll C, class F>
+bool visit_serving(algo_id a, proto_id p, F&& f) {
+  return [&]<class... As>(type_list<As...>) {
+    return ([&] {
+      if constexpr (As::implements(C))
+        return As::id == a && dispatch_detail::visit_protocols<Transport, Exec, As>(p, f);
+      else return false;
+    }() || ...);
+  }(algorithms{});
+}
+
+template <class Transport>
+[[noreturn]] void no_variant(coll c, variant_choice v) {
+  throw_error(status::not_supported, std::string(name(c)) + ": no compiled variant " + name(v.algo) + "/" +
+                                         name(v.proto) + " serves this collective on the " + Transport::name +
+                                         " transport");
+}
+
+/// Fills in `automatic`: the call's choice, else the communicator's option
+/// (ignored where its algorithm does not implement c), else the automatic
+/// choice among compiled variants allowed by COLLX_ALGO/COLLX_PROTO (and
+/// deterministic where the options ask for it; see collx/selection.hpp).
+template <class Transport>
+variant_choice resolve(const state<Transport>& s, coll c, variant_choice v,
+                       const tune::problem* q = nullptr) {
+  if (v.algo == algo_id::automatic && implements(s.opt.variant.algo, c)) v.algo = s.opt.variant.algo;
+  if (v.proto == proto_id::automatic) v.proto = s.opt.variant.proto;
+  if (s.opt.deterministic && c == coll::all_reduce && v.algo != algo_id::automatic &&
+      !algo_is_deterministic(v.algo))
+    throw_error(status::invalid_argument, std::string(name(c)) + ": algorithm " + name(v.algo) +
+                                              " does not give deterministic results, which the "
+                                              "communicator's options require (COLLX_DETERMINISTIC)");
+  if (v.algo == algo_id::automatic || v.proto == proto_id::automatic) {
+    const variant_choice chosen = choose_variant<Transport>(c, v, s.opt.allowed, s.opt.deterministic, q);
+    if (chosen.algo == algo_id::automatic || chosen.proto == proto_id::automatic)
+      throw_error(status::not_supported,
+                  std::string(name(c)) + ": no compiled variant" +
+                      (v.algo != algo_id::automatic ? std::string(" of ") + name(v.algo) : std::string()) +
+                      " allowed by COLLX_ALGO/COLLX_PROTO" +
+                      (s.opt.deterministic ? " with deterministic results" : "") +
+                      " serves this collective on the " + Transport::name + " transport");
+    v = chosen;
+  }
+  return v;
+}
+
+/// resolve() with the model's problem for collectives that have one size on
+/// every rank, remembered per collective: the argmin costs more than a small
+/// call, and it depends only on the requested variant and the size.
+template <class Transport, coll C>
+variant_choice resolve_remembered(state<Transport>& s, variant_choice v, const call_args& a) {
+  if constexpr (C == coll::all_to_allv || C == coll::send_recv) {
+    return resolve(s, C, v);  // sizes differ per rank: no problem for the model
+  } else {
+    // The model's problem: the size as nccl-tests counts it, equal on every rank.
+    const double per_rank = double(a.count) * double(size_of(a.dt));
+    constexpr bool whole = C == coll::all_reduce || C == coll::broadcast || C == coll::reduce;
+    const double bytes = whole ? per_rank : per_rank * s.size;
+    auto& memo = s.choice_memo[static_cast<int>(C)];
+    if (memo.valid && memo.bytes == bytes && memo.requested.algo == v.algo && memo.requested.proto == v.proto)
+      return memo.chosen;
+    const tune::problem q{C, s.size, bytes, s.size > 1 && bytes >= double(s.view.user_buffer_min_bytes()),
+                          s.oversubscribed};
+    memo.valid = false;
+    memo.requested = v;
+    memo.chosen = resolve(s, C, v, &q);
+    memo.bytes = bytes;
+    memo.valid = true;
+    return memo.chosen;
+  }
+}
+
+/// How a communicator's state becomes the executor of one call. The primary
+/// template fails loudly: every executor a communicator runs on says here how
+/// its waits reach the abort word, deadline and watch.
+template <class Exec>
+struct executor_for {
+  static_assert(sizeof(Exec) == 0,
+                "collx: no executor_for<Exec> specialization: how does this executor wait?");
+};
+
+template <>
+struct executor_for<exec::host> {
+  template <class Transport>
+  static exec::host make(state<Transport>& s) {
+    exec::host ex;
+    ex.abort_word = s.view.abort_word();
+    ex.deadline_ns = 0;  // from the first slow wait on
+    ex.timeout_ns = static_cast<std::uint64_t>(s.opt.timeout.count()) * 1000000ull;
+    ex.spin_ns = s.spin_ns;
+    if (s.oversubscribed) {
+      ex.bells = s.view.doorbell(0);
+      ex.self = s.rank;
+      ex.sleep = s.opt.sleep;
+    }
+    ex.check = &watch_tick<Transport>;
+    ex.check_ctx = &s;
+    if (s.opt.check_calls && s.size > 1) {
+      auto* prev = s.view.record((s.rank + s.size - 1) % s.size);
+      ex.warm = &prev->calls[s.seq % std::size(prev->calls)].seq;
+    }
+    return ex;
+  }
+};
+
+template <class Algo, class Proto, coll C, class Transport, class Exec, class T, class Red>
+status run_schedule(state<Transport>& s, const Exec& ex, const Red& red, const T* send, T* recv,
+                    std::size_t count, int root, const extra_args& extra) {
+  prims<Proto, Exec, typename Transport::view, T, Red> p(ex, s.view, s.rank, red);
+  schedule_args<T> a{send, recv, count, root, s.rank, s.size, extra.layout, extra.plan, extra.report};
+  return Algo::template run<C>(p, a);
+}
+
+inline std::string no_detail() { return {}; }
+
+/// Runs the schedule of <Algo, Proto, C> on this rank for elements of type
+/// Elem (any_dtype: a.dt's, chosen at run time). `mismatch_detail` explains a status::mismatch from
+/// what the schedule put in extra.report.
+template <class Algo, class Proto, coll C, class Elem, class Transport, class Exec,
+          class Detail = decltype(&no_detail)>
+void launch(state<Transport>& s, const call_args& a, const extra_args& extra = {},
+            Detail mismatch_detail = &no_detail) {
+  s.last = variant_choice{Algo::id, Proto::id};
+  begin_call(s, C, a.count, a.dt, a.op, a.root, s.last);
+  const Exec ex = executor_for<Exec>::make(s);
+  status st = status::ok;
+  if constexpr (is_reduction(C)) {
+    // One schedule per element size; the (dtype, op) kernels sit behind the erased reducer.
+    auto go = [&]<std::size_t N>(const detail::erased_reducer& red) {
+      using word = detail::word<N>;
+      st = run_schedule<Algo, Proto, C>(s, ex, red, static_cast<const word*>(a.send),
+                                        static_cast<word*>(a.recv), a.count, a.root, extra);
+    };
+    const auto nranks = static_cast<std::uint32_t>(s.size);
+    if constexpr (!std::is_void_v<Elem>) {
+      go.template operator()<sizeof(Elem)>(erased_reducer_for<dtype_type<dtype_of<Elem>>>(a.op, nranks));
+    } else {
+      const auto red = detail::make_erased_reducer(a.dt, a.op, nranks);
+      switch (size_of(a.dt)) {
+        case 1: go.template operator()<1>(red); break;
+        case 2: go.template operator()<2>(red); break;
+        case 4: go.template operator()<4>(red); break;
+        default: go.template operator()<8>(red); break;
+      }
+    }
+  } else {
+    // Data movement only: one instantiation for every element size.
+    const std::size_t bytes = a.count * size_of(a.dt);
+    reducer<std::uint8_t, reduce_op::sum> red{};
+    st = run_schedule<Algo, Proto, C>(s, ex, red, static_cast<const std::uint8_t*>(a.send),
+                                      static_cast<std::uint8_t*>(a.recv), bytes, a.root, extra);
+  }
+  if (st == status::mismatch) fail(s, C, st, mismatch_detail());
+  if (st != status::ok) fail(s, C, st);
+  end_call(s, C);
+}
+
+/// The one dispatch path: resolve `v` (remembered per size where the call has
+/// one), then launch the compiled variant it names, or fail with not_supported.
+template <class Transport, class Exec, coll C, class Elem, class Detail = decltype(&no_detail)>
+void dispatch(state<Transport>& s, variant_choice v, const call_args& a, const extra_args& extra = {},
+              Detail mismatch_detail = &no_detail) {
+  v = resolve_remembered<Transport, C>(s, v, a);
+  const bool found = visit_serving<Transport, Exec, C>(v.algo, v.proto, [&]<class A, class P>() {
+    launch<A, P, C, Elem, Transport, Exec>(s, a, extra, mismatch_detail);
+  });
+  if (!found) no_variant<Transport>(C, v);
+}
+
+}  // namespace collx::comm

@@ -1,0 +1,88 @@
+// collx/comm/state.hpp — what one rank's communicator holds between calls.
+//
+// One state per rank, owned through a shared_ptr by the communicator handle
+// (so handles move cheaply and a thread group's vector can be resized). It
+// keeps the transport's view of the shared memory alive (`memory`), the
+// options, the error state, the automatic choice remembered per collective,
+// the queued point-to-point transfers of an open group, and the reliability
+// watch's sequence numbers (comm/watch.hpp).
+//
+// Thread-safety: a state is used by one thread at a time (the communicator's
+// contract); only the shared memory it points into is touched by peers.
+// Errors: live() throws status::invalid_argument for a default-constructed,
+// moved-from or destroyed communicator, naming the operation.
+#pragma once
+
+#include <collx/coll.hpp>
+#include <collx/comm/p2p_group.hpp>
+#include <collx/detail/atomic.hpp>
+#include <collx/error.hpp>
+#include <collx/options.hpp>
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace collx::comm {
+
+template <class Transport>
+struct state {
+  std::shared_ptr<void> memory;  // owns what `view` points into (the shm segment)
+  typename Transport::view view{};
+  int rank = 0, size = 1;
+  comm_options opt{};
+  status err = status::ok;
+  std::string err_msg;
+  bool destroyed = false;
+  variant_choice last{};
+  /// The last automatic choice per collective: the model's argmin costs
+  /// more than a small call itself, and it depends only on the requested
+  /// variant and the size (everything else is fixed per communicator).
+  struct remembered_choice {
+    bool valid = false;
+    variant_choice requested{}, chosen{};
+    double bytes = 0;
+  };
+  remembered_choice choice_memo[coll_count];
+  int group_depth = 0;              // open group_start() calls
+  std::vector<p2p_op> pending;      // transfers queued in the open group
+  std::uint64_t spin_ns = 0;        // resolved comm_options::spin
+  bool oversubscribed = false;      // more ranks than this host's online CPUs
+  std::shared_ptr<void> keepalive;  // e.g. the bootstrap session of process ranks
+  // Reliability watch (comm/watch.hpp): this rank's call sequence, and the
+  // state of the periodic check run from slow waits.
+  std::uint64_t seq = 0;
+  std::uint64_t pid_ns = 0;
+  int watch_next = 0;      // next peer the periodic check looks at
+  std::string watch_what;  // detail of the failure the check found
+
+  state() = default;
+  state(const state&) = delete;
+  state& operator=(const state&) = delete;
+  ~state() { depart(); }
+
+  /// A rank that leaves cleanly clears its pid, so peers still finishing
+  /// their part (a barrier's last round) do not take its exit for a death.
+  void depart() {
+    if (memory == nullptr) return;
+    auto* rec = view.record(rank);
+    if (detail::load_relaxed(&rec->pid) == static_cast<std::int32_t>(::getpid()))
+      detail::store_release(&rec->pid, std::int32_t{0});
+  }
+};
+
+/// The state behind a handle, or an error naming `op` if there is none.
+template <class Transport>
+state<Transport>& live(const std::shared_ptr<state<Transport>>& s, const char* op) {
+  if (s == nullptr)
+    throw_error(status::invalid_argument,
+                std::string(op) + ": communicator is not initialised (default-constructed or moved-from)");
+  if (s->destroyed)
+    throw_error(status::invalid_argument, std::string(op) + ": communicator used after destroy()");
+  return *s;
+}
+
+}  // namespace collx::comm

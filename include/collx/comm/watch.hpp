@@ -1,0 +1,333 @@
+// collx/comm/watch.hpp — the reliability watch of a host communicator: what
+// ranks publish about their calls, the encoding of an abort's cause, and the
+// checks that turn a dead peer or mismatched calls into an error on every rank.
+//
+// Every collective call gets a per-communicator sequence number. Before moving
+// data a rank publishes (seq, signature, count) in its own record of the
+// transport's shared memory (rank_record in transport/shm.hpp), seqlock style
+// without fences (which ThreadSanitizer does not model): the entry's seq is
+// invalidated, the fields stored with release, then seq stored with release. A
+// peer loads seq, the fields with acquire, and seq again; a field from a newer
+// call carries the invalidation with it, so a torn entry fails the second check
+// and is never compared. Entries are kept for the last few calls (the record's
+// `calls` array), so a peer that finished a mismatched call early and moved on
+// can still be compared.
+//
+// What this catches: ranks whose n-th collective calls differ in collective,
+// count (not for all_to_allv, whose counts differ by design), dtype, op
+// (reductions), root (broadcast/reduce), algorithm or protocol; a peer process
+// that died (pid + start time published at creation). send/recv groups involve
+// only some ranks and are not numbered. What it cannot catch: different buffers
+// or buffer contents, calls that agree in every published field but diverge in
+// data-dependent ways, and a rank that issues fewer calls than the others (it
+// looks like a slow rank and ends in the deadline).
+//
+// The abort cause is one 64-bit word so the first failure sets it atomically:
+//   bits 0-7 status, 8-15 differing field, 16-39 rank+1, 40-63 other rank+1.
+// Errors: fail() throws collx::error with the call's name, the rank, and the
+// cause (the dead rank and its pid, both ranks and the differing field, …).
+//
+// Host only. The record and header types come from the transport's view
+// (record(r), header()); only a failed cross-memory read (single copy,
+// transport/peer_read.hpp) is named here.
+#pragma once
+
+#include <collx/algo/ids.hpp>
+#include <collx/coll.hpp>
+#include <collx/comm/state.hpp>
+#include <collx/detail/atomic.hpp>
+#include <collx/detail/proc.hpp>
+#include <collx/dtype.hpp>
+#include <collx/error.hpp>
+#include <collx/proto/ids.hpp>
+#include <collx/reduce_op.hpp>
+#include <collx/transport/peer_read.hpp>
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace collx::comm {
+
+/// The published fields of one call.
+struct call_desc {
+  coll c = coll::all_reduce;
+  dtype dt = dtype::float32;
+  reduce_op op = reduce_op::sum;
+  int root = 0;
+  algo_id algo = algo_id::ring;
+  proto_id proto = proto_id::simple;
+  std::uint64_t count = 0;
+
+  /// Everything but the count in one word. Fields a collective ignores are
+  /// zeroed so they cannot differ.
+  std::uint64_t signature() const {
+    const bool rooted = c == coll::broadcast || c == coll::reduce;
+    const std::uint64_t o = is_reduction(c) ? static_cast<std::uint64_t>(op) : 0;
+    const std::uint64_t r = rooted ? static_cast<std::uint32_t>(root) : 0;
+    return static_cast<std::uint64_t>(c) | static_cast<std::uint64_t>(dt) << 8 | o << 16 |
+           static_cast<std::uint64_t>(algo) << 24 | static_cast<std::uint64_t>(proto) << 32 |
+           (r & 0xffffff) << 40;
+  }
+  static call_desc from(std::uint64_t sig, std::uint64_t count) {
+    call_desc d;
+    d.c = static_cast<coll>(sig & 0xff);
+    d.dt = static_cast<dtype>(sig >> 8 & 0xff);
+    d.op = static_cast<reduce_op>(sig >> 16 & 0xff);
+    d.algo = static_cast<algo_id>(sig >> 24 & 0xff);
+    d.proto = static_cast<proto_id>(sig >> 32 & 0xff);
+    d.root = static_cast<int>(sig >> 40 & 0xffffff);
+    d.count = count;
+    return d;
+  }
+
+  std::string str() const {
+    std::string s = std::string(name(c)) + "(count " + std::to_string(count) + ", " + name(dt);
+    if (is_reduction(c)) s += std::string(", ") + name(op);
+    if (c == coll::broadcast || c == coll::reduce) s += ", root " + std::to_string(root);
+    return s + ", " + name(algo) + "/" + name(proto) + ")";
+  }
+};
+
+/// Which field of two calls differs first (the order of the message).
+enum class call_field : std::uint8_t { none, collective, count, dtype, op, root, algorithm, protocol };
+
+inline const char* name(call_field f) {
+  switch (f) {
+    case call_field::none: return "nothing";
+    case call_field::collective: return "collective";
+    case call_field::count: return "count";
+    case call_field::dtype: return "dtype";
+    case call_field::op: return "reduce_op";
+    case call_field::root: return "root";
+    case call_field::algorithm: return "algorithm";
+    case call_field::protocol: return "protocol";
+  }
+  return "field";
+}
+
+inline call_field differing_field(const call_desc& a, const call_desc& b) {
+  if (a.c != b.c) return call_field::collective;
+  if (a.count != b.count) return call_field::count;
+  if (a.dt != b.dt) return call_field::dtype;
+  if (a.signature() == b.signature()) return call_field::none;
+  if (is_reduction(a.c) && a.op != b.op) return call_field::op;
+  if (a.root != b.root) return call_field::root;
+  if (a.algo != b.algo) return call_field::algorithm;
+  return call_field::protocol;
+}
+
+/// Calls a record remembers (the length of its `calls` array).
+template <class Record>
+inline constexpr std::size_t history_of = std::extent_v<decltype(Record::calls)>;
+
+/// Publishes call `seq` of the rank owning `rec`. Only that rank writes it.
+template <class Record>
+void publish_call(Record* rec, std::uint64_t seq, const call_desc& d) {
+  constexpr std::size_t h = history_of<Record>;
+  auto& e = rec->calls[seq % h];
+  detail::store_relaxed(&e.seq, std::uint64_t{0});  // invalid while the fields change
+  detail::store_release(&e.signature, d.signature());
+  detail::store_release(&e.count, d.count);
+  detail::store_release(&e.seq, seq);
+  // Take the next call's line now: its stores then hit this core's cache
+  // instead of waiting for a peer's copy to be invalidated, and under TSO
+  // that wait would hold back the call's first data store too.
+  detail::prefetch_for_write(&rec->calls[(seq + 1) % h]);
+}
+
+/// The peer's call number `seq`, if it has published it and not yet
+/// overwritten it.
+template <class Record>
+bool read_call(const Record* rec, std::uint64_t seq, call_desc& out) {
+  const auto& e = rec->calls[seq % history_of<Record>];
+  if (detail::load_acquire(&e.seq) != seq) return false;
+  const std::uint64_t sig = detail::load_acquire(&e.signature), count = detail::load_acquire(&e.count);
+  if (detail::load_relaxed(&e.seq) != seq) return false;  // ordered after the acquire loads
+  out = call_desc::from(sig, count);
+  return true;
+}
+
+/// Why a communicator was aborted.
+struct abort_cause {
+  status why = status::ok;
+  call_field field = call_field::none;
+  int rank = -1;   // the rank that failed, died, or first saw the mismatch (-1: abort())
+  int other = -1;  // mismatch: the rank whose call differed
+
+  std::uint64_t pack() const {
+    return static_cast<std::uint64_t>(why) | static_cast<std::uint64_t>(field) << 8 |
+           (static_cast<std::uint64_t>(rank + 1) & 0xffffff) << 16 |
+           (static_cast<std::uint64_t>(other + 1) & 0xffffff) << 40;
+  }
+  static abort_cause unpack(std::uint64_t w) {
+    abort_cause c;
+    c.why = static_cast<status>(w & 0xff);
+    c.field = static_cast<call_field>(w >> 8 & 0xff);
+    c.rank = static_cast<int>(w >> 16 & 0xffffff) - 1;
+    c.other = static_cast<int>(w >> 40 & 0xffffff) - 1;
+    return c;
+  }
+};
+
+/// Raises the abort word of `h`; the first caller's cause is kept. Safe from
+/// any thread or process mapping the segment.
+template <class Header>
+void raise_abort(Header* h, const abort_cause& cause) {
+  std::uint64_t expected = 0;
+  detail::compare_exchange(&h->abort_cause, expected, cause.pack());  // loses quietly to an earlier cause
+  std::uint32_t zero = 0;
+  detail::compare_exchange(&h->abort, zero, 1u);  // after the cause: whoever sees the word sees a cause
+}
+
+/// The cause, or {ok} when the word is not raised.
+template <class Header>
+abort_cause read_abort(const Header* h) {
+  if (detail::load_acquire(&h->abort) == 0) return {};
+  return abort_cause::unpack(detail::load_acquire(&h->abort_cause));
+}
+
+// ---- the communicator's side ---------------------------------------------------
+
+template <class Transport>
+void raise_abort(state<Transport>& s, status why, int rank) {
+  // The first failure wins the cause; later ones only see the word set.
+  raise_abort(s.view.header(), abort_cause{why, call_field::none, rank, -1});
+}
+
+template <class Transport>
+std::string describe(const state<Transport>& s, const abort_cause& c) {
+  if (c.rank < 0) return "aborted by communicator::abort()";
+  switch (c.why) {
+    case status::peer_dead: {
+      const int pid = detail::load_relaxed(&s.view.record(c.rank)->pid);
+      return "rank " + std::to_string(c.rank) + " (pid " + std::to_string(pid) +
+             ") died: its process exited or was killed";
+    }
+    case status::mismatch:
+      return "ranks " + std::to_string(c.rank) + " and " + std::to_string(c.other) +
+             " issued mismatched calls (the " + name(c.field) + " differs)";
+    default: return "aborted because rank " + std::to_string(c.rank) + " failed (" + to_string(c.why) + ")";
+  }
+}
+
+/// Adopts an abort raised elsewhere as this rank's error state.
+template <class Transport>
+state<Transport>& sync_error(state<Transport>& s) {
+  if (s.err != status::ok) return s;
+  const abort_cause cause = read_abort(s.view.header());
+  if (cause.why == status::ok) return s;
+  s.err = cause.why == status::peer_dead || cause.why == status::mismatch ? cause.why : status::aborted;
+  s.err_msg = "rank " + std::to_string(s.rank) + " of " + std::to_string(s.size) + ": " + describe(s, cause);
+  return s;
+}
+
+/// Publishes this call (after validation, before any byte moves). A
+/// send/recv group involves only some ranks, so it is not numbered; the
+/// counts of an all_to_allv differ between ranks by design, so only its
+/// other fields are compared.
+template <class Transport>
+void begin_call(state<Transport>& s, coll c, std::size_t count, dtype dt, reduce_op op, int root,
+                variant_choice v) {
+  if (c == coll::send_recv) return;
+  if (c == coll::all_to_allv) count = 0;
+  publish_call(s.view.record(s.rank), ++s.seq, call_desc{c, dt, op, root, v.algo, v.proto, count});
+}
+
+/// Compares this rank's last `depth` calls with `peer`'s calls of the same
+/// sequence numbers, where the peer has published them (one cache line).
+template <class Transport>
+status compare_with(state<Transport>& s, int peer, std::uint64_t depth) {
+  for (std::uint64_t k = 0; k < depth && k < s.seq; ++k) {
+    const std::uint64_t seq = s.seq - k;
+    call_desc mine, theirs;
+    if (!read_call(s.view.record(s.rank), seq, mine) || !read_call(s.view.record(peer), seq, theirs))
+      continue;
+    const call_field f = differing_field(mine, theirs);
+    if (f == call_field::none) continue;
+    s.watch_what = "call #" + std::to_string(seq) + " differs between ranks: rank " + std::to_string(s.rank) +
+                   " called " + mine.str() + ", rank " + std::to_string(peer) + " called " + theirs.str() +
+                   " (the " + name(f) + " differs)";
+    raise_abort(s.view.header(), abort_cause{status::mismatch, f, s.rank, peer});
+    return status::mismatch;
+  }
+  return status::ok;
+}
+
+/// Puts the communicator in the error state, raises the abort word for every
+/// rank, and throws the call's error with the cause spelled out.
+template <class Transport>
+[[noreturn]] void fail(state<Transport>& s, coll c, status st, const std::string& extra = {}) {
+  std::string msg =
+      std::string(name(c)) + " (rank " + std::to_string(s.rank) + " of " + std::to_string(s.size) + "): ";
+  if (st == status::aborted) {
+    // A dead peer or a mismatch seen by another rank is reported as such here too.
+    const abort_cause cause = read_abort(s.view.header());
+    if (cause.why == status::peer_dead || cause.why == status::mismatch) st = cause.why;
+    msg += describe(s, cause);
+  } else if (st == status::mismatch && !extra.empty()) {
+    msg += std::string(to_string(st)) + ": " + extra;  // a count header the schedule refused
+  } else if (st == status::peer_dead || st == status::mismatch) {
+    msg += s.watch_what;
+  } else if (st == status::system_error && transport::last_peer_read_failure.rank >= 0) {
+    const transport::peer_read_failure f = std::exchange(transport::last_peer_read_failure, {});
+    msg += "reading rank " + std::to_string(f.rank) + "'s buffer (pid " + std::to_string(f.pid) +
+           ") by cross-memory attach failed: " + std::strerror(f.err);
+  } else if (st == status::timeout) {
+    msg += "timed out after " + std::to_string(s.opt.timeout.count()) +
+           " ms waiting for a peer (raise COLLX_TIMEOUT if the peers are merely slow)";
+  } else {
+    msg += to_string(st);
+    if (!extra.empty()) msg += ": " + extra;
+  }
+  raise_abort(s, st, s.rank);
+  s.err = st;
+  s.err_msg = msg;
+  throw_error(st, msg);
+}
+
+/// After a call: the previous rank's last two calls are compared with this
+/// rank's (its record is one cache line). Every rank comparing with its
+/// neighbour covers any pair that differs; the earlier call catches a
+/// neighbour that had not published the mismatched call when this one ended.
+template <class Transport>
+void end_call(state<Transport>& s, coll c) {
+  if (c == coll::send_recv) return;
+  if (s.opt.check_calls && s.size > 1 && compare_with(s, (s.rank + s.size - 1) % s.size, 2) != status::ok)
+    fail(s, c, status::mismatch);
+}
+
+/// The executor's periodic check (from slow waits only): up to 64 peers per
+/// tick, rotating, are compared for mismatched calls and probed for death.
+template <class Transport>
+status watch_tick(const void* ctx) {
+  auto& s = *static_cast<state<Transport>*>(const_cast<void*>(ctx));
+  using record = std::remove_pointer_t<decltype(s.view.record(0))>;
+  const int n = s.size < 65 ? s.size : 64;
+  const auto me = static_cast<std::int32_t>(::getpid());
+  for (int i = 0; i < n; ++i) {
+    const int peer = s.watch_next;
+    s.watch_next = (s.watch_next + 1) % s.size;
+    if (peer == s.rank) continue;
+    if (const status st = compare_with(s, peer, history_of<record>); st != status::ok) return st;
+    const record* rec = s.view.record(peer);
+    detail::proc_identity id;
+    id.pid = detail::load_acquire(&rec->pid);
+    if (id.pid == 0 || id.pid == me) continue;  // not joined yet, or a thread rank of this process
+    id.start_time = detail::load_relaxed(&rec->start_time);
+    id.pid_ns = detail::load_relaxed(&rec->pid_ns);
+    if (detail::probe(id, s.pid_ns) == detail::proc_state::dead) {
+      s.watch_what = "rank " + std::to_string(peer) + " (pid " + std::to_string(id.pid) +
+                     ") died: its process exited or was killed";
+      raise_abort(s.view.header(), abort_cause{status::peer_dead, call_field::none, peer, -1});
+      return status::peer_dead;
+    }
+  }
+  return status::ok;
+}
+
+}  // namespace collx::comm
