@@ -184,9 +184,10 @@ void check(const case_desc& c, int q, int P, const rank_buffers<T>& b, std::vect
 /// What every worker runs: the schedule of <A, Pr> for case c.
 template <class A, class Pr, class Exec, class T, class Red>
 status run_one(const Exec& ex, const transport::shm_view& view, int rank, const case_desc& c, T* send, T* recv,
-               const Red& red) {
+               const Red& red, const peer_layout* layout = nullptr, const p2p_plan* plan = nullptr,
+               mismatch_report* report = nullptr) {
   prims<Pr, Exec, transport::shm_view, T, Red> p(ex, view, rank, red);
-  schedule_args<T> a{send, recv, c.count, c.root, rank, view.nranks()};
+  schedule_args<T> a{send, recv, c.count, c.root, rank, view.nranks(), layout, plan, report};
   status st = status::invalid_argument;
   auto go = [&]<coll C>() {
     if constexpr (A::implements(C)) st = A::template run<C>(p, a);
@@ -199,7 +200,8 @@ status run_one(const Exec& ex, const transport::shm_view& view, int rank, const 
     case coll::reduce: go.template operator()<coll::reduce>(); break;
     case coll::all_to_all: go.template operator()<coll::all_to_all>(); break;
     case coll::barrier: go.template operator()<coll::barrier>(); break;
-    default: break;
+    case coll::all_to_allv: go.template operator()<coll::all_to_allv>(); break;
+    case coll::send_recv: go.template operator()<coll::send_recv>(); break;
   }
   return st;
 }
@@ -225,7 +227,109 @@ std::vector<case_desc> cases_for(int P) {
           out.push_back({k, fl, n, root, ip});
         }
   }
+  for (coll k : {coll::all_to_allv, coll::send_recv})
+    if (A::implements(k))
+      for (std::size_t n : counts) out.push_back({k, true, n, 0, false});
   return out;
+}
+
+/// all_to_allv and send_recv on one rank: per-peer blocks with a gap of one
+/// guard element between them, and the layout or plan that describes them.
+/// Rank i sends rank j count·((i + j) % 3) elements; in a send_recv group rank
+/// i sends count elements to its right neighbour, then count / 2 + 1 to its
+/// left one (two messages in issue order when both are the same rank).
+struct blocks {
+  std::vector<float> send, recv;  // recv: guards and gaps hold float_guard
+  std::vector<std::size_t> sc, sd, rc, rd;
+  peer_layout layout{};
+  std::vector<p2p_message> sends, recvs;
+  std::vector<std::uint32_t> send_begin, recv_begin;
+  p2p_plan plan{};
+  mismatch_report report{};
+  std::vector<std::pair<std::size_t, float>> expected;  // recv index → value
+};
+
+float block_value(int from, int to, std::size_t i) { return input<float>(from * 7 + to, i); }
+
+void make_blocks(const case_desc& c, int r, int P, blocks& b) {
+  const std::size_t n = c.count, Pz = static_cast<std::size_t>(P);
+  if (c.kind == coll::all_to_allv) {
+    b.sc.resize(Pz), b.sd.resize(Pz), b.rc.resize(Pz), b.rd.resize(Pz);
+    std::size_t so = 0, ro = guard;
+    for (int j = 0; j < P; ++j) {
+      const auto J = static_cast<std::size_t>(j);
+      b.sc[J] = n * static_cast<std::size_t>((r + j) % 3), b.sd[J] = so, so += b.sc[J];
+      b.rc[J] = n * static_cast<std::size_t>((j + r) % 3), b.rd[J] = ro - guard, ro += b.rc[J] + 1;
+    }
+    b.send.resize(so);
+    for (int j = 0; j < P; ++j)
+      for (std::size_t i = 0; i < b.sc[static_cast<std::size_t>(j)]; ++i)
+        b.send[b.sd[static_cast<std::size_t>(j)] + i] = block_value(r, j, i);
+    b.recv.assign(ro + guard, float_guard);
+    for (int j = 0; j < P; ++j)
+      for (std::size_t i = 0; i < b.rc[static_cast<std::size_t>(j)]; ++i)
+        b.expected.push_back({guard + b.rd[static_cast<std::size_t>(j)] + i, block_value(j, r, i)});
+    b.layout = peer_layout{b.sc.data(), b.sd.data(), b.rc.data(), b.rd.data()};
+    return;
+  }
+  // send_recv: messages in issue order, bucketed by peer.
+  const int right = (r + 1) % P, left = (r + P - 1) % P;
+  const std::size_t m = n / 2 + 1;
+  struct msg {
+    int peer;
+    std::size_t len;
+    int tag;  // 0: to the right, 1: to the left
+  };
+  const msg out[2] = {{right, n, 0}, {left, m, 1}};
+  const msg in[2] = {{left, n, 0}, {right, m, 1}};  // what the neighbours send this rank
+  std::size_t so = 0, ro = guard;
+  std::vector<std::size_t> soff, roff;
+  for (const msg& x : out) soff.push_back(so), so += x.len;
+  for (const msg& x : in) roff.push_back(ro), ro += x.len + 1;
+  b.send.resize(so);
+  for (int k = 0; k < 2; ++k)
+    for (std::size_t i = 0; i < out[k].len; ++i) b.send[soff[std::size_t(k)] + i] = block_value(r, 10 + out[k].tag, i);
+  b.recv.assign(ro + guard, float_guard);
+  for (int k = 0; k < 2; ++k)
+    for (std::size_t i = 0; i < in[k].len; ++i)
+      b.expected.push_back({roff[std::size_t(k)] + i, block_value(in[k].peer, 10 + in[k].tag, i)});
+  b.send_begin.assign(Pz + 1, 0), b.recv_begin.assign(Pz + 1, 0);
+  for (int side = 0; side < 2; ++side) {
+    const msg* list = side == 0 ? out : in;
+    auto& begin = side == 0 ? b.send_begin : b.recv_begin;
+    auto& msgs = side == 0 ? b.sends : b.recvs;
+    for (int k = 0; k < 2; ++k) ++begin[static_cast<std::size_t>(list[k].peer) + 1];
+    for (std::size_t q = 0; q < Pz; ++q) begin[q + 1] += begin[q];
+    msgs.resize(2);
+    std::vector<std::uint32_t> fill(begin.begin(), begin.end() - 1);
+    for (int k = 0; k < 2; ++k) {  // issue order within a peer
+      float* base = side == 0 ? b.send.data() + soff[std::size_t(k)] : b.recv.data() + roff[std::size_t(k)];
+      msgs[fill[static_cast<std::size_t>(list[k].peer)]++] = p2p_message{base, list[k].len};
+    }
+  }
+  b.plan = p2p_plan{b.sends.data(), b.send_begin.data(), b.recvs.data(), b.recv_begin.data()};
+}
+
+void check_blocks(const case_desc& c, int q, int P, const blocks& b, const std::vector<float>& send_before,
+                  std::vector<std::string>& errors) {
+  auto fail = [&](const std::string& what) {
+    if (errors.size() < 20)
+      errors.push_back(describe(c) + ", P " + std::to_string(P) + ", rank " + std::to_string(q) + ": " + what);
+  };
+  std::vector<char> is_out(b.recv.size(), 0);
+  std::size_t wrong = 0;
+  for (const auto& [i, v] : b.expected) {
+    is_out[i] = 1;
+    if (b.recv[i] != v && wrong++ == 0)
+      fail("element " + std::to_string(i) + " is " + std::to_string(b.recv[i]) + " instead of " + std::to_string(v));
+  }
+  if (wrong > 1) fail(std::to_string(wrong) + " elements wrong");
+  for (std::size_t i = 0; i < b.recv.size(); ++i)
+    if (!is_out[i] && b.recv[i] != float_guard) {
+      fail("element " + std::to_string(i) + " outside every receive block (a guard or gap) was written");
+      break;
+    }
+  if (b.send != send_before) fail("a send buffer changed");
 }
 
 struct run_result {
@@ -248,11 +352,17 @@ run_result run_matrix(int P, std::uint64_t seed, bool single_copy) {
 
   std::vector<rank_buffers<float>> fb;
   std::vector<rank_buffers<std::int32_t>> ib;
+  std::vector<std::vector<blocks>> bbufs(cases.size());
+  std::vector<std::vector<std::vector<float>>> bsend_before(cases.size());
   std::vector<std::vector<rank_buffers<float>>> fbufs(cases.size());
   std::vector<std::vector<rank_buffers<std::int32_t>>> ibufs(cases.size());
   for (std::size_t k = 0; k < cases.size(); ++k)
     for (int r = 0; r < P; ++r) {
-      if (cases[k].is_float) fbufs[k].push_back(make_buffers<float>(cases[k], r, P));
+      if (cases[k].kind == coll::all_to_allv || cases[k].kind == coll::send_recv) {
+        if (bbufs[k].empty()) bbufs[k] = std::vector<blocks>(static_cast<std::size_t>(P));
+        make_blocks(cases[k], r, P, bbufs[k][static_cast<std::size_t>(r)]);
+        bsend_before[k].push_back(bbufs[k][static_cast<std::size_t>(r)].send);
+      } else if (cases[k].is_float) fbufs[k].push_back(make_buffers<float>(cases[k], r, P));
       else ibufs[k].push_back(make_buffers<std::int32_t>(cases[k], r, P));
     }
 
@@ -275,7 +385,12 @@ run_result run_matrix(int P, std::uint64_t seed, bool single_copy) {
         for (std::size_t k = 0; k < cases.size(); ++k) {
           const case_desc& c = cases[k];
           status st;
-          if (c.is_float) {
+          if (c.kind == coll::all_to_allv || c.kind == coll::send_recv) {
+            auto& b = bbufs[k][static_cast<std::size_t>(r)];
+            st = run_one<A, Pr>(ex, view, r, c, b.send.data(), b.recv.data() + guard,
+                                reducer<float, reduce_op::sum>{static_cast<std::uint32_t>(P)}, &b.layout, &b.plan,
+                                &b.report);
+          } else if (c.is_float) {
             auto& b = fbufs[k][static_cast<std::size_t>(r)];
             st = run_one<A, Pr>(ex, view, r, c, b.send_ptr, b.recv_ptr,
                                 reducer<float, reduce_op::sum>{static_cast<std::uint32_t>(P)});
@@ -302,7 +417,10 @@ run_result run_matrix(int P, std::uint64_t seed, bool single_copy) {
                                ": status " + to_string(st));
         continue;
       }
-      if (cases[k].is_float) check(cases[k], r, P, fbufs[k][static_cast<std::size_t>(r)], res.errors);
+      if (cases[k].kind == coll::all_to_allv || cases[k].kind == coll::send_recv)
+        check_blocks(cases[k], r, P, bbufs[k][static_cast<std::size_t>(r)],
+                     bsend_before[k][static_cast<std::size_t>(r)], res.errors);
+      else if (cases[k].is_float) check(cases[k], r, P, fbufs[k][static_cast<std::size_t>(r)], res.errors);
       else check(cases[k], r, P, ibufs[k][static_cast<std::size_t>(r)], res.errors);
     }
   return res;

@@ -315,6 +315,7 @@ struct basic_direct {
     const std::size_t chunk = p.max_chunk();
     mismatch_report* rep = a.report;
     if (rep == nullptr) return status::invalid_argument;
+    std::uint32_t headers = 0;  // received so far: picks the header buffer
     for (std::size_t j = 0;; ++j) {
       bool any = false;
       for (int k = first_k; k < P; ++k) {
@@ -337,15 +338,16 @@ struct basic_direct {
         if (c.kind == call::none) continue;
         any = true;
         if (c.kind == call::header) {
-          COLLX_TRY(p.recv(q, reinterpret_cast<T*>(rep->header), H));
+          const std::uint64_t* h = rep->header[headers++ & 1];
+          COLLX_TRY(p.recv(q, reinterpret_cast<T*>(const_cast<std::uint64_t*>(h)), H));
           const std::uint64_t want = s.in_count(q, c.msg), nmsgs = s.in_n(q);
-          if (rep->header[1] != nmsgs || rep->header[0] != want) {
+          if (h[1] != nmsgs || h[0] != want) {
             // Every worker of the group writes the same values.
             rep->peer = q;
             rep->message = static_cast<int>(c.msg);
-            rep->messages = rep->header[1] != nmsgs;
+            rep->messages = h[1] != nmsgs;
             rep->expected = rep->messages ? nmsgs : want;
-            rep->got = rep->messages ? rep->header[1] : rep->header[0];
+            rep->got = rep->messages ? h[1] : h[0];
             return status::mismatch;
           }
         } else {
