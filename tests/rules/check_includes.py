@@ -26,11 +26,6 @@ RULES = {
 # Known violations being removed, each (file, included header) with the reason.
 # An entry whose violation is gone is reported as stale, so the list shrinks.
 ALLOWED = {
-    # The reliability watch reads call records, ids and the shm header; it
-    # moves to comm/watch.hpp, outside detail/.
-    ("detail/watch.hpp", "algo/ids.hpp"): "moving to comm/watch.hpp",
-    ("detail/watch.hpp", "proto/ids.hpp"): "moving to comm/watch.hpp",
-    ("detail/watch.hpp", "transport/shm.hpp"): "moving to comm/watch.hpp",
     # The shm layout has one channel per protocol, indexed by proto_id, and
     # the protocol engines ask the view for fifo(src, dst, proto_id); the
     # arrow goes when protocols own their channels and the transport lays out

@@ -21,15 +21,6 @@ struct ll {
   /// (collx/composition.hpp checks it against the transport).
   static constexpr bool needs_direct_load_store = true;
 
-  /// Transitional: the communicator's explicit composition still calls this;
-  /// collx::check_composable (composition.hpp) replaces it.
-  template <class Transport>
-  static constexpr bool check_transport() {
-    static_assert(Transport::direct_load_store,
-                  "proto::ll needs a transport whose memory the ranks load and store directly");
-    return true;
-  }
-
   template <class Exec, class View>
   using engine = line_engine<ll_line, Exec, View>;
 };

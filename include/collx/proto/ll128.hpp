@@ -26,19 +26,6 @@ struct ll128 {
   static constexpr bool needs_direct_load_store = true;
   static constexpr bool needs_in_order_128b_lines = true;
 
-  /// Transitional: the communicator's explicit composition still calls this;
-  /// collx::check_composable (composition.hpp) replaces it.
-  template <class Transport>
-  static constexpr bool check_transport() {
-    static_assert(Transport::direct_load_store,
-                  "proto::ll128 needs a transport whose memory the ranks load and store directly");
-    static_assert(
-        Transport::in_order_128b_lines,
-        "proto::ll128 needs a transport whose 128-byte lines arrive in order (in_order_128b_lines); "
-        "use proto::ll or proto::simple on this transport");
-    return true;
-  }
-
   template <class Exec, class View>
   using engine = line_engine<ll128_line, Exec, View>;
 };

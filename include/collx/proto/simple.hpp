@@ -34,13 +34,6 @@ struct simple {
   // Simple needs nothing beyond memory both sides can reach: no needs_* traits
   // (collx/composition.hpp).
 
-  /// Transitional: the communicator's explicit composition still calls this;
-  /// collx::check_composable (composition.hpp) replaces it.
-  template <class Transport>
-  static constexpr bool check_transport() {
-    return true;
-  }
-
   /// View: a transport's connection table, providing fifo(src, dst) and the
   /// FIFO geometry (fifo_slots(), fifo_slot_bytes()); see transport/shm.hpp.
   /// The engine belongs to one primitives object, which owns the executor
