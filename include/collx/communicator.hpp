@@ -325,8 +325,8 @@ class basic_communicator {
 
   /// The segment's layout for nranks with the options' FIFO geometry.
   static transport::shm_layout layout_for(int nranks, const comm_options& opt) {
-    return transport::shm_layout::make(static_cast<std::uint32_t>(nranks), opt.fifo_slots, opt.slot_bytes,
-                                       opt.ll_slot_bytes, opt.ll128_slot_bytes);
+    return transport::shm_layout::make(static_cast<std::uint32_t>(nranks), opt.fifo_slots, opt.slot_bytes.data(),
+                                       proto::channel_count);
   }
 
   comm::state<Transport>& live(const char* op) const { return comm::live(s_, op); }

@@ -13,6 +13,13 @@
 #include <type_traits>
 #endif
 
+/// Returns the status of `expr` from the enclosing function unless it is ok.
+#define COLLX_TRY(expr)                                             \
+  do {                                                              \
+    const ::collx::status collx_try_st_ = (expr);                   \
+    if (collx_try_st_ != ::collx::status::ok) return collx_try_st_; \
+  } while (0)
+
 namespace collx {
 
 enum class status : int {

@@ -6,6 +6,13 @@
 //   COLLX_BUFFSIZE        bytes of one connection's Simple FIFO (slots × slot bytes)
 //   COLLX_LL_BUFFSIZE     bytes of one connection's LL FIFO (lines of 16 bytes)
 //   COLLX_LL128_BUFFSIZE  bytes of one connection's LL128 FIFO (lines of 128 bytes)
+//                         (each protocol names its variable in its channel spec,
+//                         proto/channel.hpp)
+//   COLLX_SPIN_US         µs a wait busy-polls before yielding (default: chosen)
+//   COLLX_SLEEP           0: never sleep on a futex when ranks outnumber CPUs
+//   COLLX_SINGLE_COPY     0: never read peers' user buffers in place
+//   COLLX_SINGLE_COPY_MIN bytes from which calls read peers' buffers in place
+//   COLLX_CHECK_CALLS     0: skip the per-call mismatch check
 //   COLLX_ALGO            algorithms the automatic choice may use (NCCL list
 //                         syntax, see collx/selection.hpp), e.g. "ring,tree",
 //                         "^nvls", "allreduce:tree;allgather:ring"
@@ -16,10 +23,12 @@
 #pragma once
 
 #include <collx/error.hpp>
+#include <collx/proto/list.hpp>
 #include <collx/selection.hpp>
 #include <collx/variants.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -31,17 +40,21 @@ struct comm_options {
   /// How long any wait inside a collective may take before the call fails
   /// with status::timeout and aborts the communicator on every rank.
   std::chrono::milliseconds timeout{120'000};
-  /// FIFO geometry per directed connection. The default (8 × 64 KiB) keeps a
-  /// ring's working set in L2 while giving each primitive call 4 slots to
-  /// pipeline; measured with collx-perf all_reduce on 2 processes.
+  /// FIFO geometry per directed connection: every protocol's FIFO (channel)
+  /// has fifo_slots slots; slot_bytes[channel_of<P>] is protocol P's slot
+  /// size, by default the one its channel spec states (proto/*.hpp say why).
   std::uint32_t fifo_slots = 8;
-  std::uint32_t slot_bytes = 64 * 1024;
-  /// Slot bytes of the LL and LL128 FIFOs (each connection has one FIFO per
-  /// protocol). LL carries 8 payload bytes per 16-byte line, LL128 120 per
-  /// 128-byte line; both are for latency-bound sizes, so their slots are
-  /// smaller (default 8 × 8 KiB and 8 × 32 KiB; see bench/results/protocols.md).
-  std::uint32_t ll_slot_bytes = 8 * 1024;
-  std::uint32_t ll128_slot_bytes = 32 * 1024;
+  std::array<std::uint32_t, proto::channel_count> slot_bytes = default_slot_bytes();
+
+  /// Protocol P's slot bytes: opt.slot_bytes_of<proto::ll>() = 4096.
+  template <class P>
+  std::uint32_t& slot_bytes_of() {
+    return slot_bytes[proto::channel_of<P>];
+  }
+  template <class P>
+  std::uint32_t slot_bytes_of() const {
+    return slot_bytes[proto::channel_of<P>];
+  }
   /// Value every connection's step counters start from. Only tests change it
   /// (to run across the wrap point of the LL flag); every rank must agree.
   std::uint64_t step_origin = 0;
@@ -98,9 +111,11 @@ struct comm_options {
           std::chrono::microseconds(parse_u32("COLLX_SPIN_US", v, 0, 10'000'000)),
           std::chrono::nanoseconds(1));  // 0 asks for no spinning, not "choose"
     if (const char* v = std::getenv("COLLX_NSLOTS")) o.fifo_slots = parse_u32("COLLX_NSLOTS", v, 2, 1024);
-    o.slot_bytes = buffsize_env("COLLX_BUFFSIZE", o.fifo_slots, 128, o.slot_bytes);
-    o.ll_slot_bytes = buffsize_env("COLLX_LL_BUFFSIZE", o.fifo_slots, 16, o.ll_slot_bytes);
-    o.ll128_slot_bytes = buffsize_env("COLLX_LL128_BUFFSIZE", o.fifo_slots, 128, o.ll128_slot_bytes);
+    for (int c = 0; c < proto::channel_count; ++c) {
+      const proto::channel_spec& ch = proto::channels[static_cast<std::size_t>(c)];
+      auto& b = o.slot_bytes[static_cast<std::size_t>(c)];
+      b = buffsize_env(ch.fifo_bytes_env, o.fifo_slots, ch.line_bytes, b);
+    }
     if (const char* v = std::getenv("COLLX_ALGO")) o.allowed.restrict_algos(v);
     if (const char* v = std::getenv("COLLX_PROTO")) o.allowed.restrict_protos(v);
     if (const char* v = std::getenv("COLLX_SLEEP")) o.sleep = parse_u32("COLLX_SLEEP", v, 0, 1) == 1;
@@ -120,18 +135,25 @@ struct comm_options {
     require(timeout.count() > 0, "comm_options", "timeout must be positive");
     require(fifo_slots >= 2 && fifo_slots <= 1024, "comm_options",
             "fifo_slots must be in [2, 1024], got " + std::to_string(fifo_slots));
-    require(slot_bytes >= 128 && slot_bytes % 128 == 0 && slot_bytes <= (1u << 28), "comm_options",
-            "slot_bytes must be a multiple of 128 in [128, 256 MiB], got " + std::to_string(slot_bytes));
-    require(ll_slot_bytes >= 16 && ll_slot_bytes % 16 == 0 && ll_slot_bytes <= (1u << 28), "comm_options",
-            "ll_slot_bytes must be a multiple of 16 (one LL line) in [16, 256 MiB], got " +
-                std::to_string(ll_slot_bytes));
-    require(ll128_slot_bytes >= 128 && ll128_slot_bytes % 128 == 0 && ll128_slot_bytes <= (1u << 28),
-            "comm_options",
-            "ll128_slot_bytes must be a multiple of 128 (one LL128 line) in [128, 256 MiB], got " +
-                std::to_string(ll128_slot_bytes));
+    for (int c = 0; c < proto::channel_count; ++c) {
+      const proto::channel_spec& ch = proto::channels[static_cast<std::size_t>(c)];
+      const std::uint32_t b = slot_bytes[static_cast<std::size_t>(c)], line = ch.line_bytes;
+      require(b >= line && b % line == 0 && b <= (1u << 28), "comm_options", [&] {
+        return std::string(ch.name) + " slot bytes (slot_bytes_of<proto::" + ch.name +
+               ">()) must be a multiple of " + std::to_string(line) + " (one " + ch.name +
+               " line) in [" + std::to_string(line) + ", 256 MiB], got " + std::to_string(b);
+      });
+    }
   }
 
  private:
+  static constexpr std::array<std::uint32_t, proto::channel_count> default_slot_bytes() {
+    std::array<std::uint32_t, proto::channel_count> b{};
+    for (int c = 0; c < proto::channel_count; ++c)
+      b[static_cast<std::size_t>(c)] = proto::channels[static_cast<std::size_t>(c)].default_slot_bytes;
+    return b;
+  }
+
   // A FIFO size from the environment: total bytes, split into `slots` slots of
   // whole lines of `line` bytes.
   static std::uint32_t buffsize_env(const char* var, std::uint32_t slots, std::uint32_t line,

@@ -46,16 +46,11 @@
 #include <collx/detail/atomic.hpp>
 #include <collx/detail/reduce_copy.hpp>
 #include <collx/error.hpp>
+#include <collx/proto/list.hpp>
 #include <collx/proto/step_flags.hpp>
 
 #include <cstddef>
 #include <cstdint>
-
-#define COLLX_TRY(expr)                                             \
-  do {                                                              \
-    const ::collx::status collx_try_st_ = (expr);                   \
-    if (collx_try_st_ != ::collx::status::ok) return collx_try_st_; \
-  } while (0)
 
 namespace collx {
 
@@ -71,7 +66,7 @@ class prims {
   /// object's lifetime. The destructor ends that use with a group sync, so
   /// every worker of the group must construct and destroy it together.
   COLLX_HOST_DEVICE prims(const Exec& ex, const View& view, int rank, const Red& red)
-      : ex_(ex), view_(view), engine_(ex_, view_, rank), red_(red), rank_(rank) {}
+      : ex_(ex), view_(view), engine_(ex_, view_, rank, proto::channel_of<Proto>), red_(red), rank_(rank) {}
   COLLX_HOST_DEVICE ~prims() { engine_.finish(); }
   prims(const prims&) = delete;
   prims& operator=(const prims&) = delete;

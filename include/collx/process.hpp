@@ -40,6 +40,7 @@ struct access {
     const int rank = s.rank(), nranks = s.size();
     transport::shm_join_params p;
     p.layout = communicator::layout_for(nranks, opt);
+    p.channel_names = proto::channel_names.data();
     p.step_origin = opt.step_origin;
     p.single_copy_min = opt.single_copy_min_bytes;
     p.single_copy = opt.single_copy;

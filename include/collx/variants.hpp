@@ -29,18 +29,18 @@
 #include <collx/proto/ids.hpp>
 #include <collx/proto/ll.hpp>
 #include <collx/proto/ll128.hpp>
+#include <collx/proto/list.hpp>
 #include <collx/proto/simple.hpp>
+#include <collx/type_list.hpp>
 
 #include <cstddef>
 
 namespace collx {
 
-template <class... Ts>
-struct type_list {};
 
 using algorithms = type_list<algo::ring, algo::tree, algo::rhd, algo::rabenseifner, algo::bruck, algo::nvls,
                              algo::direct, algo::bruck_a2a>;
-using protocols = type_list<proto::simple, proto::ll, proto::ll128>;
+using protocols = proto::compiled;  // the channel order too (proto/list.hpp)
 
 static_assert([]<class... As>(type_list<As...>) { return (algorithm<As> && ...); }(algorithms{}),
               "every compiled algorithm satisfies collx::algorithm (collx/concepts.hpp)");

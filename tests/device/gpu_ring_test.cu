@@ -37,7 +37,7 @@ float input(int rank, std::size_t i) {
 template <class Proto, coll C>
 int run(int P, std::size_t count) {
   const auto layout =
-      transport::shm_layout::make(static_cast<std::uint32_t>(P), 8, 64 * 1024, 8 * 1024, 32 * 1024);
+      transport::shm_layout::make(static_cast<std::uint32_t>(P), 8, {64 * 1024, 8 * 1024, 32 * 1024});
   std::byte* seg = nullptr;
   CUDA_OK(cudaMalloc(&seg, layout.total_bytes()));
   CUDA_OK(cudaMemset(seg, 0, layout.total_bytes()));

@@ -29,7 +29,7 @@ void for_each_protocol(F&& f) {
 comm_options tiny_fifos() {
   comm_options o = test_options();
   o.fifo_slots = 2;
-  o.slot_bytes = 128;
+  o.slot_bytes_of<proto::simple>() = 128;
   return o;
 }
 

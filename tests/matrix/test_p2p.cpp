@@ -178,7 +178,7 @@ TEST_CASE("send/recv: many messages of different sizes in one group, self includ
   // The same through FIFOs of two 128-byte slots: hundreds of rounds.
   comm_options tiny = test_options();
   tiny.fifo_slots = 2;
-  tiny.slot_bytes = 128;
+  tiny.slot_bytes_of<proto::simple>() = 128;
   for (msg& m : plan) m.count %= 3000;
   report(run_plan<half_t>(P, plan, 2, tiny));
 }

@@ -141,9 +141,9 @@ TEST_CASE("step counters started near the LL flag's wrap point and cleaning step
   comm_options o = test_options();
   o.step_origin = origin;
   // Small slots so that many steps pass: 8 slots of 32 lines each.
-  o.ll_slot_bytes = 512;
-  o.ll128_slot_bytes = 32 * 128;
-  o.slot_bytes = 4096;
+  o.slot_bytes_of<proto::ll>() = 512;
+  o.slot_bytes_of<proto::ll128>() = 32 * 128;
+  o.slot_bytes_of<proto::simple>() = 4096;
   // Each protocol first alone, so its first steps land on slots never written
   // (zero memory, which a flag of 0 would accept), then all alternating.
   std::vector<case_desc> cases;
@@ -215,11 +215,11 @@ TEST_CASE("per-protocol FIFO sizes from the environment and options are checked"
   };
   {
     env_var e("COLLX_LL_BUFFSIZE", "65536");
-    CHECK(comm_options::from_env().ll_slot_bytes == 65536 / 8);
+    CHECK(comm_options::from_env().slot_bytes_of<proto::ll>() == 65536 / 8);
   }
   {
     env_var e("COLLX_LL128_BUFFSIZE", "262144");
-    CHECK(comm_options::from_env().ll128_slot_bytes == 262144 / 8);
+    CHECK(comm_options::from_env().slot_bytes_of<proto::ll128>() == 262144 / 8);
   }
   for (const char* bad : {"1000", "abc", "-16", "8", "100000000000"}) {
     env_var e("COLLX_LL_BUFFSIZE", bad);
@@ -230,9 +230,9 @@ TEST_CASE("per-protocol FIFO sizes from the environment and options are checked"
     CHECK_THROWS_WITH(comm_options::from_env(), Contains("COLLX_LL128_BUFFSIZE"));
   }
   comm_options o = test_options();
-  o.ll_slot_bytes = 24;
-  CHECK_THROWS_WITH(communicator::create_thread_group(2, o), Contains("ll_slot_bytes"));
+  o.slot_bytes_of<proto::ll>() = 24;
+  CHECK_THROWS_WITH(communicator::create_thread_group(2, o), Contains("ll slot bytes") && Contains("multiple of 16"));
   o = test_options();
-  o.ll128_slot_bytes = 200;
-  CHECK_THROWS_WITH(communicator::create_thread_group(2, o), Contains("ll128_slot_bytes"));
+  o.slot_bytes_of<proto::ll128>() = 200;
+  CHECK_THROWS_WITH(communicator::create_thread_group(2, o), Contains("ll128 slot bytes") && Contains("multiple of 128"));
 }

@@ -344,7 +344,7 @@ run_result run_matrix(int P, std::uint64_t seed, bool single_copy) {
   run_result res;
   res.cases = cases.size();
   // Small FIFOs: many steps per call, and a full FIFO often.
-  const auto layout = transport::shm_layout::make(static_cast<std::uint32_t>(P), 4, 2048, 2048, 2048);
+  const auto layout = transport::shm_layout::make(static_cast<std::uint32_t>(P), 4, {2048, 2048, 2048});
   auto seg = transport::shm_segment::create_anonymous(layout);
   const transport::shm_view view = seg->view();
   view.header()->single_copy_min = single_copy ? 0 : ~std::uint64_t{0};

@@ -85,8 +85,8 @@ TEST_CASE("bad group sizes and options", "[errors]") {
   o.fifo_slots = 1;
   CHECK_THROWS_WITH(communicator::create_thread_group(2, o), Contains("fifo_slots"));
   o = comm_options{};
-  o.slot_bytes = 100;
-  CHECK_THROWS_WITH(communicator::create_thread_group(2, o), Contains("slot_bytes"));
+  o.slot_bytes_of<proto::simple>() = 100;
+  CHECK_THROWS_WITH(communicator::create_thread_group(2, o), Contains("simple slot bytes"));
   setenv("COLLX_TIMEOUT", "soon", 1);
   CHECK_THROWS_WITH(comm_options::from_env(), Contains("COLLX_TIMEOUT"));
   unsetenv("COLLX_TIMEOUT");

@@ -166,7 +166,7 @@ TEST_CASE("single copy: thread ranks report it on unless an option turns it off"
 TEST_CASE("single copy: a failed read of a peer's buffer names the rank, pid and errno",
           "[waits][single_copy]") {
   // A segment of 2 ranks whose rank 1 is a process that has exited.
-  const auto layout = transport::shm_layout::make(2, 2, 4096, 4096, 4096);
+  const auto layout = transport::shm_layout::make(2, 2, {4096, 4096, 4096});
   std::vector<std::uint64_t> mem(layout.total_bytes() / sizeof(std::uint64_t) + 1);
   transport::shm_view v{reinterpret_cast<std::byte*>(mem.data()), layout};
   const pid_t child = fork();

@@ -47,7 +47,9 @@ class line_engine {
   /// The engine belongs to one primitives object, which owns the executor
   /// and the view it refers to, and caches its connections' step counters
   /// (conn_cache.hpp): call finish() once the object is done.
-  COLLX_HOST_DEVICE line_engine(const Exec& ex, const View& view, int rank) : ex_(ex), view_(view), rank_(rank) {}
+  /// `channel`: the number of this protocol's FIFO in every connection (proto/list.hpp).
+  COLLX_HOST_DEVICE line_engine(const Exec& ex, const View& view, int rank, int channel)
+      : ex_(ex), view_(view), rank_(rank), channel_(channel) {}
   line_engine(const line_engine&) = delete;
   line_engine& operator=(const line_engine&) = delete;
 
@@ -57,7 +59,7 @@ class line_engine {
   /// Elements of one slot.
   template <class T>
   COLLX_HOST_DEVICE std::size_t step_elems() const {
-    return view_.fifo_slot_bytes(Line::id) / Line::line_bytes * payload / sizeof(T);
+    return view_.fifo_slot_bytes(channel_) / Line::line_bytes * payload / sizeof(T);
   }
   /// Half the FIFO, as for Simple: a ring whose ranks all send first cannot fill every FIFO.
   template <class T>
@@ -67,7 +69,7 @@ class line_engine {
   /// Steps (FIFO slots) a chunk may take: every call of at most one step's
   /// elements takes one, however few elements it carries.
   COLLX_HOST_DEVICE std::size_t max_round_steps() const {
-    return view_.fifo_slots(Line::id) / 2 > 0 ? view_.fifo_slots(Line::id) / 2 : 1;
+    return view_.fifo_slots(channel_) / 2 > 0 ? view_.fifo_slots(channel_) / 2 : 1;
   }
 
   template <unsigned F, class T, class Red>
@@ -83,8 +85,8 @@ class line_engine {
     const auto g = ex_.workers();
     recv_conn* in = nullptr;
     send_conn* out = nullptr;
-    if constexpr (R) in = &conns_.recv(g, from, [&](int q) { return view_.fifo(q, rank_, Line::id); });
-    if constexpr (S) out = &conns_.send(g, to, [&](int q) { return view_.fifo(rank_, q, Line::id); });
+    if constexpr (R) in = &conns_.recv(g, from, [&](int q) { return view_.fifo(q, rank_, channel_); });
+    if constexpr (S) out = &conns_.send(g, to, [&](int q) { return view_.fifo(rank_, q, channel_); });
     const std::size_t slot_lines = (R ? in->fifo.slot_bytes : out->fifo.slot_bytes) / Line::line_bytes;
     const std::size_t per_step = slot_lines * payload / sizeof(T);
     constexpr int ts = io::team_size();
@@ -181,6 +183,7 @@ class line_engine {
   const Exec& ex_;
   const View& view_;
   int rank_;
+  int channel_;
   conn_cache<group> conns_;
 };
 

@@ -26,7 +26,6 @@
 #include <collx/config.hpp>
 #include <collx/detail/atomic.hpp>
 #include <collx/error.hpp>
-#include <collx/proto/ids.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -36,7 +35,6 @@ namespace collx::proto {
 
 /// The LL line: 8 payload bytes, a 32-bit flag beside each 4-byte half.
 struct ll_line {
-  static constexpr proto_id id = proto_id::ll;
   static constexpr std::size_t line_bytes = 16;
   static constexpr std::size_t payload_bytes = 8;
   /// The flag of a step: never 0 (fresh memory is zero), and equal for two
@@ -56,7 +54,6 @@ struct ll_line {
 
 /// The LL128 line: 15 payload words, the flag in the last word.
 struct ll128_line {
-  static constexpr proto_id id = proto_id::ll128;
   static constexpr std::size_t line_bytes = 128;
   static constexpr std::size_t payload_bytes = 120;
   /// 64-bit flags do not repeat within the life of a connection.

@@ -4,6 +4,7 @@
 // line format and line_engine.hpp for the step logic.
 #pragma once
 
+#include <collx/proto/channel.hpp>
 #include <collx/proto/ids.hpp>
 #include <collx/proto/line_engine.hpp>
 #include <collx/proto/lines.hpp>
@@ -20,6 +21,9 @@ struct ll {
   /// LL needs only 8-byte atomic stores into memory both sides can reach
   /// (collx/composition.hpp checks it against the transport).
   static constexpr bool needs_direct_load_store = true;
+
+  /// For latency-bound sizes: 8 slots × 8 KiB by default (bench/results/protocols.md).
+  static constexpr channel_spec channel{name, ll_line::line_bytes, 8 * 1024, "COLLX_LL_BUFFSIZE"};
 
   template <class Exec, class View>
   using engine = line_engine<ll_line, Exec, View>;

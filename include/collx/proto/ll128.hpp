@@ -7,6 +7,7 @@
 // compile-time error (collx/composition.hpp). See lines.hpp and line_engine.hpp.
 #pragma once
 
+#include <collx/proto/channel.hpp>
 #include <collx/proto/ids.hpp>
 #include <collx/proto/line_engine.hpp>
 #include <collx/proto/lines.hpp>
@@ -25,6 +26,9 @@ struct ll128 {
   /// (collx/composition.hpp checks both against the transport).
   static constexpr bool needs_direct_load_store = true;
   static constexpr bool needs_in_order_128b_lines = true;
+
+  /// 8 slots × 32 KiB by default (bench/results/protocols.md).
+  static constexpr channel_spec channel{name, ll128_line::line_bytes, 32 * 1024, "COLLX_LL128_BUFFSIZE"};
 
   template <class Exec, class View>
   using engine = line_engine<ll128_line, Exec, View>;

@@ -13,6 +13,7 @@
 #include <collx/detail/atomic.hpp>
 #include <collx/detail/reduce_copy.hpp>
 #include <collx/error.hpp>
+#include <collx/proto/channel.hpp>
 #include <collx/proto/conn_cache.hpp>
 #include <collx/proto/credit.hpp>
 #include <collx/proto/ids.hpp>
@@ -30,6 +31,11 @@ struct simple {
   static constexpr const char* name = "simple";
   /// Payload bytes per byte moved through the FIFO.
   static constexpr double payload_efficiency = 1.0;
+  /// 8 slots × 64 KiB by default keeps a ring's working set in L2 while
+  /// giving each primitive call 4 slots to pipeline (collx-perf all_reduce,
+  /// 2 processes). Slots are whole 128-byte lines so that every slot starts
+  /// on its own cache-line pair.
+  static constexpr channel_spec channel{name, 128, 64 * 1024, "COLLX_BUFFSIZE"};
 
   // Simple needs nothing beyond memory both sides can reach: no needs_* traits
   // (collx/composition.hpp).
@@ -44,7 +50,9 @@ struct simple {
     using group = decltype(std::declval<const Exec&>().workers());
 
    public:
-    COLLX_HOST_DEVICE engine(const Exec& ex, const View& view, int rank) : ex_(ex), view_(view), rank_(rank) {}
+    /// `channel`: the number of this protocol's FIFO in every connection (proto/list.hpp).
+    COLLX_HOST_DEVICE engine(const Exec& ex, const View& view, int rank, int channel)
+        : ex_(ex), view_(view), rank_(rank), channel_(channel) {}
     engine(const engine&) = delete;
     engine& operator=(const engine&) = delete;
 
@@ -53,12 +61,12 @@ struct simple {
     /// FIFO at once (which would deadlock).
     template <class T>
     COLLX_HOST_DEVICE std::size_t max_chunk_elems() const {
-      return view_.fifo_slot_bytes(id) / sizeof(T) * max_round_steps();
+      return view_.fifo_slot_bytes(channel_) / sizeof(T) * max_round_steps();
     }
     /// Steps (FIFO slots) a chunk may take: every call of at most one slot's
     /// elements takes one, however few elements it carries.
     COLLX_HOST_DEVICE std::size_t max_round_steps() const {
-      return view_.fifo_slots(id) / 2 > 0 ? view_.fifo_slots(id) / 2 : 1;
+      return view_.fifo_slots(channel_) / 2 > 0 ? view_.fifo_slots(channel_) / 2 : 1;
     }
 
     /// Ends this engine's use of its connections (a group sync if it used any).
@@ -76,8 +84,8 @@ struct simple {
       const auto g = ex_.workers();
       recv_conn* in = nullptr;
       send_conn* out = nullptr;
-      if constexpr (R) in = &conns_.recv(g, from, [&](int q) { return view_.fifo(q, rank_, id); });
-      if constexpr (S) out = &conns_.send(g, to, [&](int q) { return view_.fifo(rank_, q, id); });
+      if constexpr (R) in = &conns_.recv(g, from, [&](int q) { return view_.fifo(q, rank_, channel_); });
+      if constexpr (S) out = &conns_.send(g, to, [&](int q) { return view_.fifo(rank_, q, channel_); });
       const std::size_t per_slot = (R ? in->fifo.slot_bytes : out->fifo.slot_bytes) / sizeof(T);
 
       for (std::size_t done = 0; done < n;) {
@@ -136,6 +144,7 @@ struct simple {
     const Exec& ex_;
     const View& view_;
     int rank_;
+    int channel_;
     conn_cache<group> conns_;
   };
 };

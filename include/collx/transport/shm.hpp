@@ -26,7 +26,6 @@
 #include <collx/detail/atomic.hpp>
 #include <collx/detail/doorbell.hpp>
 #include <collx/error.hpp>
-#include <collx/proto/ids.hpp>
 #include <collx/transport/fifo.hpp>
 #if !COLLX_DEVICE_CODE
 #include <collx/transport/peer_read.hpp>
@@ -36,12 +35,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 
 namespace collx::transport {
 
-/// Slots × slot bytes of one FIFO. Each connection has one FIFO per protocol
-/// (a channel), so lines of one protocol never sit where another protocol's
-/// reader could mistake them for its own.
+/// Slots × slot bytes of one FIFO. Each connection has one FIFO per compiled
+/// protocol (a channel), so lines of one protocol never sit where another
+/// protocol's reader could mistake them for its own. The transport knows
+/// channels by number only: which protocol owns which is the compiled list's
+/// business (proto/list.hpp).
 struct fifo_geometry {
   std::uint32_t slots = 0;
   std::uint32_t slot_bytes = 0;
@@ -49,15 +51,15 @@ struct fifo_geometry {
   friend constexpr bool operator==(const fifo_geometry&, const fifo_geometry&) = default;
 };
 
-/// Channels of a connection, indexed by protocol: simple, ll, ll128.
-inline constexpr int channel_count = 3;
-COLLX_HOST_DEVICE constexpr int channel_of(proto_id p) { return static_cast<int>(p); }
+/// Most channels a connection may have (the segment header has room for this many).
+inline constexpr int max_channels = 8;
 
 struct shm_header {
   std::uint64_t magic;
   std::uint32_t version;
   std::uint32_t nranks;
-  fifo_geometry fifo[channel_count];
+  std::uint32_t nchannels;
+  fifo_geometry fifo[max_channels];
   std::uint64_t step_origin;  // value every step counter started from
   std::uint64_t total_bytes;
   alignas(cache_line) std::uint32_t abort;  // non-zero: every wait returns status::aborted
@@ -97,26 +99,30 @@ struct alignas(cache_line) rank_record {
 static_assert(sizeof(rank_record) % cache_line == 0);
 
 inline constexpr std::uint64_t shm_magic = 0x636f6c6c78736d31ull;  // "collxsm1"
-inline constexpr std::uint32_t shm_version = 5;
+inline constexpr std::uint32_t shm_version = 6;
 inline constexpr std::size_t shm_page = 4096;
 
 COLLX_HOST_DEVICE constexpr std::size_t align_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
 
 /// Byte offsets of the parts of a segment for a given geometry. Per directed
-/// pair: channel_count control blocks, then one page-aligned buffer per channel.
+/// pair: nchannels control blocks, then one page-aligned buffer per channel.
 struct shm_layout {
   std::uint32_t nranks = 0;
-  fifo_geometry fifo[channel_count]{};
+  std::uint32_t nchannels = 0;
+  fifo_geometry fifo[max_channels]{};
 
-  /// Every channel with the same slot count; slot bytes per protocol.
-  static constexpr shm_layout make(std::uint32_t nranks, std::uint32_t slots, std::uint32_t simple_slot_bytes,
-                                   std::uint32_t ll_slot_bytes, std::uint32_t ll128_slot_bytes) {
+  /// Every channel with `slots` slots; slot_bytes[c] bytes per slot of channel c.
+  static constexpr shm_layout make(std::uint32_t nranks, std::uint32_t slots, const std::uint32_t* slot_bytes,
+                                   int nchannels) {
     shm_layout l;
     l.nranks = nranks;
-    l.fifo[channel_of(proto_id::simple)] = {slots, simple_slot_bytes};
-    l.fifo[channel_of(proto_id::ll)] = {slots, ll_slot_bytes};
-    l.fifo[channel_of(proto_id::ll128)] = {slots, ll128_slot_bytes};
+    l.nchannels = static_cast<std::uint32_t>(nchannels < max_channels ? nchannels : max_channels);
+    for (std::uint32_t c = 0; c < l.nchannels; ++c) l.fifo[c] = {slots, slot_bytes[c]};
     return l;
+  }
+  static constexpr shm_layout make(std::uint32_t nranks, std::uint32_t slots,
+                                   std::initializer_list<std::uint32_t> slot_bytes) {
+    return make(nranks, slots, slot_bytes.begin(), static_cast<int>(slot_bytes.size()));
   }
 
   COLLX_HOST_DEVICE constexpr std::size_t records_offset() const {
@@ -132,9 +138,9 @@ struct shm_layout {
     for (int c = 0; c < ch; ++c) off += align_up(fifo[c].bytes(), shm_page);
     return off;
   }
-  COLLX_HOST_DEVICE constexpr std::size_t pair_bytes() const { return channel_offset(channel_count); }
+  COLLX_HOST_DEVICE constexpr std::size_t pair_bytes() const { return channel_offset(static_cast<int>(nchannels)); }
   COLLX_HOST_DEVICE constexpr std::size_t buffers_offset() const {
-    return align_up(ctrl_offset() + pairs() * channel_count * sizeof(fifo_ctrl), shm_page);
+    return align_up(ctrl_offset() + pairs() * nchannels * sizeof(fifo_ctrl), shm_page);
   }
   COLLX_HOST_DEVICE constexpr std::size_t barrier_offset() const {
     return buffers_offset() + pairs() * pair_bytes();
@@ -143,7 +149,7 @@ struct shm_layout {
   /// ranks that agree on FIFOs agree on it.
   COLLX_HOST_DEVICE constexpr std::size_t peer_buffer_bytes() const {
     std::size_t b = std::size_t(1) << 20;
-    for (int c = 0; c < channel_count; ++c) b = fifo[c].bytes() > b ? fifo[c].bytes() : b;
+    for (std::uint32_t c = 0; c < nchannels; ++c) b = fifo[c].bytes() > b ? fifo[c].bytes() : b;
     return align_up(b, shm_page);
   }
   /// One doorbell line per rank, after the barrier lines.
@@ -175,20 +181,15 @@ struct shm_view {
     return reinterpret_cast<rank_record*>(base + layout.records_offset()) + rank;
   }
   COLLX_HOST_DEVICE int nranks() const { return static_cast<int>(layout.nranks); }
-  /// FIFO geometry of a protocol's channel, the same for every connection.
-  COLLX_HOST_DEVICE std::uint32_t fifo_slots(proto_id p = proto_id::simple) const {
-    return layout.fifo[channel_of(p)].slots;
-  }
-  COLLX_HOST_DEVICE std::uint32_t fifo_slot_bytes(proto_id p = proto_id::simple) const {
-    return layout.fifo[channel_of(p)].slot_bytes;
-  }
+  /// FIFO geometry of channel ch, the same for every connection.
+  COLLX_HOST_DEVICE std::uint32_t fifo_slots(int ch) const { return layout.fifo[ch].slots; }
+  COLLX_HOST_DEVICE std::uint32_t fifo_slot_bytes(int ch) const { return layout.fifo[ch].slot_bytes; }
 
-  /// Protocol p's FIFO of the connection carrying data from rank src to rank dst.
-  COLLX_HOST_DEVICE fifo_ref fifo(int src, int dst, proto_id p = proto_id::simple) const {
+  /// Channel ch's FIFO of the connection carrying data from rank src to rank dst.
+  COLLX_HOST_DEVICE fifo_ref fifo(int src, int dst, int ch) const {
     const std::size_t pair = std::size_t(src) * layout.nranks + std::size_t(dst);
-    const int ch = channel_of(p);
     fifo_ref f;
-    f.ctrl = reinterpret_cast<fifo_ctrl*>(base + layout.ctrl_offset()) + pair * channel_count + ch;
+    f.ctrl = reinterpret_cast<fifo_ctrl*>(base + layout.ctrl_offset()) + pair * layout.nchannels + ch;
     f.buffer = base + layout.buffers_offset() + pair * layout.pair_bytes() + layout.channel_offset(ch);
     f.slots = layout.fifo[ch].slots;
     f.slot_bytes = layout.fifo[ch].slot_bytes;
@@ -200,7 +201,7 @@ struct shm_view {
   /// flag's wrap point with it.
   void reset_counters(std::uint64_t origin) const {
     auto* c = reinterpret_cast<fifo_ctrl*>(base + layout.ctrl_offset());
-    for (std::size_t i = 0; i < layout.pairs() * channel_count; ++i)
+    for (std::size_t i = 0; i < layout.pairs() * layout.nchannels; ++i)
       c[i].tail = c[i].head_seen = c[i].head = origin;
     header()->step_origin = origin;
   }

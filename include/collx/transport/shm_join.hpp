@@ -25,7 +25,6 @@
 #include <collx/detail/atomic.hpp>
 #include <collx/detail/proc.hpp>
 #include <collx/error.hpp>
-#include <collx/proto/ids.hpp>
 #include <collx/transport/peer_read.hpp>
 #include <collx/transport/shm.hpp>
 #include <collx/transport/shm_segment.hpp>
@@ -72,6 +71,8 @@ inline bool can_read_peers(const shm_view& v, int rank, int nranks) {
 /// What a process rank needs to agree on with the others to join.
 struct shm_join_params {
   shm_layout layout{};
+  /// Who owns each channel, for messages (the transport knows channels by number).
+  const char* const* channel_names = nullptr;
   std::uint64_t step_origin = 0;
   std::uint64_t single_copy_min = 0;
   bool single_copy = true;
@@ -82,7 +83,8 @@ struct join_info {
   char host[64];
   char boot_id[40];
   char segment[64];  // rank 0's shm object name
-  fifo_geometry fifo[channel_count];
+  std::uint32_t nchannels;
+  fifo_geometry fifo[max_channels];
   std::uint64_t step_origin;
   std::uint64_t single_copy_min;
 };
@@ -99,7 +101,8 @@ std::shared_ptr<shm_segment> join_shm(Rendezvous& r, const shm_join_params& p) {
     if (std::fgets(mine.boot_id, sizeof mine.boot_id, f) == nullptr) mine.boot_id[0] = '\0';
     std::fclose(f);
   }
-  for (int c = 0; c < channel_count; ++c) mine.fifo[c] = p.layout.fifo[c];
+  mine.nchannels = p.layout.nchannels;
+  for (std::uint32_t c = 0; c < p.layout.nchannels; ++c) mine.fifo[c] = p.layout.fifo[c];
   mine.step_origin = p.step_origin;
   mine.single_copy_min = p.single_copy_min;
   std::shared_ptr<shm_segment> seg;
@@ -122,10 +125,16 @@ std::shared_ptr<shm_segment> join_shm(Rendezvous& r, const shm_join_params& p) {
                       "', rank 0 on '" + infos[0].host +
                       "': ranks on several hosts need a network transport, which collx "
                       "does not provide yet");
-    for (int c = 0; c < channel_count; ++c)
+    if (o.nchannels != infos[0].nchannels)
+      throw_error(status::mismatch, "init: rank " + std::to_string(q) + " has " + std::to_string(o.nchannels) +
+                                        " protocol channels, rank 0 " + std::to_string(infos[0].nchannels) +
+                                        " (ranks built with different protocol lists)");
+    for (std::uint32_t c = 0; c < o.nchannels; ++c)
       if (!(o.fifo[c] == infos[0].fifo[c]))
         throw_error(status::mismatch, "init: rank " + std::to_string(q) + " uses " +
-                                          name(static_cast<proto_id>(c)) + " FIFOs of " +
+                                          (p.channel_names ? std::string(p.channel_names[c])
+                                                           : "channel " + std::to_string(c)) +
+                                          " FIFOs of " +
                                           std::to_string(o.fifo[c].slots) + " × " +
                                           std::to_string(o.fifo[c].slot_bytes) + " bytes, rank 0 " +
                                           std::to_string(infos[0].fifo[c].slots) + " × " +

@@ -105,7 +105,8 @@ class shm_segment {
   }
 
   static bool same_geometry(const shm_header& h, const shm_layout& l) {
-    for (int c = 0; c < channel_count; ++c)
+    if (h.nchannels != l.nchannels) return false;
+    for (std::uint32_t c = 0; c < l.nchannels; ++c)
       if (!(h.fifo[c] == l.fifo[c])) return false;
     return true;
   }
@@ -115,7 +116,8 @@ class shm_segment {
     h->magic = shm_magic;
     h->version = shm_version;
     h->nranks = layout_.nranks;
-    for (int c = 0; c < channel_count; ++c) h->fifo[c] = layout_.fifo[c];
+    h->nchannels = layout_.nchannels;
+    for (std::uint32_t c = 0; c < layout_.nchannels; ++c) h->fifo[c] = layout_.fifo[c];
     h->total_bytes = bytes_;
   }
 

@@ -21,6 +21,7 @@
 #include <collx/coll.hpp>
 #include <collx/needs.hpp>
 #include <collx/proto/ids.hpp>
+#include <collx/proto/list.hpp>
 
 namespace collx::tune {
 
@@ -33,7 +34,7 @@ struct link_params {
 
 /// A transport's parameters, measured on a machine.
 struct profile {
-  link_params proto[3];    // indexed by proto_id: simple, ll, ll128
+  link_params proto[proto::channel_count];  // per compiled protocol, in channel order (proto/list.hpp)
   double barrier_us;       // one barrier of a peer-memory algorithm
   double peer_gbps;        // reading or writing peers' buffers
   double copy_gbps;        // a local copy (staging)
@@ -92,7 +93,7 @@ constexpr double predict_us(const profile& m, const problem& q) {
     const double staged = q.single_copy ? 0 : staging_bytes(q.kind, q.nranks, q.bytes);
     return steps * step_us + t.bytes_sent / m.peer_gbps / 1e3 + staged / m.copy_gbps / 1e3 + reduce_us;
   } else {
-    const link_params& l = m.proto[static_cast<int>(Pr::id)];
+    const link_params& l = m.proto[proto::channel_of<Pr>];
     const double step_us = q.oversubscribed ? m.oversub_step_us : l.alpha_us;
     return t.steps * step_us + t.bytes_sent / l.gbps / 1e3 + reduce_us;
   }
