@@ -26,6 +26,10 @@
 //   barrier()                                 every rank's earlier loads/stores of peer
 //                                             buffers happen before any rank's later ones
 //
+// Switch channel (Transport::multicast; the View provides switch_channel):
+//   mc_load_reduce(off, dst, n, finish)       dst ← ⊕ over ranks q of buffer(q)[off, off + n)
+//   mc_store(off, src, n)                     buffer(q)[off, off + n) ← src for every q
+//
 // Peer user buffers (single copy; Transport::user_buffer_access, host only):
 //   single_copy_min_bytes()                   calls from this size use the ones below
 //   publish_user_buffers(send, recv)          store this call's addresses, then barrier()
@@ -137,6 +141,27 @@ class prims {
     if (finish && Red::has_post) detail::reduce_copy<true, true, 1>(g, a, b, dst, nullptr, n, red_);
     else detail::reduce_copy<true, false, 1>(g, a, b, dst, nullptr, n, red_);
     g.sync();
+    return status::ok;
+  }
+
+  // ---- switch channel (multicast) ---------------------------------------------------
+  // Where the transport offers one (Transport::multicast; the View provides
+  // switch_channel(rank)): the two operations of an NVSwitch multicast
+  // address over every rank's registered buffer. Offsets are elements of T
+  // from each buffer's start; like every peer-memory access, they belong
+  // between barriers.
+  static constexpr bool multicast = requires(const View& v) { v.switch_channel(0); };
+
+  /// dst[0, n) ← ⊕ over ranks of their buffer [off, off + n), post() if
+  /// finish; this rank's copy first, then rank+1, … (a fixed order). dst may
+  /// be this rank's own buffer at off.
+  COLLX_HOST_DEVICE status mc_load_reduce(std::size_t off, T* dst, std::size_t n, bool finish) requires multicast {
+    view_.switch_channel(rank_).load_reduce(ex_.workers(), off, dst, n, red_, finish);
+    return status::ok;
+  }
+  /// Every rank's buffer [off, off + n) ← src[0, n).
+  COLLX_HOST_DEVICE status mc_store(std::size_t off, const T* src, std::size_t n) requires multicast {
+    view_.switch_channel(rank_).store(ex_.workers(), off, src, n, red_);
     return status::ok;
   }
 

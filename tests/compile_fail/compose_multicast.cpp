@@ -1,5 +1,5 @@
 // Must not compile: an algorithm written against a switch channel (multicast
-// load-reduce and store) on the shm transport, which has none. With
+// load-reduce and store) on a transport that offers none. With
 // -DCOLLX_CONTROL the transport offers multicast.
 #include <collx/algo/nvls.hpp>
 #include <collx/composition.hpp>
@@ -10,13 +10,13 @@ struct switch_nvls : collx::algo::nvls {
   static constexpr bool needs_multicast = true;
 };
 
-#ifdef COLLX_CONTROL
 struct switch_transport : collx::transport::shm {
+#ifdef COLLX_CONTROL
   static constexpr bool multicast = true;
-};
 #else
-using switch_transport = collx::transport::shm;
+  static constexpr bool multicast = false;
 #endif
+};
 
 static_assert(collx::check_composable<switch_nvls, collx::proto::simple, switch_transport>());
 

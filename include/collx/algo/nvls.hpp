@@ -6,12 +6,17 @@
 // rank loads and stores every rank's registered buffer, prims.buffer(q)):
 //
 //   all_reduce      each rank copies its input into its buffer; barrier; rank r
-//                   load-reduces slice r over all buffers (in rank order) and
-//                   stores the result into slice r of every buffer; barrier;
-//                   each rank copies its buffer to recv.
+//                   multicast-load-reduces slice r over all buffers and
+//                   multicast-stores the result into slice r of every buffer;
+//                   barrier; each rank copies its buffer to recv.
 //   reduce_scatter  each rank copies its P input blocks into its buffer;
-//                   barrier; rank r load-reduces block r over all buffers into
-//                   recv; barrier.
+//                   barrier; rank r multicast-load-reduces block r over all
+//                   buffers into recv; barrier.
+//
+// The two multicast operations are a switch channel's (prims::mc_load_reduce,
+// mc_store; needs_multicast): the shm transport performs them with P loads
+// and P stores (transport/switch_channel.hpp), a GPU transport with
+// multicast objects with multimem instructions.
 //   all_gather      each rank copies its block into its buffer; barrier; each
 //                   rank loads every rank's block into recv; barrier.
 //   broadcast       the root copies its data into its buffer; barrier; every
@@ -53,13 +58,12 @@
 // Chunks of single_copy_chunk bytes keep a partial result in cache between
 // the read and the reduction.
 //
-// Device: the same code runs in a kernel as plain loads/stores through peer
-// pointers of the mapped segment; multimem (multicast object) instructions are
-// not used here.
+// Device: the same code runs in a kernel; on the shm layout the switch
+// channel is plain loads/stores through peer pointers of the mapped segment.
 //
 // Determinism: each element is reduced once, by the rank owning its slice, in
-// an order fixed by (rank, P) (rank order when staged, owner first when single
-// copy; the choice depends only on the size); everyone else copies the result. all_reduce results are bitwise
+// an order fixed by (rank, P) (the owner's copy first, then rank+1, rank+2, …
+// mod P); everyone else copies the result. all_reduce results are bitwise
 // identical on every rank and across calls.
 #pragma once
 
@@ -84,25 +88,48 @@ struct nvls {
   /// peer_buffer_access (collx/composition.hpp), and the tuner prices it by
   /// barriers and peer bandwidth instead of protocol steps.
   static constexpr bool needs_peer_memory = true;
+  /// all_reduce and reduce_scatter are written against a switch channel
+  /// (multicast load-reduce and store: prims::mc_load_reduce / mc_store).
+  static constexpr bool needs_multicast = true;
 
   COLLX_HOST_DEVICE static constexpr bool implements(coll c) {
     return c == coll::all_reduce || c == coll::reduce_scatter || c == coll::all_gather ||
            c == coll::broadcast || c == coll::all_to_all;
   }
 
-  /// α-β-γ terms for `bytes` on P ranks, for data that fits the buffers (one
-  /// segment). steps: barriers (each costs one all-to-all latency);
-  /// bytes_sent: bytes this rank loads from or stores to peers' buffers;
-  /// bytes_reduced: bytes it combines. The same for every rank.
-  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes) {
-    if (P <= 1 || !implements(c)) return {0, 0, 0};
+  /// Terms for `bytes` on P ranks (algo/cost.hpp), for data that fits the
+  /// buffers (one segment); no connection steps or sent bytes. barriers: the
+  /// two of the segment, and with single copy (x.single_copy) the one that
+  /// publishes the user buffers first. peer_bytes: loads from and stores to
+  /// peers' buffers (the switch channel's P-1 copies). staged_bytes: copies
+  /// into and out of the own registered buffer, none with single copy, which
+  /// reads peers' user buffers in place. bytes_reduced: bytes combined.
+  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes,
+                                                     const cost_context& x = {}) {
+    if (P <= 1 || !implements(c)) return {};
     const double f = double(P - 1) / P;
+    cost_terms t{};
+    t.barriers = x.single_copy ? 3 : 2;
+    double staged = 0;
     switch (c) {
-      case coll::all_reduce: return {2, 2 * f * bytes, f * bytes};
-      case coll::reduce_scatter: return {2, f * bytes, f * bytes};
-      case coll::broadcast: return {2, bytes, 0};
-      default: return {2, f * bytes, 0};  // all_gather, all_to_all
+      case coll::all_reduce:  // all in, all out of the own buffer
+        t.peer_bytes = 2 * f * bytes, t.bytes_reduced = f * bytes, staged = 2 * bytes;
+        break;
+      case coll::reduce_scatter:  // P blocks in
+        t.peer_bytes = f * bytes, t.bytes_reduced = f * bytes, staged = bytes;
+        break;
+      case coll::broadcast:  // the root's copy in; the others load it
+        t.peer_bytes = bytes, staged = bytes;
+        break;
+      case coll::all_gather:  // the own block in and out
+        t.peer_bytes = f * bytes, staged = 2 * bytes / P;
+        break;
+      default:  // all_to_all: P blocks in, the own one out
+        t.peer_bytes = f * bytes, staged = bytes + bytes / P;
+        break;
     }
+    t.staged_bytes = x.single_copy ? 0 : staged;
+    return t;
   }
 
   /// Bytes a single-copy schedule reduces per step (the partial result stays in L2).
@@ -138,11 +165,10 @@ struct nvls {
                         hi = m * static_cast<std::size_t>(r + 1) / Pz;
       COLLX_TRY(p.local_copy(a.send + so, mine, m, false));
       COLLX_TRY(p.barrier());
-      const int last = r == P - 1 ? P - 2 : P - 1;
-      for (int q = 0; q < P; ++q)
-        if (q != r) COLLX_TRY(p.local_reduce(mine + lo, p.buffer(q) + lo, mine + lo, hi - lo, q == last));
-      for (int q = 0; q < P; ++q)
-        if (q != r) COLLX_TRY(p.local_copy(mine + lo, p.buffer(q) + lo, hi - lo, false));
+      // The switch channel's two operations: load-reduce slice r over every
+      // buffer (into this rank's own copy), then store it into every buffer.
+      COLLX_TRY(p.mc_load_reduce(lo, mine + lo, hi - lo, true));
+      COLLX_TRY(p.mc_store(lo, mine + lo, hi - lo));
       COLLX_TRY(p.barrier());
       COLLX_TRY(p.local_copy(mine, a.recv + so, m, false));
     }
@@ -277,9 +303,7 @@ struct nvls {
         COLLX_TRY(p.local_copy(a.send + q * c + so, mine + q * m, m, false));
       COLLX_TRY(p.barrier());
       if constexpr (Reduce) {
-        T* out = a.recv + so;
-        COLLX_TRY(p.local_reduce(p.buffer(0) + rz * m, p.buffer(1) + rz * m, out, m, P == 2));
-        for (int q = 2; q < P; ++q) COLLX_TRY(p.local_reduce(out, p.buffer(q) + rz * m, out, m, q == P - 1));
+        COLLX_TRY(p.mc_load_reduce(rz * m, a.recv + so, m, true));  // block r over every buffer
       } else {
         for (std::size_t q = 0; q < Pz; ++q)
           COLLX_TRY(p.local_copy(p.buffer(static_cast<int>(q)) + rz * m, a.recv + q * c + so, m, false));

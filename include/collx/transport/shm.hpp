@@ -27,6 +27,7 @@
 #include <collx/detail/doorbell.hpp>
 #include <collx/error.hpp>
 #include <collx/transport/fifo.hpp>
+#include <collx/transport/switch_channel.hpp>
 #if !COLLX_DEVICE_CODE
 #include <collx/transport/peer_read.hpp>
 
@@ -211,6 +212,9 @@ struct shm_view {
     return base + layout.peer_buffers_offset() + std::size_t(r) * layout.peer_buffer_bytes();
   }
   COLLX_HOST_DEVICE std::size_t peer_buffer_bytes() const { return layout.peer_buffer_bytes(); }
+  /// The switch channel over the registered buffers, as rank `rank` uses it:
+  /// multicast load-reduce and store by P loads / P stores (switch_channel.hpp).
+  COLLX_HOST_DEVICE peer_switch_channel<shm_view> switch_channel(int rank) const { return {*this, rank}; }
   COLLX_HOST_DEVICE std::uint64_t* barrier_word(int r) const {
     return reinterpret_cast<std::uint64_t*>(base + layout.barrier_offset() + std::size_t(r) * cache_line);
   }
@@ -287,7 +291,7 @@ struct shm {
   static constexpr bool in_order_128b_lines = true;
   static constexpr bool peer_buffer_access = true;
   static constexpr bool user_buffer_access = true;  // single copy on the host (see shm_view)
-  static constexpr bool multicast = false;          // nvls emulates a switch channel with peer loads/stores
+  static constexpr bool multicast = true;           // a switch channel by P loads / P stores (switch_channel.hpp)
   static constexpr bool needs_proxy = false;
   using view = shm_view;
 };
