@@ -1,29 +1,31 @@
-// tools/collx_model.cpp — collx-model: what the α-β-γ cost model predicts.
+// tools/collx_model.cpp — collx-model: what the tuner predicts and picks.
 //
 //   collx-model all_reduce -p 4 --alpha 0.4e-6 --beta 1e-10 --gamma 2e-10 -b 8 -e 8M -f 4
 //   collx-model all_gather -p 2 --alpha 0.4e-6 --beta 1e-10 --sizes 8,1024,1048576
 //   collx-model calibrate [--bytes 8M] [--reps 20]
 //
-// For every compiled algorithm that implements the collective, evaluates its
-// constexpr cost(coll, P, bytes) (algo/cost.hpp: steps, bytes sent, bytes
-// reduced) and prints, per size, the predicted time
+// The tool keeps no model of its own: every time it prints is
+// tune::predict_us (tune/model.hpp) of an algorithm's constexpr cost terms
+// (algo/cost.hpp), and the pick is tune::fastest (tune/select.hpp).
 //
-//   t = α · steps + β · bytes_sent / payload_efficiency(proto) + γ · bytes_reduced
+// For every compiled algorithm that implements the collective it prints, per
+// size, the prediction under the profile the command line describes (α per
+// step or barrier; β per byte sent, over the protocol's payload efficiency,
+// or loaded from / stored to a peer; γ per byte reduced; staging free), the
+// argmin and the
+// algorithms in predicted order ('=' joins equal predictions; the argmin then
+// names all of them). Algorithms on peer memory (nvls) have no protocol: their
+// one variant is priced. Sizes are the collective's size as nccl-tests and
+// collx-perf count it (all_gather: the whole output; reduce_scatter: the whole
+// input; all_to_all: one rank's send buffer).
 //
-// in µs, the argmin, and the algorithms in predicted order ('=' joins equal
-// predictions; the argmin then names all of them). Algorithms on peer
-// memory (needs_peer_memory: nvls) move no protocol lines: their efficiency is 1. Sizes are the
-// collective's size as nccl-tests and collx-perf count it (all_gather: the
-// whole output; reduce_scatter: the whole input; all_to_all: one rank's send
-// buffer).
-//
-// Next to it, per size, what the automatic choice works with: the tuner's
-// prediction tune::predict_us(tune::shm_host, problem) of each algorithm on
-// the same protocol (tune/model.hpp: the measured shm profile, not the
-// α, β, γ given here), and the tuner's pick, choose_variant with that
-// problem, as a communicator on the shm transport makes it: every compiled
-// variant (not only --algo's), COLLX_ALGO, COLLX_PROTO, COLLX_DETERMINISTIC
-// and COLLX_SINGLE_COPY[_MIN] from the environment, single copy assumed
+// Next to it, per size, what the automatic choice works with: the prediction
+// under tune::shm_host (the measured shm profile, not the α, β, γ given here)
+// of each algorithm on the same protocol, and the pick, tune::fastest with
+// that problem as a communicator on the shm transport makes it: every
+// compiled variant (not only --algo's), COLLX_ALGO, COLLX_PROTO,
+// COLLX_DETERMINISTIC, COLLX_SINGLE_COPY[_MIN] and the FIFO geometry
+// (COLLX_NSLOTS, COLLX_*BUFFSIZE) from the environment, single copy assumed
 // available (the communicator probes it), and --oversubscribed when ranks
 // outnumber the CPUs.
 //
@@ -42,6 +44,7 @@
 #include <collx/selection.hpp>
 #include <collx/transport/shm.hpp>
 #include <collx/tune/model.hpp>
+#include <collx/tune/select.hpp>
 #include <collx/variants.hpp>
 
 #include <algorithm>
@@ -50,6 +53,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -67,11 +71,11 @@ constexpr const char* usage_text =
     "  --gamma S   seconds per byte reduced (default 0)\n"
     "  sizes take K, M, G suffixes (powers of 1024); -b 8 -e 8M -f 4 by default\n"
     "  --algo      only these algorithms; --terms also prints each algorithm's\n"
-    "              steps, bytes sent and bytes reduced\n"
+    "              cost terms (algo/cost.hpp)\n"
     "  --oversubscribed  the tuner's problem has more ranks than CPUs\n"
-    "Columns per size: the model's time in us per algorithm; tune:<algo>, the tuner's\n"
-    "prediction in us (tune::predict_us, tune::shm_host profile, same protocol); pick\n"
-    "and pick_us, the variant the automatic choice takes (choose_variant over every\n"
+    "Columns per size: tune::predict_us in us per algorithm under the profile alpha,\n"
+    "beta and gamma describe; tune:<algo>, the same under tune::shm_host; pick\n"
+    "and pick_us, the variant the automatic choice takes (tune::fastest over every\n"
     "compiled variant; COLLX_ALGO, COLLX_PROTO, COLLX_DETERMINISTIC, COLLX_SINGLE_COPY\n"
     "and COLLX_SINGLE_COPY_MIN apply) and its predicted time; then the model's argmin\n"
     "and order.\n";
@@ -114,11 +118,12 @@ std::vector<std::string> split(const std::string& s) {
   return v;
 }
 
-// ---- the model ------------------------------------------------------------------
+// ---- the tuner ------------------------------------------------------------------
 
 struct prediction {
   std::string algo;
-  double steps, bytes_sent, bytes_reduced, seconds;
+  algo::cost_terms terms;
+  double us;
 };
 
 struct parameters {
@@ -126,64 +131,58 @@ struct parameters {
   proto_id proto = proto_id::simple;
 };
 
-double payload_efficiency(proto_id p) {
-  double e = 1;
-  [&]<class... Ps>(type_list<Ps...>) {
-    ((Ps::id == p ? (e = Ps::payload_efficiency, 0) : 0), ...);
-  }(protocols{});
-  return e;
+/// The profile that α (s per step or barrier), β (s per byte sent, over the
+/// protocol's payload efficiency, or loaded from / stored to a peer's buffer)
+/// and γ (s per byte reduced) describe. Copies within a rank's memory
+/// (staging) are free in it, as they are in the α-β-γ terms. A zero β or γ is
+/// an infinite bandwidth.
+tune::profile profile_of(const parameters& m) {
+  const double gbps = 1 / (m.beta * 1e9), alpha_us = m.alpha * 1e6;
+  tune::profile p{};
+  []<class... Ps>(tune::profile& out, double a, double g, type_list<Ps...>) {
+    ((out.proto[proto::channel_of<Ps>] = {a, g * Ps::payload_efficiency}), ...);
+  }(p, alpha_us, gbps, protocols{});
+  p.barrier_us = p.oversub_step_us = alpha_us;
+  p.peer_gbps = gbps;
+  p.copy_gbps = std::numeric_limits<double>::infinity();
+  p.reduce_gbps = 1 / (m.gamma * 1e9);
+  return p;
 }
 
-std::vector<prediction> predict(coll c, int P, double bytes, const parameters& m) {
+/// tune::predict_us of every compiled algorithm that implements the
+/// problem's collective, on protocol p (its one variant where it has no
+/// protocol axis), under profile m; NaN where the variant cannot run on shm.
+std::vector<prediction> predict(const tune::problem& q, proto_id p, const tune::profile& m) {
   std::vector<prediction> out;
-  const double eff = payload_efficiency(m.proto);
+  auto one = [&]<class A, class Pr>() {
+    using Run = protocol_of<A, Pr>;
+    const algo::cost_terms t =
+        A::cost(q.kind, q.nranks, q.bytes, {q.chunks[proto::channel_of<Run>], q.single_copy});
+    double us = std::nan("");
+    if constexpr (composable<A, Run, transport::shm>) us = tune::predict_us<A, Run>(m, q);
+    out.push_back({A::name, t, us});
+  };
   [&]<class... As>(type_list<As...>) {
     (
-        [&] {
-          if (!As::implements(c)) return;
-          const auto t = As::cost(c, P, bytes);
-          const double e = algorithm_needs<As>::peer_memory ? 1.0 : eff;
-          out.push_back({As::name, t.steps, t.bytes_sent, t.bytes_reduced,
-                         m.alpha * t.steps + m.beta * t.bytes_sent / e + m.gamma * t.bytes_reduced});
-        }(),
+        [&]<class A>() {
+          if (!A::implements(q.kind)) return;
+          [&]<class... Ps>(type_list<Ps...>) {
+            ((Ps::id == p ? one.template operator()<A, Ps>() : void()), ...);
+          }(protocols{});
+        }.template operator()<As>(),
         ...);
   }(algorithms{});
   return out;
 }
 
-// ---- the tuner ------------------------------------------------------------------
-
-/// tune::predict_us of <A, Pr> with the shm profile; NaN where Pr cannot run on shm.
-template <class A, class Pr>
-double tuner_us(const tune::problem& q) {
-  if constexpr (composable<A, Pr, transport::shm>) return tune::predict_us<A, Pr>(tune::shm_host, q);
-  else return std::nan("");
-}
-
-template <class A, class... Ps>
-double tuner_us(const tune::problem& q, proto_id p, type_list<Ps...>) {
-  double us = std::nan("");
-  ((Ps::id == p ? (us = tuner_us<A, Ps>(q), 0) : 0), ...);
-  return us;
-}
-
-/// The tuner's prediction of every compiled algorithm that implements the
-/// problem's collective, on protocol p.
-std::vector<std::pair<std::string, double>> tuner_predictions(const tune::problem& q, proto_id p) {
-  std::vector<std::pair<std::string, double>> out;
-  [&]<class... As>(type_list<As...>) {
-    ((As::implements(q.kind) ? (out.emplace_back(As::name, tuner_us<As>(q, p, protocols{})), 0) : 0), ...);
-  }(algorithms{});
-  return out;
-}
-
 /// The variant a communicator with options `o` picks for the problem, and
-/// its predicted time (as communicator::resolve: the options' variant first).
+/// its predicted time (as comm::resolve: the options' variant first).
 std::pair<variant_choice, double> tuner_pick(const comm_options& o, const tune::problem& q) {
-  variant_choice want;
-  if (implements(o.variant.algo, q.kind)) want.algo = o.variant.algo;
-  want.proto = o.variant.proto;
-  const variant_choice v = choose_variant<transport::shm>(q.kind, want, o.allowed, o.deterministic, &q);
+  tune::request r{{}, o.allowed, o.deterministic};
+  if (implements(o.variant.algo, q.kind)) r.fixed.algo = o.variant.algo;
+  r.fixed.proto = o.variant.proto;
+  if (r.fixed.algo != algo_id::automatic) r.fixed.proto = protocol_of_id(r.fixed.algo, r.fixed.proto);
+  const variant_choice v = tune::fastest<transport::shm>(tune::shm_host, q, r);
   double us = std::nan("");
   visit_variant<transport::shm>(
       q.kind, v.algo, v.proto, [&]<class A, class Pr>() { us = tune::predict_us<A, Pr>(tune::shm_host, q); });
@@ -264,27 +263,36 @@ int evaluate(int argc, char** argv) {
     if (lo > hi) return bad("-b is larger than -e");
     for (double s = lo; s <= hi; s = factor > 1 ? s * factor : hi + 1) sizes.push_back(s);
   }
-  auto chosen = [&](const prediction& p) {
-    return only.empty() || std::find(only.begin(), only.end(), p.algo) != only.end();
-  };
-  std::vector<std::string> names;
-  for (const prediction& p : predict(c, P, 1, m))
-    if (chosen(p)) names.push_back(p.algo);
-  for (const std::string& n : only)
-    if (std::find(names.begin(), names.end(), n) == names.end())
-      return bad("no compiled algorithm '" + n + "' implements " + name(c));
-  if (names.empty()) return bad(std::string("no compiled algorithm implements ") + name(c));
   comm_options opt;
   try {
     opt = comm_options::from_env();
   } catch (const std::exception& e) {
     return bad(e.what());
   }
-  // The tuner's problem at a size, as communicator::run builds it.
+  // The tuner's problem at a size, as comm::resolve_remembered builds it
+  // (the FIFO geometry from the options, as the shm transport lays it out).
+  const tune::chunk_table chunks =
+      tune::chunk_table_of([&](int) { return opt.fifo_slots; },
+                           [&](int ch) { return opt.slot_bytes[static_cast<std::size_t>(ch)]; });
   auto problem_at = [&](double bytes) {
-    return tune::problem{c, P, bytes, P > 1 && opt.single_copy && bytes >= double(opt.single_copy_min_bytes),
-                         oversubscribed};
+    return tune::problem{c,
+                         P,
+                         bytes,
+                         P > 1 && opt.single_copy && bytes >= double(opt.single_copy_min_bytes),
+                         oversubscribed,
+                         chunks};
   };
+  const tune::profile given = profile_of(m);
+  auto chosen = [&](const prediction& p) {
+    return only.empty() || std::find(only.begin(), only.end(), p.algo) != only.end();
+  };
+  std::vector<std::string> names;
+  for (const prediction& p : predict(problem_at(1), m.proto, given))
+    if (chosen(p)) names.push_back(p.algo);
+  for (const std::string& n : only)
+    if (std::find(names.begin(), names.end(), n) == names.end())
+      return bad("no compiled algorithm '" + n + "' implements " + name(c));
+  if (names.empty()) return bad(std::string("no compiled algorithm implements ") + name(c));
   // Column widths: 12, or the label's length.
   auto width = [](const std::string& label) {
     return static_cast<int>(std::max<std::size_t>(12, label.size()));
@@ -293,9 +301,11 @@ int evaluate(int argc, char** argv) {
   std::printf("# collx-model %s  P=%d  proto=%s  alpha=%.4g s  beta=%.4g s/B  gamma=%.4g s/B\n", name(c), P,
               name(m.proto), m.alpha, m.beta, m.gamma);
   std::printf(
-      "# predicted time in us = alpha*steps + beta*bytes_sent/payload_efficiency + gamma*bytes_reduced\n");
+      "# <algo> = tune::predict_us in us under alpha per step or barrier, beta per byte sent (over the "
+      "payload "
+      "efficiency) or moved to or from a peer, gamma per byte reduced\n");
   std::printf(
-      "# tune:<algo> = tune::predict_us(tune::shm_host) in us, proto=%s; pick = the automatic "
+      "# tune:<algo> = tune::predict_us(tune::shm_host) in us, proto=%s; pick = tune::fastest, the automatic "
       "choice (single copy from %llu B%s%s)\n",
       name(m.proto), static_cast<unsigned long long>(opt.single_copy_min_bytes),
       opt.single_copy ? "" : ", off", oversubscribed ? "; oversubscribed" : "");
@@ -305,35 +315,40 @@ int evaluate(int argc, char** argv) {
   std::printf(" %18s %12s", "pick", "pick_us");
   std::printf("  %-12s %s\n", "argmin", "order");
   for (double bytes : sizes) {
+    const tune::problem q = problem_at(bytes);
     std::vector<prediction> ps;
-    for (const prediction& p : predict(c, P, bytes, m))
+    for (const prediction& p : predict(q, m.proto, given))
       if (chosen(p)) ps.push_back(p);
     std::printf("%12.0f", bytes);
-    for (const prediction& p : ps) std::printf(" %12.3f", p.seconds * 1e6);
-    const tune::problem q = problem_at(bytes);
-    for (const auto& [n, us] : tuner_predictions(q, m.proto))
-      if (std::find(names.begin(), names.end(), n) != names.end())
-        std::printf(" %*.3f", width("tune:" + n), us);
+    for (const prediction& p : ps) std::printf(" %12.3f", p.us);
+    for (const prediction& p : predict(q, m.proto, tune::shm_host))
+      if (std::find(names.begin(), names.end(), p.algo) != names.end())
+        std::printf(" %*.3f", width("tune:" + p.algo), p.us);
     const auto [pick, pick_us] = tuner_pick(opt, q);
     std::printf(" %18s %12.3f", (std::string(name(pick.algo)) + "/" + name(pick.proto)).c_str(), pick_us);
     std::vector<prediction> order = ps;
     std::stable_sort(order.begin(), order.end(),
-                     [](const prediction& x, const prediction& y) { return x.seconds < y.seconds; });
+                     [](const prediction& x, const prediction& y) { return x.us < y.us; });
     // Equal predictions (ties, e.g. every algorithm at P = 2 whose terms agree) join with '='.
     auto same = [](double x, double y) {
       return std::abs(x - y) <= 1e-9 * std::max(std::abs(x), std::abs(y));
     };
     std::string o, argmin = order.front().algo;
     for (std::size_t k = 0; k < order.size(); ++k) {
-      const bool tie = k > 0 && same(order[k].seconds, order[k - 1].seconds);
+      const bool tie = k > 0 && same(order[k].us, order[k - 1].us);
       o += (k == 0 ? "" : tie ? "=" : "<") + order[k].algo;
-      if (k > 0 && same(order[k].seconds, order[0].seconds)) argmin += "=" + order[k].algo;
+      if (k > 0 && same(order[k].us, order[0].us)) argmin += "=" + order[k].algo;
     }
     std::printf("  %-12s %s\n", argmin.c_str(), o.c_str());
     if (terms)
-      for (const prediction& p : ps)
-        std::printf("#   %-8s %-12s steps %g  bytes_sent %.6g  bytes_reduced %.6g\n", human(bytes).c_str(),
-                    p.algo.c_str(), p.steps, p.bytes_sent, p.bytes_reduced);
+      for (const prediction& p : ps) {
+        const algo::cost_terms& t = p.terms;
+        std::printf(
+            "#   %-8s %-12s steps %g  bytes_sent %.6g  barriers %g  peer_bytes %.6g  staged_bytes %.6g  "
+            "bytes_reduced %.6g\n",
+            human(bytes).c_str(), p.algo.c_str(), t.steps, t.bytes_sent, t.barriers, t.peer_bytes,
+            t.staged_bytes, t.bytes_reduced);
+      }
   }
   return 0;
 }

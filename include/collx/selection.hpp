@@ -1,5 +1,6 @@
 // collx/selection.hpp — which algorithms and protocols each collective may use
-// (COLLX_ALGO / COLLX_PROTO, in NCCL's list syntax), and the automatic choice.
+// (COLLX_ALGO / COLLX_PROTO, in NCCL's list syntax): the allow-set the
+// automatic choice (tune/select.hpp) takes as an input. Parsing only.
 //
 // Syntax, for both variables (names case-insensitive, blanks ignored):
 //   "ring,tree"                    only these, for every collective
@@ -16,20 +17,16 @@
 // collective it cannot serve throws collx::error (status::invalid_argument)
 // naming the variable.
 //
-// The automatic choice considers the compiled variants that are allowed and
-// serve the collective on the transport, and, given the call's size and rank
-// count, takes the one the α-β-γ model (tune/model.hpp) predicts fastest;
-// without a size (all_to_allv, whose sizes differ per rank), the first in the
-// order ring first, then collx::algorithms, protocols Simple first. With
-// determinism requested it only considers algorithms whose `deterministic`
-// trait is true.
+// COLLX_PROTO chooses the wire format of algorithms that move data through
+// connections. Algorithms on peer memory (nvls) have none (variants.hpp: no
+// protocol axis): COLLX_PROTO neither allows nor excludes them, and their
+// variant names Simple whatever it says; COLLX_ALGO=^nvls excludes them.
 #pragma once
 
 #include <collx/algo/ids.hpp>
 #include <collx/coll.hpp>
 #include <collx/error.hpp>
 #include <collx/proto/ids.hpp>
-#include <collx/tune/model.hpp>
 #include <collx/variants.hpp>
 
 #include <cctype>
@@ -40,35 +37,23 @@
 
 namespace collx {
 
-/// Whether algorithm A promises bitwise-identical all_reduce results on every
-/// rank and across calls (its `deterministic` trait; false if it has none).
-template <class A>
-inline constexpr bool is_deterministic = [] {
-  if constexpr (requires { A::deterministic; }) return static_cast<bool>(A::deterministic);
-  else return false;
-}();
-
-/// Runtime form of is_deterministic for a compiled algorithm id.
-inline bool algo_is_deterministic(algo_id a) {
-  return []<class... As>(algo_id id, type_list<As...>) {
-    return ((As::id == id && is_deterministic<As>) || ...);
-  }(a, algorithms{});
-}
-
 /// Per-collective sets of allowed algorithm and protocol ids (bit i = id i).
 struct selection {
   std::uint32_t algos[coll_count];
   std::uint32_t protos[coll_count];
 
   /// Everything allowed.
-  static selection all() {
+  static constexpr selection all() {
     selection s{};
     for (int c = 0; c < coll_count; ++c) s.algos[c] = s.protos[c] = ~0u;
     return s;
   }
-  bool allows(coll c, algo_id a) const { return (algos[static_cast<int>(c)] >> static_cast<int>(a)) & 1u; }
-  bool allows(coll c, proto_id p) const { return (protos[static_cast<int>(c)] >> static_cast<int>(p)) & 1u; }
-
+  constexpr bool allows(coll c, algo_id a) const {
+    return (algos[static_cast<int>(c)] >> static_cast<int>(a)) & 1u;
+  }
+  constexpr bool allows(coll c, proto_id p) const {
+    return (protos[static_cast<int>(c)] >> static_cast<int>(p)) & 1u;
+  }
   /// Applies an algorithm list (COLLX_ALGO syntax) on top of this selection.
   void restrict_algos(std::string_view spec, const char* var = "COLLX_ALGO") {
     apply<algo_id>(spec, var, algos);
@@ -169,52 +154,5 @@ struct selection {
     }
   }
 };
-
-/// The automatic choice for collective c on Transport (see the header
-/// comment); `requested` fields that are not automatic are kept as given.
-/// With a problem (size, ranks) and a profile, the allowed variant with the
-/// least predicted time wins (tune/model.hpp; ties go to the earlier one in
-/// the order of collx::algorithms with ring moved last, Simple first among
-/// protocols); without one, the first allowed variant in the order ring
-/// first, then collx::algorithms, Simple first. Returns automatic fields unchanged when nothing
-/// allowed serves c.
-template <class Transport>
-variant_choice choose_variant(coll c, variant_choice requested, const selection& allowed, bool deterministic,
-                              const tune::problem* q = nullptr, const tune::profile& m = tune::shm_host) {
-  variant_choice best = requested;
-  bool found = false;
-  double best_us = 0;
-  auto consider = [&]<class A, class Pr>() {
-    if ((found && q == nullptr) || !A::implements(c) || !composable<A, Pr, Transport>) return;
-    if (requested.algo != algo_id::automatic
-            ? A::id != requested.algo
-            : (!allowed.allows(c, A::id) || (deterministic && c == coll::all_reduce && !is_deterministic<A>)))
-      return;
-    if (requested.proto != proto_id::automatic ? Pr::id != requested.proto : !allowed.allows(c, Pr::id))
-      return;
-    if (q != nullptr) {
-      const double us = tune::predict_us<A, Pr>(m, *q);
-      if (found && !(us < best_us)) return;
-      best_us = us;
-    }
-    best = {A::id, Pr::id};
-    found = true;
-  };
-  auto protos_of = [&]<class A>(bool simple_first) {
-    [&]<class... Ps>(type_list<Ps...>) {
-      if (simple_first) ((Ps::id == proto_id::simple ? consider.template operator()<A, Ps>() : void()), ...);
-      (consider.template operator()<A, Ps>(), ...);
-    }(protocols{});
-  };
-  [&]<class... As>(type_list<As...>) {
-    // Without a size, ring first. With one, ring last among equals: where the
-    // model cannot tell ring from rhd/rabenseifner (P = 2), they measured
-    // 1.2-2x faster than ring from 32 KiB up (bench/results/algorithms_notes.md).
-    if (q == nullptr) ((As::id == algo_id::ring ? protos_of.template operator()<As>(true) : void()), ...);
-    ((As::id != algo_id::ring ? protos_of.template operator()<As>(true) : void()), ...);
-    ((As::id == algo_id::ring ? protos_of.template operator()<As>(true) : void()), ...);
-  }(algorithms{});
-  return best;
-}
 
 }  // namespace collx

@@ -3,11 +3,14 @@
 // in-memory queues. Each rank records the bytes it sends and reduces, and
 // messages carry Lamport stamps (one more than the largest stamp the sender had
 // received), so the largest stamp received is the schedule's step count as
-// algo/ids.hpp defines it. Chunks are unbounded, as in that definition.
+// algo/cost.hpp defines it. Chunks are unbounded, as in that definition,
+// except where a test bounds them to check a cost that depends on the FIFO
+// geometry (cost_context::chunk_bytes).
 // A message to the sending rank itself (direct's loopback) is a local copy:
 // its stamp is the sender's own and its bytes are not sent bytes.
-// Algorithms on peer memory (needs_peer_memory) count peer loads/stores as sent
-// bytes and barriers as steps, as their cost() documents.
+// Peer memory (needs_peer_memory) has its own terms: barriers, loads/stores of
+// other ranks' buffers (peer bytes) and copies into or out of the rank's own
+// registered buffer (staged bytes).
 // Every collective an algorithm implements is run: all_to_allv with equal
 // blocks, send_recv as one message to the next rank and one from the previous
 // (the benchmark's pattern), barrier on 1-byte tokens (as the communicator).
@@ -59,6 +62,7 @@ struct network {
   std::barrier<> sync;
   std::vector<untouched<std::uint64_t>> buffers;  // peer memory, 8-byte aligned
   std::vector<std::string> errors;
+  std::size_t chunk = std::size_t(1) << 40;  // max_chunk() in elements: unbounded
 };
 
 // Element values are not modelled (the matrix tests check them), only counts
@@ -70,9 +74,9 @@ class counting_prims {
   using value_type = T;
   counting_prims(network& net, int rank) : net_(net), rank_(rank) {}
 
-  std::size_t max_chunk() const { return std::size_t(1) << 40; }
-  double sent = 0, reduced = 0;  // bytes
-  int clock = 0;
+  std::size_t max_chunk() const { return net_.chunk; }
+  double sent = 0, reduced = 0, peer_bytes = 0, staged = 0;  // bytes
+  int clock = 0, barriers = 0;
 
   status send(int to, const T* src, std::size_t n) { return out(to, n, src); }
   status recv(int from, T* dst, std::size_t n) { return in(from, n, dst); }
@@ -101,22 +105,35 @@ class counting_prims {
     return out(to, n);
   }
   status copy_send(int to, const T*, T*, std::size_t n) { return out(to, n); }
-  // Peer memory: loads from and stores to another rank's buffer count as sent
-  // bytes; a barrier is one step.
+  // Peer memory: loads from and stores to another rank's buffer are peer
+  // bytes, a copy between the own registered buffer and other own memory is
+  // staging, a barrier is a barrier (no message, no step).
   status local_copy(const T* src, T* dst, std::size_t n, bool) {
-    sent += bytes((peer(src) ? n : 0) + (peer(dst) ? n : 0));
+    peer_bytes += bytes((peer(src) ? n : 0) + (peer(dst) ? n : 0));
+    if (!peer(src) && !peer(dst) && (own(src) || own(dst))) staged += bytes(n);
     return status::ok;
   }
   T* buffer(int q) { return reinterpret_cast<T*>(net_.buffers[static_cast<std::size_t>(q)].data()); }
   std::size_t buffer_elems() const { return net_.buffers[0].size() * 8 / sizeof(T); }
   status local_reduce(const T* a, const T* b, T* dst, std::size_t n, bool) {
-    sent += bytes((peer(a) ? n : 0) + (peer(b) ? n : 0) + (peer(dst) ? n : 0));
+    peer_bytes += bytes((peer(a) ? n : 0) + (peer(b) ? n : 0) + (peer(dst) ? n : 0));
     reduced += bytes(n);
+    return status::ok;
+  }
+  // Switch channel: a load-reduce loads (and combines) every peer's copy, a
+  // store writes every peer's.
+  status mc_load_reduce(std::size_t, T*, std::size_t n, bool) {
+    peer_bytes += bytes(n * static_cast<std::size_t>(net_.P - 1));
+    reduced += bytes(n * static_cast<std::size_t>(net_.P - 1));
+    return status::ok;
+  }
+  status mc_store(std::size_t, const T*, std::size_t n) {
+    peer_bytes += bytes(n * static_cast<std::size_t>(net_.P - 1));
     return status::ok;
   }
   status barrier() {
     net_.sync.arrive_and_wait();
-    ++clock;
+    ++barriers;
     return status::ok;
   }
 
@@ -166,6 +183,12 @@ class counting_prims {
     clock = m.stamp > clock ? m.stamp : clock;
     return status::ok;
   }
+  bool own(const T* x) const {
+    const auto* b = reinterpret_cast<const unsigned char*>(x);
+    const auto& v = net_.buffers[static_cast<std::size_t>(rank_)];
+    const auto* lo = reinterpret_cast<const unsigned char*>(v.data());
+    return b >= lo && b < lo + v.size() * 8;
+  }
   bool peer(const T* x) const {
     const auto* b = reinterpret_cast<const unsigned char*>(x);
     for (int q = 0; q < net_.P; ++q) {
@@ -192,8 +215,10 @@ struct rank_io {
   mismatch_report report;
 };
 
+/// Runs A's schedule of C on P ranks and checks each counted term against
+/// A::cost(C, P, bytes, x); chunk_elems bounds max_chunk() (x.chunk_bytes).
 template <class A, coll C>
-void check_cost(int P) {
+void check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40) {
   // Barrier tokens are bytes, as the communicator runs it; the rest in 4-byte elements.
   using T = std::conditional_t<C == coll::barrier, std::uint8_t, std::uint32_t>;
   // Divisible by 2^7 and by 1..9: halves, hypercube parts and ring chunks are exact.
@@ -207,6 +232,9 @@ void check_cost(int P) {
   const int root = P / 2;
   // Peer memory big enough that nvls runs in one segment.
   network net(P, std::size_t(4) << 20);
+  net.chunk = chunk_elems;
+  algo::cost_context x;
+  if (chunk_elems < (std::size_t(1) << 40)) x.chunk_bytes = double(chunk_elems) * sizeof(T);
   std::vector<counting_prims<T>> prims;
   for (int r = 0; r < P; ++r) prims.emplace_back(net, r);
   std::vector<rank_io<T>> io;
@@ -242,19 +270,25 @@ void check_cost(int P) {
     INFO("unconsumed messages " << k.first << " -> " << k.second);
     CHECK(q.empty());
   }
-  double sent = 0, reduced = 0;
-  int steps = 0;
+  double sent = 0, reduced = 0, peer_bytes = 0, staged = 0;
+  int steps = 0, barriers = 0;
   for (auto& p : prims) {
     sent = std::max(sent, p.sent);
     reduced = std::max(reduced, p.reduced);
+    peer_bytes = std::max(peer_bytes, p.peer_bytes);
+    staged = std::max(staged, p.staged);
     steps = std::max(steps, p.clock);
+    barriers = std::max(barriers, p.barriers);
   }
   constexpr auto c0 = A::cost(C, 8, 1024.0);  // cost() is usable at compile time
   static_assert(c0.steps >= 0);
-  const auto model = A::cost(C, P, bytes);
+  const algo::cost_terms model = A::cost(C, P, bytes, x);
   CHECK(double(steps) == model.steps);
   CHECK(sent == model.bytes_sent);
   CHECK(reduced == model.bytes_reduced);
+  CHECK(double(barriers) == model.barriers);
+  CHECK(peer_bytes == model.peer_bytes);
+  CHECK(staged == model.staged_bytes);
 }
 
 template <class A>
@@ -272,11 +306,36 @@ void check_algorithm(int P) {
 
 }  // namespace
 
-TEST_CASE("cost(): steps, bytes sent and bytes reduced match the real schedules", "[cost]") {
+TEST_CASE("cost(): every term matches the real schedules", "[cost]") {
   const int P = GENERATE(1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16);
   []<class... As>(int p, type_list<As...>) { (check_algorithm<As>(p), ...); }(P, algorithms{});
-  // direct's all_reduce flavours; the registered `direct` is one-shot at this size.
-  static_assert(40320 * 4 <= algo::direct::one_shot_bytes);
+  // direct's all_reduce flavours; the registered `direct` is one-shot with unbounded chunks.
   check_algorithm<algo::direct_one_shot>(P);
   check_algorithm<algo::direct_two_shot>(P);
+}
+
+TEST_CASE("cost(): direct decides one-shot from the FIFO geometry as its schedule does", "[cost]") {
+  const int P = GENERATE(2, 3, 4, 8);
+  constexpr std::size_t count = 40320;  // check_cost's elements of 4 bytes
+  // One chunk holds the vector: one-shot, in the schedule and in the model.
+  check_cost<algo::direct, coll::all_reduce>(P, count);
+  // One element short: two-shot in both (each half fits one chunk, so the
+  // terms of unbounded chunks hold).
+  check_cost<algo::direct, coll::all_reduce>(P, count - 1);
+  constexpr double b = count * 4.0;
+  static_assert(algo::direct::cost(coll::all_reduce, 4, b, {.chunk_bytes = b}).steps == 1);
+  static_assert(algo::direct::cost(coll::all_reduce, 4, b, {.chunk_bytes = b - 4}).steps == 2);
+  // The forced flavours ignore the geometry.
+  static_assert(algo::direct_one_shot::cost(coll::all_reduce, 4, b, {.chunk_bytes = 1}).steps == 1);
+}
+
+TEST_CASE("cost(): nvls is priced by barriers, peer and staged bytes, none with connections", "[cost]") {
+  constexpr double b = 1 << 20;
+  constexpr auto staged = algo::nvls::cost(coll::all_reduce, 4, b);
+  static_assert(staged.steps == 0 && staged.bytes_sent == 0);
+  static_assert(staged.barriers == 2 && staged.staged_bytes == 2 * b && staged.peer_bytes == 2 * 0.75 * b);
+  // Single copy: one more barrier (publishing the user buffers), no staging.
+  constexpr auto single = algo::nvls::cost(coll::all_reduce, 4, b, {.single_copy = true});
+  static_assert(single.barriers == 3 && single.staged_bytes == 0 && single.peer_bytes == staged.peer_bytes);
+  SUCCEED();
 }

@@ -1,5 +1,7 @@
-// COLLX_ALGO / COLLX_PROTO parsing (NCCL list syntax) and the automatic choice.
+// COLLX_ALGO / COLLX_PROTO parsing (NCCL list syntax) and the automatic choice
+// (tune/select.hpp) as communicators make it.
 #include <collx/communicator.hpp>
+#include <collx/tune/select.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -101,7 +103,7 @@ TEST_CASE("selection: every policy has an id and a name of its own", "[selection
     const auto y = algos("^bruck");
     CHECK_FALSE(y.allows(coll::all_to_all, algo_id::bruck_a2a));
     CHECK_FALSE(y.allows(coll::all_gather, algo_id::bruck));
-    CHECK(choose_variant<transport::shm>(coll::all_to_all, {}, s, false).algo == algo_id::bruck_a2a);
+    CHECK(tune::first_allowed<transport::shm>(coll::all_to_all, {{}, s}).algo == algo_id::bruck_a2a);
     CHECK_THROWS_WITH(algos("allgather:bruck_a2a"), Contains("bruck_a2a cannot serve all_gather"));
   }
   SECTION("forms composed explicitly only are refused with a hint") {
@@ -174,20 +176,20 @@ TEST_CASE("selection: bad lists throw naming the variable and the problem", "[se
 
 TEST_CASE("selection: the automatic choice prefers ring, then any allowed variant", "[selection]") {
   for (coll c : colls) {
-    const auto v = choose_variant<transport::shm>(c, {}, selection::all(), false);
+    const auto v = tune::first_allowed<transport::shm>(c);
     CHECK(v.algo == algo_id::ring);
     CHECK(v.proto == proto_id::simple);
-    const auto w = choose_variant<transport::shm>(c, {}, algos("^ring"), true);
+    const auto w = tune::first_allowed<transport::shm>(c, {{}, algos("^ring"), true});
     INFO(name(c) << " picked " << name(w.algo));
     CHECK(w.algo != algo_id::ring);
     CHECK(w.algo != algo_id::automatic);
     const auto none =
-        choose_variant<transport::shm>(c, {}, algos("^ring,tree,rhd,rabenseifner,bruck,nvls,direct"), false);
+        tune::first_allowed<transport::shm>(c, {{}, algos("^ring,tree,rhd,rabenseifner,bruck,nvls,direct")});
     CHECK(none.algo == algo_id::automatic);
   }
   // A named algorithm keeps its name; only the protocol is chosen.
-  const auto v = choose_variant<transport::shm>(coll::all_reduce, {algo_id::tree, proto_id::automatic},
-                                                algos("ring"), false);
+  const auto v = tune::first_allowed<transport::shm>(coll::all_reduce,
+                                                     {{algo_id::tree, proto_id::automatic}, algos("ring")});
   CHECK(v.algo == algo_id::tree);
   CHECK(v.proto == proto_id::simple);
 }
@@ -247,7 +249,7 @@ TEST_CASE("selection: with a size, the model's fastest allowed variant wins", "[
   const auto pick = [](coll c, int P, double bytes, bool single_copy, bool oversub,
                        const selection& allowed = selection::all(), const tune::profile& m = tune::shm_host) {
     const tune::problem q{c, P, bytes, single_copy, oversub};
-    return choose_variant<transport::shm>(c, {}, allowed, false, &q, m);
+    return tune::fastest<transport::shm>(m, q, {{}, allowed});
   };
   // A machine whose peer reads are as fast as its copies.
   tune::profile fast_peers = tune::shm_host;
@@ -257,7 +259,7 @@ TEST_CASE("selection: with a size, the model's fastest allowed variant wins", "[
     for (int P : {1, 2, 3, 4, 8})
       for (double bytes : {8.0, 4096.0, double(1 << 20), double(1 << 26)}) {
         const tune::problem q{c, P, bytes, bytes >= 256 * 1024, P > 2};
-        const variant_choice v = choose_variant<transport::shm>(c, {}, selection::all(), false, &q);
+        const variant_choice v = tune::fastest<transport::shm>(tune::shm_host, q);
         REQUIRE(v.algo != algo_id::automatic);
         double chosen = -1, least = 1e300;
         [&]<class... As>(type_list<As...>) {
@@ -272,7 +274,7 @@ TEST_CASE("selection: with a size, the model's fastest allowed variant wins", "[
                         if (A::id == v.algo && Pr::id == v.proto) chosen = t;
                       }.template operator()<Ps>(),
                       ...);
-                }(protocols{});
+                }(protocols_of<A>{});
               }.template operator()<As>(),
               ...);
         }(algorithms{});
@@ -326,4 +328,58 @@ TEST_CASE("the automatic choice is remembered per size, not reused across sizes"
     CHECK(s[3].proto == s[0].proto);
   }
   CHECK(seen[0][1].algo == seen[1][1].algo);  // every rank chose alike
+}
+
+TEST_CASE("peer-memory algorithms have no protocol axis", "[selection][tune]") {
+  // nvls runs and is reported as one variant, whatever protocol is named, and
+  // COLLX_PROTO neither allows nor excludes it.
+  comm_options o;
+  o.allowed.restrict_protos("ll");
+  auto comms = communicator::create_thread_group(2, o);
+  std::vector<variant_choice> named(2), composed(2), automatic(2);
+  std::vector<float> sums(2);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; ++r)
+    ts.emplace_back([&, r] {
+      std::vector<float> x(1000, float(r + 1)), y(1000);
+      comms[r].all_reduce(x.data(), y.data(), x.size(), reduce_op::sum, {algo_id::nvls, proto_id::ll});
+      named[r] = comms[r].last_variant();
+      collx::all_reduce<algo::nvls, proto::ll128>(comms[r], x.data(), y.data(), x.size(), reduce_op::sum);
+      composed[r] = comms[r].last_variant();
+      comms[r].all_reduce(x.data(), y.data(), x.size(), reduce_op::sum, {algo_id::nvls, proto_id::automatic});
+      automatic[r] = comms[r].last_variant();
+      sums[r] = y[999];
+    });
+  for (auto& t : ts) t.join();
+  const variant_choice one{algo_id::nvls, proto_id::simple};
+  for (int r = 0; r < 2; ++r) {
+    CHECK(named[r] == one);
+    CHECK(composed[r] == one);
+    CHECK(automatic[r] == one);
+    CHECK(sums[r] == 3.0f);
+  }
+}
+
+TEST_CASE("the model reads the communicator's FIFO geometry", "[selection][tune]") {
+  // P = 4, 512 KiB: with the default Simple FIFO (chunks of 256 KiB) direct
+  // runs two-shot and the model takes it; with chunks of 1 MiB direct would
+  // run one-shot, which sends three times the vector, and the model leaves it.
+  auto run = [](std::uint32_t slot_bytes) {
+    comm_options o;
+    o.slot_bytes_of<proto::simple>() = slot_bytes;
+    auto comms = communicator::create_thread_group(4, o);
+    std::vector<variant_choice> seen(4);
+    std::vector<std::thread> ts;
+    for (int r = 0; r < 4; ++r)
+      ts.emplace_back([&, r] {
+        std::vector<float> x(128 * 1024, 1.0f), y(x.size());
+        comms[r].all_reduce(x.data(), y.data(), x.size(), reduce_op::sum);
+        seen[r] = comms[r].last_variant();
+      });
+    for (auto& t : ts) t.join();
+    for (int r = 1; r < 4; ++r) CHECK(seen[r] == seen[0]);
+    return seen[0];
+  };
+  CHECK(run(64 * 1024) == variant_choice{algo_id::direct, proto_id::simple});
+  CHECK(run(256 * 1024).algo != algo_id::direct);
 }

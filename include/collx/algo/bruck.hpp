@@ -30,7 +30,7 @@ struct bruck {
 
   /// α-β-γ terms for `bytes` (P blocks) on P ranks. steps: ⌈log2 P⌉ rounds,
   /// each one hop; every rank sends P-1 blocks; nothing is reduced.
-  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes) {
+  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes, const cost_context& = {}) {
     if (P <= 1 || !implements(c)) return {0, 0, 0};
     int steps = 0;
     for (int d = 1; d < P; d *= 2) ++steps;

@@ -42,7 +42,7 @@ struct bruck_a2a {
   /// `bytes` is one rank's whole send buffer (P blocks), as nccl-tests counts
   /// it. Steps and bytes count block exchanges: in the round of bit b, every
   /// index i in [1, P) with bit b set (P/2 per round when P is a power of two).
-  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes) {
+  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes, const cost_context& = {}) {
     if (P <= 1 || !implements(c)) return {0, 0, 0};
     double exchanges = 0;
     for (int bit = 1; bit < P; bit <<= 1)

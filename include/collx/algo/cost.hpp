@@ -1,27 +1,52 @@
-// collx/algo/cost.hpp — the α-β-γ terms every algorithm's cost() returns.
+// collx/algo/cost.hpp — the terms every algorithm's cost() returns, and what
+// a cost may depend on besides the collective, the rank count and the size.
 //
-// Every algorithm's constexpr cost(coll, P, bytes) returns terms with one
-// meaning (checked against the real schedules by tests/unit/test_cost.cpp):
+// Every algorithm's constexpr cost(coll, P, bytes, cost_context = {}) returns
+// terms with one meaning (checked against the real schedules by
+// tests/unit/test_cost.cpp). Through connections (FIFOs):
 //   steps          the Lamport depth of the schedule run with unbounded chunks:
 //                  each message is stamped one more than the largest stamp its
 //                  sender had received before sending it (in program order);
 //                  steps is the largest stamp any rank receives — the number of
 //                  message latencies (α) on the critical path;
 //   bytes_sent     the most bytes any one rank sends (β term), headers and
-//                  tokens included;
+//                  tokens included.
+// Through peer memory (needs_peer_memory), which has no connections:
+//   barriers       barriers on the critical path (each one all-to-all latency);
+//   peer_bytes     the most bytes any one rank loads from or stores to other
+//                  ranks' buffers;
+//   staged_bytes   the most bytes any one rank copies within its own memory to
+//                  stage data through its registered buffer.
+// Either way:
 //   bytes_reduced  the most bytes any one rank combines with received data (γ).
 // A message a rank sends itself (through its loopback FIFO) is a local copy:
-// it carries its sender's stamp unchanged and is not a sent byte. Copies within
-// a rank's own memory are not counted, so with one rank every term is 0.
-// Algorithms on peer memory count loads and stores of other ranks' buffers as
-// sent bytes and a barrier as a step (see nvls.hpp).
+// it carries its sender's stamp unchanged and is not a sent byte. Other copies
+// within a rank's own memory count only where they are staging, so with one
+// rank every term is 0. The tuner (tune/model.hpp) prices each term with a
+// transport's measured parameters and knows no algorithm.
 #pragma once
+
+#include <limits>
 
 namespace collx::algo {
 
-/// α-β-γ terms on the critical path of one collective call (see above).
+/// The terms on the critical path of one collective call (see above).
+/// Terms an algorithm does not incur stay 0.
 struct cost_terms {
-  double steps, bytes_sent, bytes_reduced;
+  double steps = 0, bytes_sent = 0, bytes_reduced = 0;
+  double barriers = 0, peer_bytes = 0, staged_bytes = 0;
+};
+
+/// What a cost may depend on besides (collective, P, bytes): how the call
+/// runs on its transport, as the tuner's problem states it. The defaults are
+/// those of the terms' definitions above (unbounded chunks, staged).
+struct cost_context {
+  /// Payload bytes one primitive call of the variant's protocol moves at most
+  /// (prims::max_chunk() in bytes), from the real FIFO geometry.
+  double chunk_bytes = std::numeric_limits<double>::infinity();
+  /// Peers' user buffers are readable in place at this size (single copy):
+  /// peer-memory schedules skip their registered buffers.
+  bool single_copy = false;
 };
 
 }  // namespace collx::algo

@@ -54,11 +54,6 @@ struct basic_direct {
            c == coll::all_to_all || c == coll::all_to_allv || c == coll::send_recv || c == coll::barrier;
   }
 
-  /// Bytes up to which the automatic all_reduce is one-shot in the cost model:
-  /// one chunk of the default FIFO (512 KiB, half per call). The schedule itself
-  /// decides from the actual FIFO geometry.
-  static constexpr double one_shot_bytes = 256.0 * 1024;
-
   /// Bytes of the count header that opens every message of an all_to_allv or
   /// send_recv stream.
   static constexpr double header_bytes = 16;
@@ -68,12 +63,16 @@ struct basic_direct {
   /// reduced (see algo/cost.hpp). A round of calls to different peers is one
   /// step; the block a rank sends itself goes through its loopback FIFO and is
   /// a local copy, not a sent byte or a step. One rank only copies locally.
-  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes) {
+  /// all_reduce: the automatic form is one-shot when the vector fits one chunk
+  /// of the protocol's FIFO (x.chunk_bytes), as run() decides from the same
+  /// geometry (p.max_chunk()).
+  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes,
+                                                     const cost_context& x = {}) {
     if (P <= 1) return {0, 0, 0};
     const double p = P, f = (p - 1) / p;
     switch (c) {
       case coll::all_reduce: {
-        const bool one = Shot == shot::one || (Shot == shot::automatic && bytes <= one_shot_bytes);
+        const bool one = Shot == shot::one || (Shot == shot::automatic && bytes <= x.chunk_bytes);
         return one ? cost_terms{1, (p - 1) * bytes, (p - 1) * bytes}
                    : cost_terms{2, 2 * f * bytes, f * bytes};
       }

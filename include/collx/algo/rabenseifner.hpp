@@ -54,7 +54,7 @@ struct rabenseifner {
   /// α-β-γ terms for `bytes` on P ranks. steps: L halving steps and L
   /// doubling (all_reduce) or gather (reduce) steps, plus the pair exchange
   /// when P is not a power of two; see algo/cost.hpp for the exact definitions.
-  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes) {
+  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes, const cost_context& = {}) {
     if (P <= 1 || !implements(c)) return {0, 0, 0};
     const detail::hypercube h(P);
     auto bnd = [&](int u) { return bytes * u / h.Pp; };

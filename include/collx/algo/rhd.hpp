@@ -49,7 +49,7 @@ struct rhd {
   /// algo/cost.hpp. steps follows the hypercube's Lamport clocks: L halving
   /// and/or L doubling exchanges, starting at 1 on ranks that received a fold-in,
   /// plus the fold-out.
-  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes) {
+  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes, const cost_context& = {}) {
     if (P <= 1 || !implements(c)) return {0, 0, 0};
     const detail::hypercube h(P);
     const double steps = lamport(h, c != coll::all_gather, c != coll::reduce_scatter);

@@ -36,7 +36,7 @@ struct ring {
   /// α-β-γ terms on the critical path for `bytes` (the collective's size as
   /// nccl-tests counts it) on P ranks: steps, bytes sent per rank, bytes reduced
   /// (exact definitions in algo/cost.hpp).
-  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes) {
+  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes, const cost_context& = {}) {
     if (P <= 1) return {0, 0, 0};  // a local copy
     const double p = P, f = (p - 1) / p;
     switch (c) {

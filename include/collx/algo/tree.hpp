@@ -129,7 +129,7 @@ struct tree {
   /// bytes_sent / bytes_reduced: the most any one rank sends / reduces (each
   /// tree carries bytes/2; a rank sends its half up once and down once per child).
   static constexpr int max_cost_ranks = 4096;
-  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes) {
+  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes, const cost_context& = {}) {
     if (P <= 1 || !implements(c) || P > max_cost_ranks) return {0, 0, 0};
     int clk[max_cost_ranks] = {};
     // Phases in schedule order: up tree 0, up tree 1, down tree 0, down tree 1.

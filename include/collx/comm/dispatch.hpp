@@ -6,7 +6,9 @@
 //
 // Compile-time shape: dispatch<Transport, Exec, C, Elem> instantiates only
 // algorithms that implement C and protocols composable with them on Transport
-// (visit_serving below, on the type lists of variants.hpp). A typed reduction
+// (visit_serving below, on the type lists of variants.hpp), each variant once:
+// an algorithm without a protocol axis (peer memory) under Simple only, also
+// when composed explicitly with another protocol (launch). A typed reduction
 // passes its element type: one schedule width (word<sizeof(T)>) and the
 // reduction kernels of T alone. The type-erased entry points pass any_dtype:
 // four widths and the kernels of every dtype, chosen at run time. Collectives
@@ -34,6 +36,7 @@
 #include <collx/reduce_op.hpp>
 #include <collx/selection.hpp>
 #include <collx/tune/model.hpp>
+#include <collx/tune/select.hpp>
 #include <collx/variants.hpp>
 
 #include <cstddef>
@@ -95,7 +98,7 @@ bool visit_protocols(proto_id p, F& f) {
         return false;
       }
     }() || ...);
-  }(protocols{});
+  }(protocols_of<A>{});
 }
 }  // namespace dispatch_detail
 
@@ -124,19 +127,24 @@ template <class Transport>
 /// Fills in `automatic`: the call's choice, else the communicator's option
 /// (ignored where its algorithm does not implement c), else the automatic
 /// choice among compiled variants allowed by COLLX_ALGO/COLLX_PROTO (and
-/// deterministic where the options ask for it; see collx/selection.hpp).
-template <class Transport>
+/// deterministic where the options ask for it): with a problem the fastest
+/// (tune/select.hpp), without one the first allowed. An algorithm without a
+/// protocol axis gets Simple whatever protocol was asked (variants.hpp).
+template <class Transport, class Exec = exec::host>
 variant_choice resolve(const state<Transport>& s, coll c, variant_choice v,
                        const tune::problem* q = nullptr) {
   if (v.algo == algo_id::automatic && implements(s.opt.variant.algo, c)) v.algo = s.opt.variant.algo;
   if (v.proto == proto_id::automatic) v.proto = s.opt.variant.proto;
+  if (v.algo != algo_id::automatic) v.proto = protocol_of_id(v.algo, v.proto);
   if (s.opt.deterministic && c == coll::all_reduce && v.algo != algo_id::automatic &&
       !algo_is_deterministic(v.algo))
     throw_error(status::invalid_argument, std::string(name(c)) + ": algorithm " + name(v.algo) +
                                               " does not give deterministic results, which the "
                                               "communicator's options require (COLLX_DETERMINISTIC)");
   if (v.algo == algo_id::automatic || v.proto == proto_id::automatic) {
-    const variant_choice chosen = choose_variant<Transport>(c, v, s.opt.allowed, s.opt.deterministic, q);
+    const tune::request r{v, s.opt.allowed, s.opt.deterministic};
+    const variant_choice chosen = q != nullptr ? tune::fastest<Transport, Exec>(tune::shm_host, *q, r)
+                                               : tune::first_allowed<Transport, Exec>(c, r);
     if (chosen.algo == algo_id::automatic || chosen.proto == proto_id::automatic)
       throw_error(status::not_supported,
                   std::string(name(c)) + ": no compiled variant" +
@@ -152,10 +160,10 @@ variant_choice resolve(const state<Transport>& s, coll c, variant_choice v,
 /// resolve() with the model's problem for collectives that have one size on
 /// every rank, remembered per collective: the argmin costs more than a small
 /// call, and it depends only on the requested variant and the size.
-template <class Transport, coll C>
+template <class Transport, class Exec, coll C>
 variant_choice resolve_remembered(state<Transport>& s, variant_choice v, const call_args& a) {
   if constexpr (C == coll::all_to_allv || C == coll::send_recv) {
-    return resolve(s, C, v);  // sizes differ per rank: no problem for the model
+    return resolve<Transport, Exec>(s, C, v);  // sizes differ per rank: no problem for the model
   } else {
     // The model's problem: the size as nccl-tests counts it, equal on every rank.
     const double per_rank = double(a.count) * double(size_of(a.dt));
@@ -164,11 +172,16 @@ variant_choice resolve_remembered(state<Transport>& s, variant_choice v, const c
     auto& memo = s.choice_memo[static_cast<int>(C)];
     if (memo.valid && memo.bytes == bytes && memo.requested.algo == v.algo && memo.requested.proto == v.proto)
       return memo.chosen;
-    const tune::problem q{C, s.size, bytes, s.size > 1 && bytes >= double(s.view.user_buffer_min_bytes()),
-                          s.oversubscribed};
+    // The FIFO geometry the schedules see, so that a cost that depends on it
+    // (direct's one-shot when the vector fits one chunk) decides as they do.
+    const auto chunks = tune::chunk_table_of([&](int ch) { return s.view.fifo_slots(ch); },
+                                             [&](int ch) { return s.view.fifo_slot_bytes(ch); });
+    const tune::problem q{
+        C,     s.size, bytes, s.size > 1 && bytes >= double(s.view.user_buffer_min_bytes()), s.oversubscribed,
+        chunks};
     memo.valid = false;
     memo.requested = v;
-    memo.chosen = resolve(s, C, v, &q);
+    memo.chosen = resolve<Transport, Exec>(s, C, v, &q);
     memo.bytes = bytes;
     memo.valid = true;
     return memo.chosen;
@@ -218,13 +231,9 @@ status run_schedule(state<Transport>& s, const Exec& ex, const Red& red, const T
 
 inline std::string no_detail() { return {}; }
 
-/// Runs the schedule of <Algo, Proto, C> on this rank for elements of type
-/// Elem (any_dtype: a.dt's, chosen at run time). `mismatch_detail` explains a status::mismatch from
-/// what the schedule put in extra.report.
-template <class Algo, class Proto, coll C, class Elem, class Transport, class Exec,
-          class Detail = decltype(&no_detail)>
-void launch(state<Transport>& s, const call_args& a, const extra_args& extra = {},
-            Detail mismatch_detail = &no_detail) {
+template <class Algo, class Proto, coll C, class Elem, class Transport, class Exec, class Detail>
+void launch_variant(state<Transport>& s, const call_args& a, const extra_args& extra,
+                    Detail mismatch_detail) {
   s.last = variant_choice{Algo::id, Proto::id};
   begin_call(s, C, a.count, a.dt, a.op, a.root, s.last);
   const Exec ex = executor_for<Exec>::make(s);
@@ -260,12 +269,24 @@ void launch(state<Transport>& s, const call_args& a, const extra_args& extra = {
   end_call(s, C);
 }
 
+/// Runs the schedule of <Algo, Proto, C> on this rank for elements of type
+/// Elem (any_dtype: a.dt's, chosen at run time). `mismatch_detail` explains a
+/// status::mismatch from what the schedule put in extra.report.
+template <class Algo, class Proto, coll C, class Elem, class Transport, class Exec,
+          class Detail = decltype(&no_detail)>
+void launch(state<Transport>& s, const call_args& a, const extra_args& extra = {},
+            Detail mismatch_detail = &no_detail) {
+  // Where Algo has no protocol axis, explicit composition may still name any
+  // protocol: the variant that runs (and is reported) is the one with Simple.
+  launch_variant<Algo, protocol_of<Algo, Proto>, C, Elem, Transport, Exec>(s, a, extra, mismatch_detail);
+}
+
 /// The one dispatch path: resolve `v` (remembered per size where the call has
 /// one), then launch the compiled variant it names, or fail with not_supported.
 template <class Transport, class Exec, coll C, class Elem, class Detail = decltype(&no_detail)>
 void dispatch(state<Transport>& s, variant_choice v, const call_args& a, const extra_args& extra = {},
               Detail mismatch_detail = &no_detail) {
-  v = resolve_remembered<Transport, C>(s, v, a);
+  v = resolve_remembered<Transport, Exec, C>(s, v, a);
   const bool found = visit_serving<Transport, Exec, C>(v.algo, v.proto, [&]<class A, class P>() {
     launch<A, P, C, Elem, Transport, Exec>(s, a, extra, mismatch_detail);
   });

@@ -1,0 +1,125 @@
+// The automatic choice at compile time (tune/select.hpp): the picks for the
+// measured shm preset are static_asserted, a kernel takes its variant as
+// types, and the fold enumerates each variant once (peer-memory algorithms
+// have no protocol axis). Every check here is a static_assert; the test case
+// only makes the file a test.
+#include <collx/transport/shm.hpp>
+#include <collx/tune/select.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <type_traits>
+
+using namespace collx;
+
+namespace {
+
+constexpr variant_choice pick(coll c, int P, double bytes, const tune::request& r = {},
+                              bool oversubscribed = false) {
+  return tune::fastest<transport::shm>(tune::shm_host, {c, P, bytes, false, oversubscribed}, r);
+}
+constexpr variant_choice v(algo_id a, proto_id p) { return {a, p}; }
+
+// tune::shm_host, all_reduce (these are the picks collx-model prints).
+// P = 2: LL's lower step latency for a few bytes, Simple once bytes count,
+// rhd from 32 KiB (ring ties with it at P = 2 and goes last).
+static_assert(pick(coll::all_reduce, 2, 8) == v(algo_id::direct, proto_id::ll));
+static_assert(pick(coll::all_reduce, 2, 1024) == v(algo_id::direct, proto_id::simple));
+static_assert(pick(coll::all_reduce, 2, 1 << 20) == v(algo_id::rhd, proto_id::simple));
+// P = 4: direct two-shot from one Simple chunk (256 KiB by default) up.
+static_assert(pick(coll::all_reduce, 4, 8) == v(algo_id::direct, proto_id::ll));
+static_assert(pick(coll::all_reduce, 4, 64 << 10) == v(algo_id::rhd, proto_id::simple));
+static_assert(pick(coll::all_reduce, 4, 4 << 20) == v(algo_id::direct, proto_id::simple));
+// Oversubscribed: a step is a context switch, the fewest steps win.
+static_assert(pick(coll::all_reduce, 4, 8, {}, true) == v(algo_id::direct, proto_id::simple));
+
+// The allow-set is an input: without direct, the next best.
+constexpr selection without_direct = [] {
+  selection s = selection::all();
+  s.algos[static_cast<int>(coll::all_reduce)] &= ~(1u << static_cast<int>(algo_id::direct));
+  return s;
+}();
+static_assert(pick(coll::all_reduce, 2, 8, {{}, without_direct}).algo != algo_id::direct);
+// A requested algorithm keeps its name; only its protocol is chosen.
+static_assert(pick(coll::all_reduce, 2, 8, {{algo_id::tree, proto_id::automatic}}).algo == algo_id::tree);
+// Nothing allowed serves: the automatic fields come back.
+static_assert(pick(coll::all_reduce, 2, 8, {{algo_id::bruck, proto_id::automatic}}).proto ==
+              proto_id::automatic);
+
+// COLLX_PROTO does not restrict peer-memory algorithms: with LL only and
+// peers as fast as copies, nvls (one variant, named Simple) still wins large
+// single-copy calls.
+constexpr selection ll_only = [] {
+  selection s = selection::all();
+  for (auto& p : s.protos) p = 1u << static_cast<int>(proto_id::ll);
+  return s;
+}();
+constexpr tune::profile fast_peers = [] {
+  tune::profile m = tune::shm_host;
+  m.peer_gbps = m.copy_gbps;
+  return m;
+}();
+static_assert(tune::fastest<transport::shm>(fast_peers, {coll::all_reduce, 2, double(1 << 26), true},
+                                            {{}, ll_only}) == v(algo_id::nvls, proto_id::simple));
+// … while it does restrict the FIFO algorithms (direct/simple without it).
+constexpr variant_choice direct_auto{algo_id::direct, proto_id::automatic};
+static_assert(pick(coll::all_reduce, 2, 1024, {direct_auto}) == v(algo_id::direct, proto_id::simple));
+static_assert(pick(coll::all_reduce, 2, 1024, {direct_auto, ll_only}) == v(algo_id::direct, proto_id::ll));
+
+// The FIFO geometry is part of the problem: direct's all_reduce is one-shot
+// while the vector fits one chunk of its protocol's FIFO, as its schedule.
+constexpr tune::problem at_4m{coll::all_reduce, 4, double(4 << 20)};
+constexpr tune::problem at_4m_big_fifo = [] {
+  tune::problem q = at_4m;
+  q.chunks[proto::channel_of<proto::simple>] = double(8 << 20);
+  return q;
+}();
+static_assert(tune::default_chunks[proto::channel_of<proto::simple>] == 256 * 1024);  // 8 slots of 64 KiB
+static_assert(tune::predict_us<algo::direct, proto::simple>(tune::shm_host, at_4m_big_fifo) >
+              tune::predict_us<algo::direct_two_shot, proto::simple>(tune::shm_host, at_4m));
+static_assert(tune::predict_us<algo::direct, proto::simple>(tune::shm_host, at_4m) ==
+              tune::predict_us<algo::direct_two_shot, proto::simple>(tune::shm_host, at_4m));
+
+// A kernel's variant as types, for a compile-time problem.
+using small_v = tune::best_t<coll::all_reduce, 8, 2, tune::shm_host, transport::shm>;
+static_assert(std::is_same_v<small_v::algorithm, algo::direct> &&
+              std::is_same_v<small_v::protocol, proto::ll>);
+using large_v = tune::best_t<coll::all_reduce, std::size_t{1} << 20, 2, tune::shm_host, transport::shm>;
+static_assert(std::is_same_v<large_v, tune::variant_t<algo::rhd, proto::simple>>);
+static_assert(large_v::value == v(algo_id::rhd, proto_id::simple));
+// The value is structural: it can be a template argument itself.
+template <variant_choice V>
+constexpr algo_id algo_of = V.algo;
+static_assert(algo_of<tune::best<coll::all_gather, 8, 4, tune::shm_host, transport::shm>::value> ==
+              algo_id::direct);
+
+// Each variant once: nvls under Simple only, FIFO algorithms under every
+// compiled protocol; the runtime fold (visit_variant) agrees.
+constexpr int visits(coll c, algo_id a) {
+  int n = 0;
+  for (proto_id p : {proto_id::simple, proto_id::ll, proto_id::ll128})
+    visit_variant<transport::shm>(c, a, p, [&]<class, class>() { ++n; });
+  return n;
+}
+static_assert(visits(coll::all_reduce, algo_id::nvls) == 1);
+static_assert(visits(coll::all_reduce, algo_id::ring) == protocols::size);
+static_assert(visits(coll::all_gather, algo_id::tree) == 0);
+static_assert(protocol_of_id(algo_id::nvls, proto_id::ll128) == proto_id::simple);
+static_assert(protocol_of_id(algo_id::ring, proto_id::ll128) == proto_id::ll128);
+static_assert(std::is_same_v<protocol_of<algo::nvls, proto::ll>, proto::simple>);
+
+constexpr int candidates(coll c) {
+  int n = 0;
+  tune::select_detail::for_each_variant<false>([&]<class A, class P>() {
+    if (A::implements(c) && composable<A, P, transport::shm>) ++n;
+  });
+  return n;
+}
+// all_reduce: ring, tree, rhd, rabenseifner, direct × 3 protocols, nvls once.
+static_assert(candidates(coll::all_reduce) == 5 * protocols::size + 1);
+
+}  // namespace
+
+TEST_CASE("tune: the choice is a constant expression", "[tune][selection]") {
+  SUCCEED("checked by static_assert at compile time");
+}
