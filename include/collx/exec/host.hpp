@@ -45,12 +45,13 @@ struct solo_tile {
 ///                   others' later ones),
 ///   broadcast(v)    returns the leader's v to every worker (and syncs),
 ///   any(b) / all(b) returns the OR / AND of every worker's b (and syncs).
-/// Sub-teams: tile<N>() is the tile of N consecutive lanes holding this
+/// Sub-teams (host_lanes: a host worker is a thread, so its tiles have one
+/// lane): tile<N>() is the tile of N consecutive lanes holding this
 /// worker, with sync/any/all and broadcast(v, src) among its lanes only;
 /// max_tile is the largest N the group offers. `sequential` says that a
 /// worker is a sequential thread that should take work in batches (a CPU
 /// thread), not one lane of many running in lockstep (a GPU warp).
-struct host_group {
+struct host_lanes {
   static constexpr int max_tile = 1;
   static constexpr bool sequential = true;
   template <int N>
@@ -58,6 +59,9 @@ struct host_group {
     static_assert(N == 1, "host workers form tiles of one lane");
     return {};
   }
+};
+
+struct host_group : host_lanes {
   static constexpr int size() { return 1; }
   static constexpr int index() { return 0; }
   static constexpr bool leader() { return true; }

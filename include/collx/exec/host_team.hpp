@@ -145,18 +145,10 @@ class team_state {
 /// The worker group of host_team<W>: one lane of W (see host_group for the
 /// team operations' contract).
 template <int W>
-class host_team_group {
+class host_team_group : public host_lanes {  // lanes are threads: tiles of one, batched work
  public:
   host_team_group(team_state* team, int lane) : team_(team), lane_(lane) {}
 
-  /// Lanes of a host team are threads: tiles of one lane, batched work (as host_group).
-  static constexpr int max_tile = 1;
-  static constexpr bool sequential = true;
-  template <int N>
-  static solo_tile tile() {
-    static_assert(N == 1, "host workers form tiles of one lane");
-    return {};
-  }
 
   static constexpr int size() { return W; }
   int index() const { return lane_; }

@@ -52,28 +52,18 @@ class conn_cache {
   /// `fifo_of(from)` returns the connection's fifo_ref.
   template <class FifoOf>
   COLLX_HOST_DEVICE recv_conn& recv(const Group& g, int from, FifoOf&& fifo_of) {
-    for (std::size_t i = 0; i < nrecv_; ++i)
-      if (recv_[i].peer == from) return recv_[i];
-    recv_conn& c = slot(g, recv_, nrecv_, next_recv_);
-    c.peer = from;
-    c.fifo = fifo_of(from);
-    c.step = detail::load_relaxed(&c.fifo.ctrl->head);  // this rank is its only writer
-    used_ = true;
-    return c;
+    return find_or_load(g, recv_, nrecv_, next_recv_, from, fifo_of, [](recv_conn& c) {
+      c.step = detail::load_relaxed(&c.fifo.ctrl->head);  // this rank is its only writer
+    });
   }
 
   /// The sending side of rank → to, loading it on first use.
   template <class FifoOf>
   COLLX_HOST_DEVICE send_conn& send(const Group& g, int to, FifoOf&& fifo_of) {
-    for (std::size_t i = 0; i < nsend_; ++i)
-      if (send_[i].peer == to) return send_[i];
-    send_conn& c = slot(g, send_, nsend_, next_send_);
-    c.peer = to;
-    c.fifo = fifo_of(to);
-    c.step = detail::load_relaxed(&c.fifo.ctrl->tail);  // this rank is its only writer
-    c.head_seen = detail::load_relaxed(&c.fifo.ctrl->head_seen);
-    used_ = true;
-    return c;
+    return find_or_load(g, send_, nsend_, next_send_, to, fifo_of, [](send_conn& c) {
+      c.step = detail::load_relaxed(&c.fifo.ctrl->tail);  // this rank is its only writer
+      c.head_seen = detail::load_relaxed(&c.fifo.ctrl->head_seen);
+    });
   }
 
   /// Ends the object's use of its connections: the leader's stores of the
@@ -84,6 +74,19 @@ class conn_cache {
   }
 
  private:
+  template <class Conn, class FifoOf, class Load>
+  COLLX_HOST_DEVICE Conn& find_or_load(const Group& g, Conn* conns, std::size_t& n, std::size_t& next, int peer,
+                                       FifoOf& fifo_of, Load load) {
+    for (std::size_t i = 0; i < n; ++i)
+      if (conns[i].peer == peer) return conns[i];
+    Conn& c = slot(g, conns, n, next);
+    c.peer = peer;
+    c.fifo = fifo_of(peer);
+    load(c);
+    used_ = true;
+    return c;
+  }
+
   template <class Conn>
   COLLX_HOST_DEVICE static Conn& slot(const Group& g, Conn* conns, std::size_t& n, std::size_t& next) {
     if (n < Capacity) return conns[n++];
