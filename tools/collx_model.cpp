@@ -67,7 +67,7 @@ constexpr const char* usage_text =
     "                   [--oversubscribed]\n"
     "       collx-model calibrate [--bytes N] [--reps N]\n"
     "  --alpha S   seconds per step (message latency on the critical path)\n"
-    "  --beta S    seconds per byte sent (default 0)\n"
+    "  --beta S    seconds per byte sent, or moved to or from a peer's buffer (default 0)\n"
     "  --gamma S   seconds per byte reduced (default 0)\n"
     "  sizes take K, M, G suffixes (powers of 1024); -b 8 -e 8M -f 4 by default\n"
     "  --algo      only these algorithms; --terms also prints each algorithm's\n"
@@ -76,9 +76,9 @@ constexpr const char* usage_text =
     "Columns per size: tune::predict_us in us per algorithm under the profile alpha,\n"
     "beta and gamma describe; tune:<algo>, the same under tune::shm_host; pick\n"
     "and pick_us, the variant the automatic choice takes (tune::fastest over every\n"
-    "compiled variant; COLLX_ALGO, COLLX_PROTO, COLLX_DETERMINISTIC, COLLX_SINGLE_COPY\n"
-    "and COLLX_SINGLE_COPY_MIN apply) and its predicted time; then the model's argmin\n"
-    "and order.\n";
+    "compiled variant; COLLX_ALGO, COLLX_PROTO, COLLX_DETERMINISTIC, COLLX_SINGLE_COPY,\n"
+    "COLLX_SINGLE_COPY_MIN and the FIFO geometry, COLLX_NSLOTS and COLLX_*BUFFSIZE,\n"
+    "apply) and its predicted time; then the argmin and order of the first columns.\n";
 
 int bad(const std::string& what) {
   std::fprintf(stderr, "collx-model: %s\n%s", what.c_str(), usage_text);
