@@ -208,8 +208,10 @@ status run_one(const Exec& ex, const transport::shm_view& view, int rank, const 
 
 template <class A>
 std::vector<case_desc> cases_for(int P) {
-  const std::vector<std::size_t> counts = quick() ? std::vector<std::size_t>{0, 1, std::size_t(P) + 1, 1031}
-                                                  : std::vector<std::size_t>{0, 1, std::size_t(P) + 1, 1031, 6151};
+  // 1031 elements take several steps of the 2 KiB slots below; 6151 fill the
+  // FIFO several times over (only where few threads share the CPUs).
+  std::vector<std::size_t> counts{0, 1, std::size_t(P) + 1, 1031};
+  if (!quick() && P <= 3) counts.push_back(6151);
   std::vector<case_desc> out;
   for (coll k : {coll::all_reduce, coll::all_gather, coll::reduce_scatter, coll::broadcast, coll::reduce,
                  coll::all_to_all, coll::barrier}) {
@@ -474,18 +476,20 @@ void run_all(int P, bool single_copy) {
 
 }  // namespace
 
+// Rank counts: a power of two and not, an odd one; more ranks with fewer
+// workers, since every worker is a thread on this machine's few CPUs.
 TEST_CASE("team executor: every algorithm × protocol × collective, 2 workers per rank", "[team]") {
   const int P = GENERATE(2, 3, 5);
   run_all<2>(P, false);
 }
 
 TEST_CASE("team executor: every algorithm × protocol × collective, 3 workers per rank", "[team]") {
-  const int P = GENERATE(2, 3, 4);
+  const int P = GENERATE(2, 4);
   run_all<3>(P, false);
 }
 
 TEST_CASE("team executor: every algorithm × protocol × collective, 8 workers per rank", "[team]") {
-  const int P = quick() ? GENERATE(2, 3) : GENERATE(2, 3, 5);
+  const int P = quick() ? 2 : GENERATE(2, 3);
   run_all<8>(P, false);
 }
 

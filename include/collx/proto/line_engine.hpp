@@ -157,8 +157,10 @@ class line_engine {
             io::store(tile, sslot + (l0 + j) * Line::line_bytes, member, sendp + (b - l0 * payload - pb),
                       clip(b + pe - pb, bytes) - clip(b, bytes), sflag);
           }
-          // The lines are the signal: wake the reader once per batch.
-          if (g.leader()) ex_.notify(to);
+          // The lines are the signal: whoever wrote a batch wakes the reader
+          // (a worker's lines may land after the leader's; notify costs a
+          // load while nobody sleeps).
+          ex_.notify(to);
         }
       }
       COLLX_TRY(ex_.agree(st));  // the whole group leaves together, with the first failure
