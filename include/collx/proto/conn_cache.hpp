@@ -52,7 +52,7 @@ class conn_cache {
   /// `fifo_of(from)` returns the connection's fifo_ref.
   template <class FifoOf>
   COLLX_HOST_DEVICE recv_conn& recv(const Group& g, int from, FifoOf&& fifo_of) {
-    return find_or_load(g, recv_, nrecv_, next_recv_, from, fifo_of, [](recv_conn& c) {
+    return find_or_load(g, recv_.at, nrecv_, next_recv_, from, fifo_of, [](recv_conn& c) {
       c.step = detail::load_relaxed(&c.fifo.ctrl->head);  // this rank is its only writer
     });
   }
@@ -60,7 +60,7 @@ class conn_cache {
   /// The sending side of rank → to, loading it on first use.
   template <class FifoOf>
   COLLX_HOST_DEVICE send_conn& send(const Group& g, int to, FifoOf&& fifo_of) {
-    return find_or_load(g, send_, nsend_, next_send_, to, fifo_of, [](send_conn& c) {
+    return find_or_load(g, send_.at, nsend_, next_send_, to, fifo_of, [](send_conn& c) {
       c.step = detail::load_relaxed(&c.fifo.ctrl->tail);  // this rank is its only writer
       c.head_seen = detail::load_relaxed(&c.fifo.ctrl->head_seen);
     });
@@ -98,8 +98,16 @@ class conn_cache {
     return c;
   }
 
-  recv_conn recv_[Capacity];
-  send_conn send_[Capacity];
+  // Entries are written whole before first use (find_or_load), so the arrays
+  // are left uninitialised: a primitives object is built per call, and
+  // clearing 16 entries would cost a small call a measurable part of its time.
+  template <class Conn>
+  union entries {
+    COLLX_HOST_DEVICE entries() {}
+    Conn at[Capacity];
+  };
+  entries<recv_conn> recv_;
+  entries<send_conn> send_;
   std::size_t nrecv_ = 0, nsend_ = 0, next_recv_ = 0, next_send_ = 0;
   bool used_ = false;
 };
