@@ -140,8 +140,8 @@ struct comm_options {
       const std::uint32_t b = slot_bytes[static_cast<std::size_t>(c)], line = ch.line_bytes;
       require(b >= line && b % line == 0 && b <= (1u << 28), "comm_options", [&] {
         return std::string(ch.name) + " slot bytes (slot_bytes_of<proto::" + ch.name +
-               ">()) must be a multiple of " + std::to_string(line) + " (one " + ch.name +
-               " line) in [" + std::to_string(line) + ", 256 MiB], got " + std::to_string(b);
+               ">()) must be a multiple of " + std::to_string(line) + " (one " + ch.name + " line) in [" +
+               std::to_string(line) + ", 256 MiB], got " + std::to_string(b);
       });
     }
   }

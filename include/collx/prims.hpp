@@ -155,7 +155,8 @@ class prims {
   /// dst[0, n) ← ⊕ over ranks of their buffer [off, off + n), post() if
   /// finish; this rank's copy first, then rank+1, … (a fixed order). dst may
   /// be this rank's own buffer at off.
-  COLLX_HOST_DEVICE status mc_load_reduce(std::size_t off, T* dst, std::size_t n, bool finish) requires multicast {
+  COLLX_HOST_DEVICE status mc_load_reduce(std::size_t off, T* dst, std::size_t n,
+                                          bool finish) requires multicast {
     view_.switch_channel(rank_).load_reduce(ex_.workers(), off, dst, n, red_, finish);
     return status::ok;
   }

@@ -47,8 +47,8 @@ struct case_desc {
 
 std::string describe(const case_desc& c) {
   std::ostringstream o;
-  o << name(c.kind) << (c.is_float ? " float sum" : " int32 max") << " count " << c.count << " root " << c.root
-    << (c.in_place ? " in place" : " out of place");
+  o << name(c.kind) << (c.is_float ? " float sum" : " int32 max") << " count " << c.count << " root "
+    << c.root << (c.in_place ? " in place" : " out of place");
   return o.str();
 }
 
@@ -126,8 +126,9 @@ template <class T>
 void check(const case_desc& c, int q, int P, const rank_buffers<T>& b, std::vector<std::string>& errors) {
   const std::size_t n = c.count;
   auto fail = [&](const std::string& what) {
-    if (errors.size() < 20) errors.push_back(describe(c) + ", P " + std::to_string(P) + ", rank " +
-                                             std::to_string(q) + ": " + what);
+    if (errors.size() < 20)
+      errors.push_back(describe(c) + ", P " + std::to_string(P) + ", rank " + std::to_string(q) + ": " +
+                       what);
   };
   auto reduced = [&](std::size_t i) {
     T v = input<T>(0, i);
@@ -146,7 +147,9 @@ void check(const case_desc& c, int q, int P, const rank_buffers<T>& b, std::vect
         else if (c.in_place) v = input<T>(q, i);
         else v = guard_value<T>();
         return true;
-      case coll::all_to_all: v = input<T>(static_cast<int>(i / n), static_cast<std::size_t>(q) * n + i % n); return true;
+      case coll::all_to_all:
+        v = input<T>(static_cast<int>(i / n), static_cast<std::size_t>(q) * n + i % n);
+        return true;
       default: return false;
     }
   };
@@ -183,8 +186,8 @@ void check(const case_desc& c, int q, int P, const rank_buffers<T>& b, std::vect
 
 /// What every worker runs: the schedule of <A, Pr> for case c.
 template <class A, class Pr, class Exec, class T, class Red>
-status run_one(const Exec& ex, const transport::shm_view& view, int rank, const case_desc& c, T* send, T* recv,
-               const Red& red, const peer_layout* layout = nullptr, const p2p_plan* plan = nullptr,
+status run_one(const Exec& ex, const transport::shm_view& view, int rank, const case_desc& c, T* send,
+               T* recv, const Red& red, const peer_layout* layout = nullptr, const p2p_plan* plan = nullptr,
                mismatch_report* report = nullptr) {
   prims<Pr, Exec, transport::shm_view, T, Red> p(ex, view, rank, red);
   schedule_args<T> a{send, recv, c.count, c.root, rank, view.nranks(), layout, plan, report};
@@ -225,7 +228,8 @@ std::vector<case_desc> cases_for(int P) {
         for (bool ip : {false, true}) {
           if (ip && k == coll::all_to_all) continue;  // out of place only
           if (!fl && !is_reduction(k) && ip) continue;
-          const int root = (k == coll::broadcast || k == coll::reduce) ? static_cast<int>(n % std::size_t(P)) : 0;
+          const int root =
+              (k == coll::broadcast || k == coll::reduce) ? static_cast<int>(n % std::size_t(P)) : 0;
           out.push_back({k, fl, n, root, ip});
         }
   }
@@ -290,7 +294,8 @@ void make_blocks(const case_desc& c, int r, int P, blocks& b) {
   for (const msg& x : in) roff.push_back(ro), ro += x.len + 1;
   b.send.resize(so);
   for (int k = 0; k < 2; ++k)
-    for (std::size_t i = 0; i < out[k].len; ++i) b.send[soff[std::size_t(k)] + i] = block_value(r, 10 + out[k].tag, i);
+    for (std::size_t i = 0; i < out[k].len; ++i)
+      b.send[soff[std::size_t(k)] + i] = block_value(r, 10 + out[k].tag, i);
   b.recv.assign(ro + guard, float_guard);
   for (int k = 0; k < 2; ++k)
     for (std::size_t i = 0; i < in[k].len; ++i)
@@ -316,14 +321,16 @@ void check_blocks(const case_desc& c, int q, int P, const blocks& b, const std::
                   std::vector<std::string>& errors) {
   auto fail = [&](const std::string& what) {
     if (errors.size() < 20)
-      errors.push_back(describe(c) + ", P " + std::to_string(P) + ", rank " + std::to_string(q) + ": " + what);
+      errors.push_back(describe(c) + ", P " + std::to_string(P) + ", rank " + std::to_string(q) + ": " +
+                       what);
   };
   std::vector<char> is_out(b.recv.size(), 0);
   std::size_t wrong = 0;
   for (const auto& [i, v] : b.expected) {
     is_out[i] = 1;
     if (b.recv[i] != v && wrong++ == 0)
-      fail("element " + std::to_string(i) + " is " + std::to_string(b.recv[i]) + " instead of " + std::to_string(v));
+      fail("element " + std::to_string(i) + " is " + std::to_string(b.recv[i]) + " instead of " +
+           std::to_string(v));
   }
   if (wrong > 1) fail(std::to_string(wrong) + " elements wrong");
   for (std::size_t i = 0; i < b.recv.size(); ++i)
@@ -369,7 +376,8 @@ run_result run_matrix(int P, std::uint64_t seed, bool single_copy) {
     }
 
   std::vector<std::unique_ptr<exec::team_state>> teams;
-  for (int r = 0; r < P; ++r) teams.push_back(std::make_unique<exec::team_state>(W, seed + 1000 * r, 2000, 20'000'000'000ull));
+  for (int r = 0; r < P; ++r)
+    teams.push_back(std::make_unique<exec::team_state>(W, seed + 1000 * r, 2000, 20'000'000'000ull));
   std::vector<std::vector<status>> statuses(static_cast<std::size_t>(P), std::vector<status>(cases.size()));
   std::vector<std::thread> threads;
   for (int r = 0; r < P; ++r)
@@ -390,8 +398,8 @@ run_result run_matrix(int P, std::uint64_t seed, bool single_copy) {
           if (c.kind == coll::all_to_allv || c.kind == coll::send_recv) {
             auto& b = bbufs[k][static_cast<std::size_t>(r)];
             st = run_one<A, Pr>(ex, view, r, c, b.send.data(), b.recv.data() + guard,
-                                reducer<float, reduce_op::sum>{static_cast<std::uint32_t>(P)}, &b.layout, &b.plan,
-                                &b.report);
+                                reducer<float, reduce_op::sum>{static_cast<std::uint32_t>(P)}, &b.layout,
+                                &b.plan, &b.report);
           } else if (c.is_float) {
             auto& b = fbufs[k][static_cast<std::size_t>(r)];
             st = run_one<A, Pr>(ex, view, r, c, b.send_ptr, b.recv_ptr,
@@ -415,8 +423,8 @@ run_result run_matrix(int P, std::uint64_t seed, bool single_copy) {
       const status st = statuses[static_cast<std::size_t>(r)][k];
       if (st != status::ok) {
         if (res.errors.size() < 20)
-          res.errors.push_back(describe(cases[k]) + ", P " + std::to_string(P) + ", rank " + std::to_string(r) +
-                               ": status " + to_string(st));
+          res.errors.push_back(describe(cases[k]) + ", P " + std::to_string(P) + ", rank " +
+                               std::to_string(r) + ": status " + to_string(st));
         continue;
       }
       if (cases[k].kind == coll::all_to_allv || cases[k].kind == coll::send_recv)

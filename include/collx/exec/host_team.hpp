@@ -149,7 +149,6 @@ class host_team_group : public host_lanes {  // lanes are threads: tiles of one,
  public:
   host_team_group(team_state* team, int lane) : team_(team), lane_(lane) {}
 
-
   static constexpr int size() { return W; }
   int index() const { return lane_; }
   bool leader() const { return lane_ == 0; }

@@ -75,8 +75,8 @@ class conn_cache {
 
  private:
   template <class Conn, class FifoOf, class Load>
-  COLLX_HOST_DEVICE Conn& find_or_load(const Group& g, Conn* conns, std::size_t& n, std::size_t& next, int peer,
-                                       FifoOf& fifo_of, Load load) {
+  COLLX_HOST_DEVICE Conn& find_or_load(const Group& g, Conn* conns, std::size_t& n, std::size_t& next,
+                                       int peer, FifoOf& fifo_of, Load load) {
     for (std::size_t i = 0; i < n; ++i)
       if (conns[i].peer == peer) return conns[i];
     Conn& c = slot(g, conns, n, next);

@@ -122,8 +122,8 @@ struct line_io<ll_line, Group> {
 
   /// Waits (with the executor's deadline and abort check) for the line.
   template <class Exec, class Tile>
-  COLLX_HOST_DEVICE static status wait_load(const Exec& ex, const Tile&, const std::byte* l, int, std::byte* dst,
-                                            std::size_t valid, std::uint32_t flag) {
+  COLLX_HOST_DEVICE static status wait_load(const Exec& ex, const Tile&, const std::byte* l, int,
+                                            std::byte* dst, std::size_t valid, std::uint32_t flag) {
     return ex.wait_own([&] { return try_load(l, dst, valid, flag); });
   }
 
@@ -147,7 +147,9 @@ struct line_io<ll128_line, Group> {
   static constexpr int team = Group::max_tile >= 8 ? 8 : 1;
   COLLX_HOST_DEVICE static constexpr int team_size() { return team; }
   static constexpr std::size_t batch_lines = Group::sequential ? 16 : 1;
-  COLLX_HOST_DEVICE static constexpr std::size_t piece_begin(int m) { return team == 1 ? 0 : std::size_t(m) * 16; }
+  COLLX_HOST_DEVICE static constexpr std::size_t piece_begin(int m) {
+    return team == 1 ? 0 : std::size_t(m) * 16;
+  }
   COLLX_HOST_DEVICE static constexpr std::size_t piece_end(int m) {
     return team == 1 || m == 7 ? line::payload_bytes : std::size_t(m) * 16 + 16;
   }

@@ -139,7 +139,9 @@ struct shm_layout {
     for (int c = 0; c < ch; ++c) off += align_up(fifo[c].bytes(), shm_page);
     return off;
   }
-  COLLX_HOST_DEVICE constexpr std::size_t pair_bytes() const { return channel_offset(static_cast<int>(nchannels)); }
+  COLLX_HOST_DEVICE constexpr std::size_t pair_bytes() const {
+    return channel_offset(static_cast<int>(nchannels));
+  }
   COLLX_HOST_DEVICE constexpr std::size_t buffers_offset() const {
     return align_up(ctrl_offset() + pairs() * nchannels * sizeof(fifo_ctrl), shm_page);
   }
@@ -291,7 +293,7 @@ struct shm {
   static constexpr bool in_order_128b_lines = true;
   static constexpr bool peer_buffer_access = true;
   static constexpr bool user_buffer_access = true;  // single copy on the host (see shm_view)
-  static constexpr bool multicast = true;           // a switch channel by P loads / P stores (switch_channel.hpp)
+  static constexpr bool multicast = true;  // a switch channel by P loads / P stores (switch_channel.hpp)
   static constexpr bool needs_proxy = false;
   using view = shm_view;
 };

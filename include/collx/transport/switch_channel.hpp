@@ -45,7 +45,8 @@ struct peer_switch_channel {
     for (int k = 1; k < P; ++k) {
       const T* a = k == 1 ? own : dst;
       const T* b = at<T>((rank + k) % P) + off;
-      if (finish && k == P - 1 && Red::has_post) detail::reduce_copy<true, true, 1>(g, a, b, dst, nullptr, n, red);
+      if (finish && k == P - 1 && Red::has_post)
+        detail::reduce_copy<true, true, 1>(g, a, b, dst, nullptr, n, red);
       else detail::reduce_copy<true, false, 1>(g, a, b, dst, nullptr, n, red);
     }
     g.sync();
@@ -54,7 +55,8 @@ struct peer_switch_channel {
   /// Every rank's buffer [off, off + n) ← src[0, n) (src may be this rank's
   /// own buffer at that offset, which is then left as it is).
   template <class Group, class T, class Red>
-  COLLX_HOST_DEVICE void store(const Group& g, std::size_t off, const T* src, std::size_t n, const Red& red) const {
+  COLLX_HOST_DEVICE void store(const Group& g, std::size_t off, const T* src, std::size_t n,
+                               const Red& red) const {
     const int P = view.nranks();
     for (int k = 0; k < P; ++k) {
       T* d = at<T>((rank + k) % P) + off;
