@@ -325,6 +325,8 @@ class basic_communicator {
 
   /// The segment's layout for nranks with the options' FIFO geometry.
   static transport::shm_layout layout_for(int nranks, const comm_options& opt) {
+    static_assert(proto::channel_count <= transport::max_channels,
+                  "more compiled protocols than the shm segment has channels (transport::max_channels)");
     return transport::shm_layout::make(static_cast<std::uint32_t>(nranks), opt.fifo_slots, opt.slot_bytes.data(),
                                        proto::channel_count);
   }
