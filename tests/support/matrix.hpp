@@ -34,11 +34,8 @@ inline bool algo_implements(algo_id a, coll c) {
 /// The protocols worth testing for algorithm `a`: all of them, except for
 /// algorithms that move data through peer memory (no protocol in the path).
 inline std::vector<proto_id> protocols_for(algo_id a) {
-  const bool peer = []<class... As>(algo_id id, type_list<As...>) {
-    return ((As::id == id && algorithm_needs<As>::peer_memory) || ...);
-  }(a, algorithms{});
   auto all = compiled_protocols();
-  if (peer) all.resize(1);
+  if (!has_protocol_axis(a)) all.resize(1);
   return all;
 }
 

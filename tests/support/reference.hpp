@@ -1,16 +1,30 @@
-// Test support: deterministic inputs, references computed in double, tolerances.
+// Test support: deterministic inputs and references computed in double.
 //
 // Inputs are a function of (dtype, op, rank, index) chosen so every rank's
 // value is exactly representable in the element type and integer results never
 // overflow. The reference combines those exact inputs in double (bitwise ops in
-// uint64, which double cannot hold); the tolerance for floating types bounds the
-// rounding of P-1 operations in the element type's precision, as nccl-tests does.
+// uint64, which double cannot hold).
+//
+// Floating sums and products are compared exactly: sum/avg inputs are integers
+// whose absolute values add up to at most 2^digits of the element type, so
+// every partial sum, in whatever order an algorithm combines the ranks, is an
+// integer the format holds exactly; prod inputs are ±1 and ±2 with one ±2 per
+// element, so every partial product is ±1 or ±2. For the narrow formats this
+// bounds the inputs (float8_e5m2, 3 significant bits: |sum| ≤ 8, so at P ≥ 8
+// each element takes ±1 or 0 from at most 8 ranks; see input()). avg divides
+// the exact sum once: its reference is the quotient rounded to nearest in the
+// element type's precision (round_to_precision, computed here, not by the
+// library's conversions). A tolerance larger than zero — the rounding of P-1
+// operations, as nccl-tests uses — is left only for inputs where exactness is
+// not guaranteed, which the inputs below never produce; with it an fp8 result
+// of 0, or one that misses a rank's input, would pass.
 #pragma once
 
 #include <collx/coll.hpp>
 #include <collx/dtype.hpp>
 #include <collx/reduce_op.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -46,6 +60,43 @@ T from_double(double v) {
   else return T(static_cast<float>(v));
 }
 
+/// Significant bits of a floating element type (the implicit one included).
+template <class T>
+constexpr int precision_digits() {
+  if constexpr (std::is_same_v<T, double>) return 53;
+  else if constexpr (std::is_same_v<T, float>) return 24;
+  else if constexpr (std::is_same_v<T, half_t>) return 11;
+  else if constexpr (std::is_same_v<T, bfloat16_t>) return 8;
+  else if constexpr (std::is_same_v<T, float8_e4m3_t>) return 4;
+  else return 3;  // e5m2
+}
+
+/// Exponent of the smallest normal number of a floating element type.
+template <class T>
+constexpr int min_normal_exponent() {
+  if constexpr (std::is_same_v<T, double>) return -1022;
+  else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bfloat16_t>) return -126;
+  else if constexpr (std::is_same_v<T, half_t> || std::is_same_v<T, float8_e5m2_t>) return -14;
+  else return -6;  // e4m3
+}
+
+/// Largest integer N such that every integer of magnitude ≤ N is exact in T.
+template <class T>
+constexpr double exact_integer_bound() {
+  if constexpr (std::is_integral_v<T>) return 0;
+  else return static_cast<double>(std::uint64_t{1} << precision_digits<T>());
+}
+
+/// x rounded to nearest (ties to even) in T's precision, subnormals included
+/// (no overflow handling: the test values are far from the largest finite).
+template <class T>
+double round_to_precision(double x) {
+  if (x == 0 || std::isnan(x)) return x;
+  const int e = std::max(std::ilogb(x), min_normal_exponent<T>());
+  const double quantum = std::ldexp(1.0, e - precision_digits<T>() + 1);
+  return std::nearbyint(x / quantum) * quantum;  // both scalings by a power of two are exact
+}
+
 /// Unit roundoff of the element type (0 for integers).
 template <class T>
 constexpr double unit_roundoff() {
@@ -71,7 +122,19 @@ T input(reduce_op op, int rank, std::size_t index, int nranks) {
   switch (op) {
     case reduce_op::sum:
     case reduce_op::avg:
-      v = is_signed ? static_cast<double>(static_cast<int>(h % 21) - 10) : static_cast<double>(h % 21);
+      if constexpr (is_float_like<T>) {
+        // Integers in [-m, m] from the K ranks of a window that rotates with
+        // the index (every rank when K = P), other ranks 0: K·m ≤ 2^digits, so
+        // every partial sum is exact (for all but the fp8 formats: m = 10, K = P).
+        const auto p = static_cast<std::size_t>(nranks);
+        const double bound = exact_integer_bound<T>();
+        const std::size_t K = static_cast<double>(p) < bound ? p : static_cast<std::size_t>(bound);
+        const auto m = static_cast<int>(std::min(10.0, bound / static_cast<double>(K)));
+        const std::size_t slot = (static_cast<std::size_t>(rank) + p - index % p) % p;
+        v = slot < K ? static_cast<double>(static_cast<int>(h % static_cast<std::uint64_t>(2 * m + 1)) - m) : 0.0;
+      } else {
+        v = is_signed ? static_cast<double>(static_cast<int>(h % 21) - 10) : static_cast<double>(h % 21);
+      }
       break;
     case reduce_op::prod: {
       // |product| ≤ 2: one rank per index contributes 2, the others ±1.
@@ -135,15 +198,19 @@ reference_element<T> reduce_reference(reduce_op op, std::size_t index, int nrank
     }
   }
   const double u = unit_roundoff<T>();
+  // Integer inputs whose magnitudes add up to at most 2^digits: every partial
+  // sum is exact in T, so the sum is too, in any order. Partial products of
+  // prod's inputs (±1, one ±2) are ±1 or ±2, exact in every format.
+  const bool exact_sum = mag <= exact_integer_bound<T>();
   if (op == reduce_op::avg) {
     if constexpr (std::is_integral_v<T>) acc = std::trunc(acc / nranks);
-    else acc /= nranks;
+    else acc = exact_sum ? round_to_precision<T>(acc / nranks) : acc / nranks;
   }
   ref.value = acc;
   if constexpr (is_float_like<T>) {
-    if (op == reduce_op::sum) ref.tolerance = (nranks - 1) * u * mag + u * std::fabs(acc);
-    else if (op == reduce_op::avg) ref.tolerance = ((nranks - 1) * u * mag) / nranks + 2 * u * std::fabs(acc);
-    else if (op == reduce_op::prod) ref.tolerance = nranks * u * std::fabs(acc);
+    if (!exact_sum && op == reduce_op::sum) ref.tolerance = (nranks - 1) * u * mag + u * std::fabs(acc);
+    else if (!exact_sum && op == reduce_op::avg)
+      ref.tolerance = ((nranks - 1) * u * mag) / nranks + 2 * u * std::fabs(acc);
   }
   return ref;
 }

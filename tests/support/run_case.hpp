@@ -65,6 +65,14 @@ struct shared_reference {
   std::vector<std::uint64_t> bits;
 };
 
+/// Whether algorithm `a` has a protocol axis (algorithms that move data
+/// through peer memory run and report one protocol, whichever is asked).
+inline bool has_protocol_axis(algo_id a) {
+  return ![]<class... As>(algo_id id, type_list<As...>) {
+    return ((As::id == id && algorithm_needs<As>::peer_memory) || ...);
+  }(a, algorithms{});
+}
+
 namespace detail {
 
 template <class T>
@@ -123,6 +131,15 @@ std::string run_typed(communicator& comm, const case_desc& c, shared_reference* 
     }
   } catch (const std::exception& e) {
     call_error = e.what();
+  }
+  // A pinned variant must be the one that ran (an algorithm without a
+  // protocol axis runs, and reports, its one protocol).
+  if (call_error.empty() && c.call == nullptr && c.variant.algo != algo_id::automatic) {
+    const variant_choice ran = comm.last_variant();
+    if (ran.algo != c.variant.algo ||
+        (has_protocol_axis(c.variant.algo) && c.variant.proto != proto_id::automatic &&
+         ran.proto != c.variant.proto))
+      fail(std::string("ran ") + name(ran.algo) + "/" + name(ran.proto) + ", not the variant asked for");
   }
 
   // Reference for reductions over the whole result range [0, m).
