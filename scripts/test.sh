@@ -1,18 +1,17 @@
 #!/usr/bin/env bash
 # scripts/test.sh — build and run the whole collx test suite.
 #
-#   scripts/test.sh            deps, then the `cpu` workflow (configure, build,
-#                              ctest); then, where /usr/local/cuda/bin/nvcc
-#                              exists, configure + build + ctest the `cuda` preset
-#                              (device code compiles; GPU tests skip, exit 77,
-#                              without a GPU)
-#                              then the `asan` workflow (unit, thread- and
-#                              process-rank tests under ASan+UBSan) and the `tsan`
-#                              workflow (unit and thread-rank tests), both with
-#                              COLLX_TEST_SCALE=quick; then the `fuzz` workflow
-#                              (libFuzzer on the bootstrap parsers for
+#   scripts/test.sh            deps, then, in this order: where
+#                              /usr/local/cuda/bin/nvcc exists, configure + build +
+#                              ctest the `cuda` preset (device code compiles; GPU
+#                              tests skip, exit 77, without a GPU); the `fuzz`
+#                              workflow (libFuzzer on the bootstrap parsers for
 #                              COLLX_FUZZ_SECONDS, default 20) where clang has
-#                              libFuzzer
+#                              libFuzzer; the `asan` workflow (unit, thread- and
+#                              process-rank tests under ASan+UBSan) and the `tsan`
+#                              workflow (unit tests, soak, team executor), both
+#                              with COLLX_TEST_SCALE=quick; last the `cpu`
+#                              workflow (configure, build, every test)
 #   scripts/test.sh --no-cuda  skip the CUDA part (also: COLLX_TEST_CUDA=0)
 #   --no-sanitizers            skip asan/tsan (also: COLLX_TEST_SANITIZERS=0)
 #   --no-fuzz                  skip the fuzzer (also: COLLX_TEST_FUZZ=0)
@@ -43,6 +42,8 @@ mkdir -p "$log_dir"
 
 summary=()
 failed=0
+tests_total=0   # over every ctest run: tests ctest counted
+tests_skipped=0 # of which skipped (exit 77)
 
 # run NAME LOG CMD...: runs CMD, output to the terminal and to LOG; records the result.
 run() {
@@ -54,6 +55,13 @@ run() {
   local rc=${PIPESTATUS[0]}
   local detail
   detail=$(ctest_result "$log")
+  if [[ -f "$log.count" ]]; then
+    local n k
+    read -r n k <"$log.count"
+    tests_total=$((tests_total + n))
+    tests_skipped=$((tests_skipped + k))
+    rm -f "$log.count"
+  fi
   if ((rc == 0)); then
     summary+=("PASS  ${name}${detail}")
   else
@@ -69,6 +77,7 @@ ctest_result() {
   line=$(grep -E '^[0-9]+% tests passed' "$1" | tail -n 1 || true)
   [[ -n "$line" ]] || return 0
   skipped=$(grep -c '(Skipped)' "$1" || true)
+  echo "${line##* out of } ${skipped}" >"$1.count"
   if ((skipped > 0)); then
     printf ': %s, %s skipped' "$line" "$skipped"
   else
@@ -78,15 +87,16 @@ ctest_result() {
 
 start=$SECONDS
 
-run "cpu workflow (configure, build, test)" "$log_dir/test-cpu.log" cmake --workflow --preset cpu
-
-if [[ "$want_san" == 0 ]]; then
-  summary+=("SKIP  asan, tsan (disabled by --no-sanitizers / COLLX_TEST_SANITIZERS=0)")
+# The device-code check first: without a GPU its one test skips, and the
+# ctest run that ends the log should be one that executed tests.
+if [[ "$want_cuda" == 0 ]]; then
+  summary+=("SKIP  cuda (disabled by --no-cuda / COLLX_TEST_CUDA=0)")
+elif [[ ! -x "$nvcc" ]]; then
+  summary+=("SKIP  cuda (no $nvcc)")
 else
-  run "asan workflow (ASan+UBSan: unit, thread and process ranks, quick scale)" "$log_dir/test-asan.log" \
-    cmake --workflow --preset asan
-  run "tsan workflow (TSan: unit and thread ranks, quick scale)" "$log_dir/test-tsan.log" \
-    cmake --workflow --preset tsan
+  run "cuda configure" "$log_dir/test-cuda-configure.log" cmake --preset cuda &&
+    run "cuda build" "$log_dir/test-cuda-build.log" cmake --build --preset cuda &&
+    run "cuda test" "$log_dir/test-cuda.log" ctest --preset cuda
 fi
 
 # libFuzzer ships with clang; probe it rather than trusting the version.
@@ -109,21 +119,30 @@ else
     cmake --workflow --preset fuzz
 fi
 
-if [[ "$want_cuda" == 0 ]]; then
-  summary+=("SKIP  cuda (disabled by --no-cuda / COLLX_TEST_CUDA=0)")
-elif [[ ! -x "$nvcc" ]]; then
-  summary+=("SKIP  cuda (no $nvcc)")
+if [[ "$want_san" == 0 ]]; then
+  summary+=("SKIP  asan, tsan (disabled by --no-sanitizers / COLLX_TEST_SANITIZERS=0)")
 else
-  run "cuda configure" "$log_dir/test-cuda-configure.log" cmake --preset cuda &&
-    run "cuda build" "$log_dir/test-cuda-build.log" cmake --build --preset cuda &&
-    run "cuda test" "$log_dir/test-cuda.log" ctest --preset cuda
+  run "asan workflow (ASan+UBSan: unit, thread and process ranks, quick scale)" "$log_dir/test-asan.log" \
+    cmake --workflow --preset asan
+  run "tsan workflow (TSan: unit and thread ranks, quick scale)" "$log_dir/test-tsan.log" \
+    cmake --workflow --preset tsan
 fi
+
+# The main suite last, so that the log ends with its ctest summary.
+run "cpu workflow (configure, build, test)" "$log_dir/test-cpu.log" cmake --workflow --preset cpu
+
 
 echo
 echo "==================== collx test summary ===================="
 for line in "${summary[@]}"; do
   echo "  $line"
 done
+executed=$((tests_total - tests_skipped))
+echo "  ${executed} tests executed, ${tests_skipped} skipped, over every ctest run above"
+if ((executed == 0)); then
+  echo "collx tests: FAILED: no test executed" >&2
+  failed=1
+fi
 if ((failed)); then
   echo "collx tests: FAILED after $((SECONDS - start)) s (logs in $log_dir/)"
   exit 1

@@ -14,6 +14,13 @@
 
 namespace collx::detail {
 
+/// A group known at compile time to be one worker (exec::host's); groups
+/// whose size is a run-time value (a block, a host team) are not.
+template <class Group>
+inline constexpr bool single_worker = requires {
+  requires Group::size() == 1;
+};
+
 template <bool Reduce, bool Post, int NDst, class Group, class T, class Red>
 COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void reduce_copy(const Group& g, const T* a,
                                                        std::type_identity_t<const T*> b, T* d0,
@@ -21,14 +28,14 @@ COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void reduce_copy(const Group& g, const T* 
                                                        const Red& red) {
   static_assert(NDst == 1 || NDst == 2);
 #if !COLLX_DEVICE_CODE
-  if constexpr (!Reduce && !Post && Group::size() == 1) {
+  if constexpr (!Reduce && !Post && single_worker<Group>) {
     // A plain host copy: the C library's memcpy picks the widest moves the CPU has.
     if (d0 != a) std::memcpy(d0, a, n * sizeof(T));
     if constexpr (NDst == 2) std::memcpy(d1, a, n * sizeof(T));
     return;
   } else if constexpr (requires { Red::is_erased; }) {
     // The whole slice goes to a kernel typed for the real element type.
-    static_assert(Group::size() == 1, "the erased reducer serves single-thread host workers");
+    static_assert(single_worker<Group>, "the erased reducer serves single-thread host workers");
     red.template apply<Reduce, Post, NDst>(a, b, d0, d1, n);
     return;
   } else

@@ -1,7 +1,7 @@
 // collx/exec/host_team.hpp — a rank run as W host threads with the semantics
 // of a CUDA thread block: how device behaviour is tested on CPUs.
 //
-// exec::host_team<W> gives protocol and schedule code exactly the worker group
+// exec::host_team gives protocol and schedule code exactly the worker group
 // that exec::cuda gives it on a GPU: W workers split every slot, only the
 // leader polls counters and posts, team operations (sync, broadcast, any,
 // all) are collective, and a worker's slot accesses reach the leader's
@@ -15,7 +15,7 @@
 // or yields for a random moment at each sync, post and wait verdict (the
 // "jitter"); a seed makes a run repeatable.
 //
-// Each worker thread holds its own host_team<W> (same team, its own lane).
+// Each worker thread holds its own host_team (same team, its own lane).
 // The leader's waits are exec::host's (deadline, abort word, periodic check,
 // doorbells); the team's barrier has its own deadline and aborts the process
 // with a message naming the lane, because a barrier that some workers never
@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include <sched.h>
 
@@ -43,6 +44,9 @@ class team_state {
   team_state(int workers, std::uint64_t seed, std::uint32_t jitter_ns = 2000,
              std::uint64_t barrier_timeout_ns = 60'000'000'000ull)
       : workers_(workers), jitter_ns_(jitter_ns), barrier_timeout_ns_(barrier_timeout_ns) {
+    if (workers < 1 || workers > max_workers)
+      throw_error(status::invalid_argument, "team_state: " + std::to_string(workers) +
+                                                " workers; a team has 1 to " + std::to_string(max_workers));
     for (int i = 0; i < max_workers; ++i) rng_[i].state = seed * 0x9e3779b97f4a7c15ull + 2 * i + 1;
   }
   team_state(const team_state&) = delete;
@@ -142,14 +146,15 @@ class team_state {
   rng rng_[max_workers];
 };
 
-/// The worker group of host_team<W>: one lane of W (see host_group for the
-/// team operations' contract).
-template <int W>
+/// The worker group of host_team: one lane of the team's W (see host_group
+/// for the team operations' contract). Its size is a run-time value, as a
+/// block's blockDim.x is, so code that assumes a compile-time team size fails
+/// to compile here as it would for exec::cuda.
 class host_team_group : public host_lanes {  // lanes are threads: tiles of one, batched work
  public:
   host_team_group(team_state* team, int lane) : team_(team), lane_(lane) {}
 
-  static constexpr int size() { return W; }
+  int size() const { return team_->workers(); }
   int index() const { return lane_; }
   bool leader() const { return lane_ == 0; }
   void sync() const { team_->sync(lane_); }
@@ -181,11 +186,10 @@ class host_team_group : public host_lanes {  // lanes are threads: tiles of one,
   int lane_;
 };
 
-/// The executor: a rank is W host threads (W ≤ team_state::max_workers).
-template <int W>
+/// The executor: a rank is W host threads (1 ≤ W ≤ team_state::max_workers,
+/// W = team_state::workers()).
 struct host_team {
-  static_assert(W >= 1 && W <= team_state::max_workers);
-  using group = host_team_group<W>;
+  using group = host_team_group;
 
   host base;  // the leader's waits: deadline, abort word, periodic check, doorbells
   team_state* team = nullptr;
