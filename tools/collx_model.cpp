@@ -139,9 +139,10 @@ struct parameters {
 tune::profile profile_of(const parameters& m) {
   const double gbps = 1 / (m.beta * 1e9), alpha_us = m.alpha * 1e6;
   tune::profile p{};
-  []<class... Ps>(tune::profile& out, double a, double g, type_list<Ps...>) {
-    ((out.proto[proto::channel_of<Ps>] = {a, g * Ps::payload_efficiency}), ...);
-  }(p, alpha_us, gbps, protocols{});
+  p.intra = {tune::link_kind::shm, alpha_us, gbps};
+  []<class... Ps>(tune::profile& out, type_list<Ps...>) {
+    ((out.proto[proto::channel_of<Ps>] = {0, Ps::payload_efficiency}), ...);
+  }(p, protocols{});
   p.barrier_us = p.oversub_step_us = alpha_us;
   p.peer_gbps = gbps;
   p.copy_gbps = std::numeric_limits<double>::infinity();

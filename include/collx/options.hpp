@@ -19,6 +19,8 @@
 //   COLLX_PROTO           protocols likewise, e.g. "simple,ll"
 //   COLLX_DETERMINISTIC   1: all_reduce results bitwise identical on every rank
 //                         and across calls (0 or unset: no such promise)
+//   COLLX_TUNE_FILE       the tuner's profile: a file collx-probe --save wrote,
+//                         "builtin", or "preset:NAME" (see collx/tune/active.hpp)
 // Bad values throw collx::error naming the variable.
 #pragma once
 
@@ -43,7 +45,8 @@ struct comm_options {
   /// FIFO geometry per directed connection: every protocol's FIFO (channel)
   /// has fifo_slots slots; slot_bytes[channel_of<P>] is protocol P's slot
   /// size, by default the one its channel spec states (proto/*.hpp say why).
-  std::uint32_t fifo_slots = 8;
+  static constexpr std::uint32_t default_fifo_slots = 8;
+  std::uint32_t fifo_slots = default_fifo_slots;
   std::array<std::uint32_t, proto::channel_count> slot_bytes = default_slot_bytes();
 
   /// Protocol P's slot bytes: opt.slot_bytes_of<proto::ll>() = 4096.
@@ -95,6 +98,12 @@ struct comm_options {
   /// bench/results). Off: mismatches are found only where they make a wait
   /// slow (the periodic watch), e.g. different counts. COLLX_CHECK_CALLS=0|1.
   bool check_calls = true;
+  /// The automatic choice's model profile: a JSON file written by
+  /// collx-probe --save, "builtin" (the transport's built-in preset), or
+  /// "preset:NAME"; empty: COLLX_TUNE_FILE, else the default location, else
+  /// the built-in preset (collx/tune/active.hpp). Every rank must use the
+  /// same profile, or their choices differ.
+  std::string tune_file;
 
   /// Defaults overridden by COLLX_* environment variables.
   static comm_options from_env() {
@@ -127,6 +136,10 @@ struct comm_options {
       o.check_calls = parse_u32("COLLX_CHECK_CALLS", v, 0, 1) == 1;
     if (const char* v = std::getenv("COLLX_DETERMINISTIC"))
       o.deterministic = parse_u32("COLLX_DETERMINISTIC", v, 0, 1) == 1;
+    if (const char* v = std::getenv("COLLX_TUNE_FILE")) {
+      require(*v != '\0', "COLLX_TUNE_FILE", "expected a profile file, 'builtin' or 'preset:NAME', got ''");
+      o.tune_file = v;
+    }
     return o;
   }
 

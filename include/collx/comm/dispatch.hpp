@@ -14,6 +14,10 @@
 // four widths and the kernels of every dtype, chosen at run time. Collectives
 // without a reduction move bytes: one instantiation whatever the element.
 //
+// The automatic choice prices variants with the profile of tune/active.hpp
+// (loaded once per process; a bad profile fails the call before any byte
+// moves, naming the file).
+//
 // Memory ordering: none of its own; the schedule's primitives publish and
 // acquire through the transport (proto/, transport/). Errors: status::
 // not_supported when no compiled variant serves the call (naming it),
@@ -35,6 +39,7 @@
 #include <collx/proto/ids.hpp>
 #include <collx/reduce_op.hpp>
 #include <collx/selection.hpp>
+#include <collx/tune/active.hpp>
 #include <collx/tune/model.hpp>
 #include <collx/tune/select.hpp>
 #include <collx/variants.hpp>
@@ -143,8 +148,13 @@ variant_choice resolve(const state<Transport>& s, coll c, variant_choice v,
                                               "communicator's options require (COLLX_DETERMINISTIC)");
   if (v.algo == algo_id::automatic || v.proto == proto_id::automatic) {
     const tune::request r{v, s.opt.allowed, s.opt.deterministic};
-    const variant_choice chosen = q != nullptr ? tune::fastest<Transport, Exec>(tune::shm_host, *q, r)
-                                               : tune::first_allowed<Transport, Exec>(c, r);
+    // The same constexpr argmin as a compile-time pick, over the profile this
+    // process loaded (tune/active.hpp: COLLX_TUNE_FILE, the default location,
+    // or the transport's preset).
+    const variant_choice chosen =
+        q != nullptr ? tune::fastest<Transport, Exec>(
+                           tune::profile_for(s.opt.tune_file, tune::preset_for<Transport>).model, *q, r)
+                     : tune::first_allowed<Transport, Exec>(c, r);
     if (chosen.algo == algo_id::automatic || chosen.proto == proto_id::automatic)
       throw_error(status::not_supported,
                   std::string(name(c)) + ": no compiled variant" +

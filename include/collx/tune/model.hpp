@@ -1,9 +1,12 @@
 // collx/tune/model.hpp — the α-β-γ model behind the automatic choice.
 //
 // predict_us<Algo, Proto>(profile, problem) prices an algorithm's constexpr
-// cost terms (algo/cost.hpp) with a transport's measured parameters:
+// cost terms (algo/cost.hpp) with a machine's parameters (a profile: per link
+// kind α and one-direction bandwidth, per protocol extra α and payload
+// efficiency, γ, ranks per node), on one node:
 //
-//   t = steps · α(proto) + bytes_sent / bw(proto)               connections
+//   t = steps · (α(link) + α(proto)) + bytes_sent / (bw(link) · eff(proto))
+//                                                               connections
 //     + barriers · barrier + peer_bytes / peer_bw + staged_bytes / copy_bw
 //                                                               peer memory
 //     + bytes_reduced / γ
@@ -14,7 +17,9 @@
 // one-shot/two-shot switch) is in its cost(), which gets from the problem what
 // it may depend on (algo::cost_context: the protocol's chunk bytes from the
 // real FIFO geometry, single copy). Everything is constexpr, so a choice over
-// a preset profile can be static_asserted (tune/select.hpp).
+// a preset profile can be static_asserted (tune/select.hpp), and the run-time
+// choice calls the same functions with a loaded profile (tune/active.hpp).
+// Across nodes, see predict() below.
 //
 // The profile's numbers are parameters, not thresholds: every crossover
 // between variants falls out of the cost terms.
@@ -28,34 +33,70 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 
 namespace collx::tune {
 
-/// One protocol over one transport: per-step latency and the payload
-/// bandwidth a connection streams at.
-struct link_params {
-  double alpha_us;
-  double gbps;
+/// What joins two ranks. The model prices a link by its one-direction
+/// latency and bandwidth; the kind names it in profiles and in explanations.
+enum class link_kind : int { shm, nvlink, pcie, ib, roce, tcp };
+
+inline constexpr const char* link_kind_names[] = {"shm", "nvlink", "pcie", "ib", "roce", "tcp"};
+constexpr const char* name(link_kind k) { return link_kind_names[static_cast<int>(k)]; }
+
+/// One link kind: per-step latency of its fastest protocol and the
+/// one-direction bandwidth one rank streams at (GB/s = bytes per ns).
+struct link {
+  link_kind kind = link_kind::shm;
+  double alpha_us = 0;
+  double gbps = 0;
 };
 
-/// A transport's parameters, measured on a machine.
+/// A protocol on any link: the latency it adds per step to the link's, and
+/// the share of the link's bandwidth it delivers as payload (LL's flags halve
+/// it on paper; polling costs more on CPUs). efficiency 0: the protocol is
+/// not usable on this machine (its predictions are infinite).
+struct proto_params {
+  double extra_alpha_us = 0;
+  double efficiency = 1;
+};
+
+/// A machine as the model sees it, two levels deep: ranks_per_node ranks
+/// share a node and talk over `intra`; nodes talk over `inter`, each rank
+/// through its share of the node's NICs (inter.gbps per rank). With
+/// ranks_per_node 0 every rank is on one node. Measured by collx-probe for
+/// this machine (tune/profile_file.hpp), preset for others (tune/presets.hpp).
 struct profile {
-  link_params proto[proto::channel_count];  // per compiled protocol, in channel order (proto/list.hpp)
-  double barrier_us;       // one barrier of a peer-memory algorithm
-  double peer_gbps;        // reading or writing peers' buffers
-  double copy_gbps;        // a local copy (staging)
-  double reduce_gbps;      // γ: bytes combined per second
-  double oversub_step_us;  // a step when ranks outnumber CPUs (a context switch)
+  link intra;
+  link inter{link_kind::tcp, 0, 0};
+  int ranks_per_node = 0;
+  proto_params proto[proto::channel_count];  // per compiled protocol, in channel order (proto/list.hpp)
+  double barrier_us = 0;                     // one barrier of a peer-memory algorithm
+  double peer_gbps = 0;        // reading or writing peers' buffers (a switch channel's emulated copies)
+  double copy_gbps = 0;        // a local copy (staging)
+  double reduce_gbps = 0;      // γ: bytes combined per second
+  double oversub_step_us = 0;  // a step when ranks outnumber CPUs (a context switch)
+
+  /// Per-step latency and payload bandwidth of protocol channel ch on link l.
+  constexpr double alpha_us(const link& l, int ch) const { return l.alpha_us + proto[ch].extra_alpha_us; }
+  constexpr double gbps(const link& l, int ch) const { return l.gbps * proto[ch].efficiency; }
+  /// Nodes that P ranks fill.
+  constexpr int nodes(int P) const {
+    return ranks_per_node > 0 && P > ranks_per_node ? (P + ranks_per_node - 1) / ranks_per_node : 1;
+  }
 };
 
 /// The shared-memory transport between CPU ranks, measured on 2 process
 /// ranks of a 2-core AMD EPYC with bench/calibrate.sh and collx-model
 /// calibrate (bench/results/tuner.md: the runs, how each number is derived,
-/// and how much two runs differed). Cross-memory attach reads (peer_gbps)
-/// measured slower than the ring's pipelined FIFO copies there, so the model
-/// leaves large all_reduce to ring on that machine.
+/// and how much two runs differed). The link is LL's latency and Simple's
+/// bandwidth; the other protocols are offsets and shares of them (α: Simple
+/// 0.80, LL 0.65, LL128 0.78 µs; GB/s: 7.0, 0.58, 2.6). Cross-memory attach
+/// reads (peer_gbps) measured slower than the ring's pipelined FIFO copies
+/// there, so the model leaves large all_reduce to ring on that machine.
 inline constexpr profile shm_host{
-    .proto = {{0.80, 7.0}, {0.65, 0.58}, {0.78, 2.6}},
+    .intra = {link_kind::shm, 0.65, 7.0},
+    .proto = {{0.15, 1.0}, {0.0, 0.58 / 7.0}, {0.13, 2.6 / 7.0}},
     .barrier_us = 0.5,
     .peer_gbps = 2.5,
     .copy_gbps = 25.0,
@@ -85,11 +126,9 @@ constexpr chunk_table chunk_table_of(Slots slots, SlotBytes slot_bytes) {
 }
 
 /// The chunk table of a communicator made with default options.
-inline constexpr chunk_table default_chunks = [] {
-  constexpr comm_options o{};
-  return chunk_table_of([&](int) { return o.fifo_slots; },
-                        [&](int ch) { return o.slot_bytes[static_cast<std::size_t>(ch)]; });
-}();
+inline constexpr chunk_table default_chunks =
+    chunk_table_of([](int) { return comm_options::default_fifo_slots; },
+                   [](int ch) { return proto::channels[static_cast<std::size_t>(ch)].default_slot_bytes; });
 
 /// What is being asked: a collective of `bytes` (as nccl-tests counts them)
 /// on `nranks` ranks, and how it would run on the communicator's transport.
@@ -103,18 +142,63 @@ struct problem {
   chunk_table chunks = default_chunks;
 };
 
+/// A prediction split by what it pays for, in µs: per-step latencies and
+/// barriers; bytes over links, peers' memory and staging copies; reduction.
+struct prediction {
+  double latency_us = 0, bandwidth_us = 0, reduction_us = 0;
+  constexpr double total_us() const { return latency_us + bandwidth_us + reduction_us; }
+};
+
+inline constexpr double unavailable_us = std::numeric_limits<double>::infinity();
+
+/// The prediction of <A, Pr> for the problem under profile m.
+///
+/// One node (P ≤ ranks_per_node, or ranks_per_node 0): every term at the
+/// intra link. Several nodes: the schedule is priced as if its ranks were
+/// placed node by node so that only the messages of the same schedule run
+/// among the nodes cross them (NCCL's rings and trees are laid out so:
+/// chains inside a node, the ring or tree between nodes). That schedule's
+/// steps are paid at the inter link, the rest at the intra link; its bytes
+/// go through the node's NICs (inter.gbps × ranks_per_node) while every
+/// rank's bytes go through its intra link, concurrently (pipelined), so the
+/// slower of the two counts. Peer-memory algorithms reach one node only.
+template <class A, class Pr>
+constexpr prediction predict(const profile& m, const problem& q) {
+  constexpr int ch = proto::channel_of<Pr>;
+  const algo::cost_context ctx{q.chunks[ch], q.single_copy};
+  const algo::cost_terms t = A::cost(q.kind, q.nranks, q.bytes, ctx);
+  prediction r{};
+  r.reduction_us = t.bytes_reduced / m.reduce_gbps / 1e3;
+  if (m.proto[ch].efficiency <= 0 && t.bytes_sent > 0) {  // the protocol is off on this machine
+    r.bandwidth_us = unavailable_us;
+    return r;
+  }
+  const int nodes = m.nodes(q.nranks);
+  if (nodes <= 1) {
+    const double step_us = q.oversubscribed ? m.oversub_step_us : m.alpha_us(m.intra, ch);
+    const double barrier_us = q.oversubscribed ? m.oversub_step_us : m.barrier_us;
+    r.latency_us = t.steps * step_us + t.barriers * barrier_us;
+    if (t.bytes_sent > 0) r.bandwidth_us += t.bytes_sent / m.gbps(m.intra, ch) / 1e3;
+    r.bandwidth_us += t.peer_bytes / m.peer_gbps / 1e3 + t.staged_bytes / m.copy_gbps / 1e3;
+    return r;
+  }
+  if (t.barriers > 0 || t.peer_bytes > 0 || t.staged_bytes > 0) {
+    r.bandwidth_us = unavailable_us;
+    return r;
+  }
+  const algo::cost_terms top = A::cost(q.kind, nodes, q.bytes, ctx);
+  const double inter_steps = top.steps < t.steps ? top.steps : t.steps;
+  r.latency_us = inter_steps * m.alpha_us(m.inter, ch) + (t.steps - inter_steps) * m.alpha_us(m.intra, ch);
+  const double intra_us = t.bytes_sent / m.gbps(m.intra, ch) / 1e3;
+  const double inter_us = top.bytes_sent / (m.gbps(m.inter, ch) * m.ranks_per_node) / 1e3;
+  if (t.bytes_sent > 0) r.bandwidth_us += intra_us > inter_us ? intra_us : inter_us;
+  return r;
+}
+
 /// Predicted time of <A, Pr> for the problem, in µs.
 template <class A, class Pr>
 constexpr double predict_us(const profile& m, const problem& q) {
-  constexpr int ch = proto::channel_of<Pr>;
-  const algo::cost_terms t =
-      A::cost(q.kind, q.nranks, q.bytes, algo::cost_context{q.chunks[ch], q.single_copy});
-  const link_params& l = m.proto[ch];
-  const double step_us = q.oversubscribed ? m.oversub_step_us : l.alpha_us;
-  const double barrier_us = q.oversubscribed ? m.oversub_step_us : m.barrier_us;
-  return t.steps * step_us + t.bytes_sent / l.gbps / 1e3 + t.barriers * barrier_us +
-         t.peer_bytes / m.peer_gbps / 1e3 + t.staged_bytes / m.copy_gbps / 1e3 +
-         t.bytes_reduced / m.reduce_gbps / 1e3;
+  return predict<A, Pr>(m, q).total_us();
 }
 
 }  // namespace collx::tune

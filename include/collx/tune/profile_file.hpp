@@ -1,0 +1,263 @@
+// collx/tune/profile_file.hpp — a model profile (tune/model.hpp) as a
+// versioned JSON file: what collx-probe --save writes and communicators load
+// (tune/active.hpp).
+//
+//   {
+//     "format": "collx-profile", "version": 1,
+//     "machine": {"hostname": "...", "cpu": "AMD EPYC", "cpus": 2, "numa_nodes": 1},
+//     "measured": "2026-12-01T17:00:00Z",      (optional, free text)
+//     "source": "collx-probe ...",             (optional, free text)
+//     "model": {
+//       "intra": {"kind": "shm", "alpha_us": 0.65, "gbps": 7.0},
+//       "inter": {"kind": "tcp", "alpha_us": 0, "gbps": 0},
+//       "ranks_per_node": 0,
+//       "protocols": {"simple": {"extra_alpha_us": 0.15, "efficiency": 1},
+//                     "ll": {...}, "ll128": {...}},      (every compiled protocol)
+//       "barrier_us": 0.5, "peer_gbps": 2.5, "copy_gbps": 25,
+//       "reduce_gbps": 19.6, "oversub_step_us": 12
+//     },
+//     "probe": {...}                            (optional: the probe's evidence, not read)
+//   }
+//
+// Reading is strict where a mistake would mislead the tuner and lenient where
+// it would not: a syntax error (with line and column), another format or a
+// newer version, a missing key, a value of the wrong type, a negative or
+// non-finite number, an unknown link kind or protocol each throw collx::error
+// (invalid_argument) naming the file and the key; an unknown key is collected
+// as a warning (a newer writer's addition) and otherwise ignored. Whether the
+// profile belongs to this machine is tune/active.hpp's check.
+#pragma once
+
+#include <collx/error.hpp>
+#include <collx/proto/list.hpp>
+#include <collx/tune/json.hpp>
+#include <collx/tune/machine_id.hpp>
+#include <collx/tune/model.hpp>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace collx::tune {
+
+inline constexpr const char* profile_format = "collx-profile";
+inline constexpr int profile_version = 1;
+
+/// A profile with what it says about itself.
+struct profile_doc {
+  profile model{};
+  machine_info machine;
+  std::string measured;               // when (free text, ISO 8601 by convention)
+  std::string source;                 // how (free text)
+  json::value probe;                  // the probe's evidence (optional; written, not read)
+  std::vector<std::string> warnings;  // unknown keys met while reading
+};
+
+namespace profile_detail {
+
+inline json::value link_json(const link& l) {
+  json::value v = json::value::object();
+  v.set("kind", name(l.kind));
+  v.set("alpha_us", l.alpha_us);
+  v.set("gbps", l.gbps);
+  return v;
+}
+
+// Reads one JSON object's members by name, reporting problems with the
+// key's full path; unknown keys become warnings once every expected key was
+// asked for (finish()).
+class reader {
+ public:
+  reader(const json::value& v, std::string path, const std::string& origin,
+         std::vector<std::string>& warnings)
+      : v_(v), path_(std::move(path)), origin_(origin), warnings_(warnings) {
+    if (v.type != json::kind::object)
+      fail(path_.empty() ? "the profile must be a JSON object"
+                         : "'" + path_ + "' must be an object, not " + json::name(v.type));
+  }
+  [[noreturn]] void fail(const std::string& what) const {
+    throw_error(status::invalid_argument, "profile " + origin_ + ": " + what);
+  }
+  std::string key(const std::string& k) const { return path_.empty() ? k : path_ + "." + k; }
+  const json::value* optional(const std::string& k, json::kind t) {
+    seen_.push_back(k);
+    const json::value* x = v_.find(k);
+    if (x != nullptr && x->type != t)
+      fail("'" + key(k) + "' must be " + json::name(t) + ", not " + json::name(x->type));
+    return x;
+  }
+  const json::value& required(const std::string& k, json::kind t) {
+    const json::value* x = optional(k, t);
+    if (x == nullptr) fail("missing key '" + key(k) + "' (a partial or truncated profile?)");
+    return *x;
+  }
+  double number(const std::string& k, bool may_be_zero = true) {
+    const double d = required(k, json::kind::number).num;
+    if (!std::isfinite(d) || d < 0 || (!may_be_zero && d == 0))
+      fail("'" + key(k) + "' must be a " + (may_be_zero ? "non-negative" : "positive") + " number, got " +
+           std::to_string(d));
+    return d;
+  }
+  std::string text(const std::string& k, bool required_key = true) {
+    const json::value* x = required_key ? &required(k, json::kind::string) : optional(k, json::kind::string);
+    return x != nullptr ? x->str : std::string();
+  }
+  reader child(const std::string& k) {
+    return reader(required(k, json::kind::object), key(k), origin_, warnings_);
+  }
+  void finish() const {
+    for (const auto& [k, x] : v_.members) {
+      bool known = false;
+      for (const std::string& s : seen_) known = known || s == k;
+      if (!known) warnings_.push_back("profile " + origin_ + ": unknown key '" + key(k) + "' ignored");
+    }
+  }
+
+ private:
+  const json::value& v_;
+  std::string path_;
+  const std::string& origin_;
+  std::vector<std::string>& warnings_;
+  std::vector<std::string> seen_;
+};
+
+inline link read_link(reader r) {
+  link l;
+  const std::string k = r.text("kind");
+  bool found = false;
+  for (int i = 0; i < int(std::size(link_kind_names)); ++i)
+    if (k == link_kind_names[i]) l.kind = static_cast<link_kind>(i), found = true;
+  if (!found) {
+    std::string names;
+    for (const char* n : link_kind_names) names += std::string(names.empty() ? "" : ", ") + n;
+    r.fail("'" + r.key("kind") + "' is '" + k + "', not a link kind (" + names + ")");
+  }
+  l.alpha_us = r.number("alpha_us");
+  l.gbps = r.number("gbps");
+  r.finish();
+  return l;
+}
+
+}  // namespace profile_detail
+
+/// The profile as JSON text (format above).
+inline std::string to_json(const profile_doc& d) {
+  json::value v = json::value::object();
+  v.set("format", profile_format);
+  v.set("version", profile_version);
+  json::value& m = v.set("machine", json::value::object());
+  m.set("hostname", d.machine.hostname);
+  m.set("cpu", d.machine.cpu);
+  m.set("cpus", d.machine.cpus);
+  m.set("numa_nodes", d.machine.numa_nodes);
+  if (!d.measured.empty()) v.set("measured", d.measured);
+  if (!d.source.empty()) v.set("source", d.source);
+  json::value& model = v.set("model", json::value::object());
+  model.set("intra", profile_detail::link_json(d.model.intra));
+  model.set("inter", profile_detail::link_json(d.model.inter));
+  model.set("ranks_per_node", d.model.ranks_per_node);
+  json::value& protos = model.set("protocols", json::value::object());
+  for (int c = 0; c < proto::channel_count; ++c) {
+    json::value& p = protos.set(proto::channel_names[static_cast<std::size_t>(c)], json::value::object());
+    p.set("extra_alpha_us", d.model.proto[c].extra_alpha_us);
+    p.set("efficiency", d.model.proto[c].efficiency);
+  }
+  model.set("barrier_us", d.model.barrier_us);
+  model.set("peer_gbps", d.model.peer_gbps);
+  model.set("copy_gbps", d.model.copy_gbps);
+  model.set("reduce_gbps", d.model.reduce_gbps);
+  model.set("oversub_step_us", d.model.oversub_step_us);
+  if (d.probe.type != json::kind::null) v.set("probe", d.probe);
+  return v.dump();
+}
+
+/// Reads a profile from JSON text; `origin` names it in messages (a path).
+/// Throws collx::error (invalid_argument) naming the problem.
+inline profile_doc from_json(const std::string& text, const std::string& origin) {
+  json::value v;
+  try {
+    v = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw_error(status::invalid_argument,
+                "profile " + origin + ": not valid JSON (corrupt or truncated?): " + e.what());
+  }
+  profile_doc d;
+  profile_detail::reader r(v, "", origin, d.warnings);
+  if (const std::string f = r.text("format"); f != profile_format)
+    r.fail("'format' is '" + f + "', not '" + profile_format + "'");
+  const double ver = r.number("version");
+  if (ver != profile_version)
+    r.fail("version " + std::to_string(int(ver)) + " is not the one this collx reads (" +
+           std::to_string(profile_version) + ")" +
+           (ver > profile_version ? "; it was written by a newer collx" : ""));
+  {
+    profile_detail::reader m = r.child("machine");
+    d.machine.hostname = m.text("hostname", false);
+    d.machine.cpu = m.text("cpu");
+    d.machine.cpus = int(m.number("cpus", false));
+    d.machine.numa_nodes = int(m.number("numa_nodes"));
+    m.finish();
+  }
+  d.measured = r.text("measured", false);
+  d.source = r.text("source", false);
+  if (const json::value* p = r.optional("probe", json::kind::object)) d.probe = *p;
+  profile_detail::reader m = r.child("model");
+  d.model.intra = profile_detail::read_link(m.child("intra"));
+  d.model.inter = profile_detail::read_link(m.child("inter"));
+  d.model.ranks_per_node = int(m.number("ranks_per_node"));
+  {
+    profile_detail::reader ps = m.child("protocols");
+    for (int c = 0; c < proto::channel_count; ++c) {
+      profile_detail::reader p = ps.child(proto::channel_names[static_cast<std::size_t>(c)]);
+      d.model.proto[c].extra_alpha_us = p.number("extra_alpha_us");
+      d.model.proto[c].efficiency = p.number("efficiency");
+      if (d.model.proto[c].efficiency > 1)
+        p.fail("'" + p.key("efficiency") + "' is a share of the link's bandwidth, at most 1, got " +
+               std::to_string(d.model.proto[c].efficiency));
+      p.finish();
+    }
+    ps.finish();
+  }
+  d.model.barrier_us = m.number("barrier_us");
+  d.model.peer_gbps = m.number("peer_gbps", false);
+  d.model.copy_gbps = m.number("copy_gbps", false);
+  d.model.reduce_gbps = m.number("reduce_gbps", false);
+  d.model.oversub_step_us = m.number("oversub_step_us");
+  if (!(d.model.intra.gbps > 0)) m.fail("'model.intra.gbps' must be positive");
+  m.finish();
+  r.finish();
+  return d;
+}
+
+/// Reads the profile file at `path` (from_json's errors, or one naming the
+/// file when it cannot be read).
+inline profile_doc load_profile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw_error(status::invalid_argument, "profile " + path + ": cannot read it: " + std::strerror(errno));
+  std::ostringstream s;
+  s << in.rdbuf();
+  return from_json(s.str(), path);
+}
+
+/// Writes `d` to `path` (via a temporary file, so a reader never sees half of it).
+inline void save_profile(const profile_doc& d, const std::string& path) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out)
+      throw_error(status::system_error, "profile " + path + ": cannot write it: " + std::strerror(errno));
+    out << to_json(d);
+    if (!out.flush()) throw_error(status::system_error, "profile " + path + ": write failed");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw_error(status::system_error,
+                "profile " + path + ": cannot rename " + tmp + ": " + std::strerror(errno));
+}
+
+}  // namespace collx::tune

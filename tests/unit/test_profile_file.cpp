@@ -1,0 +1,239 @@
+// Profiles as files (tune/profile_file.hpp) and the run-time profile
+// (tune/active.hpp): round trip, bad files rejected with a message naming
+// the problem, unknown keys warned about, another topology refused, and the
+// communicator's automatic choice following the loaded profile.
+#include <collx/communicator.hpp>
+#include <collx/tune/active.hpp>
+#include <collx/tune/json.hpp>
+#include <collx/tune/profile_file.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace collx;
+using Catch::Matchers::Contains;
+
+// A named namespace: the unit tests build as one translation unit.
+namespace profile_file_test {
+
+tune::profile_doc sample_doc() {
+  tune::profile_doc d;
+  d.model = tune::h100_ib_ndr;  // every field differs from the defaults
+  d.machine = tune::this_machine();
+  d.measured = "2026-12-01T17:00:00Z";
+  d.source = "test \"quoted\"\n";
+  return d;
+}
+
+std::string temp_path(const char* tag) {
+  return "/tmp/collx_test_profile_" + std::to_string(::getpid()) + "_" + tag + ".json";
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::trunc) << text;
+}
+
+// The sample's JSON with `from` replaced by `to` (once; the text must occur).
+std::string edited(const std::string& from, const std::string& to) {
+  std::string s = tune::to_json(sample_doc());
+  const auto at = s.find(from);
+  REQUIRE(at != std::string::npos);
+  return s.replace(at, from.size(), to);
+}
+
+void check_rejected(const std::string& text, const std::string& message) {
+  INFO(text);
+  CHECK_THROWS_WITH(tune::from_json(text, "P.json"), Contains("profile P.json: ") && Contains(message));
+}
+
+TEST_CASE("profile file: round trip keeps every number exactly", "[tune][profile]") {
+  const tune::profile_doc d = sample_doc();
+  const std::string text = tune::to_json(d);
+  const tune::profile_doc r = tune::from_json(text, "mem");
+  CHECK(r.warnings.empty());
+  // Field by field against the preset the sample was made from.
+  const tune::profile& m = tune::h100_ib_ndr;
+  CHECK(r.model.intra.kind == tune::link_kind::nvlink);
+  CHECK(r.model.intra.alpha_us == m.intra.alpha_us);
+  CHECK(r.model.intra.gbps == m.intra.gbps);
+  CHECK(r.model.inter.kind == tune::link_kind::ib);
+  CHECK(r.model.inter.alpha_us == m.inter.alpha_us);
+  CHECK(r.model.inter.gbps == m.inter.gbps);
+  CHECK(r.model.ranks_per_node == 8);
+  for (int c = 0; c < proto::channel_count; ++c) {
+    CHECK(r.model.proto[c].extra_alpha_us == m.proto[c].extra_alpha_us);
+    CHECK(r.model.proto[c].efficiency == m.proto[c].efficiency);
+  }
+  CHECK(r.model.barrier_us == m.barrier_us);
+  CHECK(r.model.peer_gbps == m.peer_gbps);  // 551.6…: needs 17 digits
+  CHECK(r.model.copy_gbps == m.copy_gbps);
+  CHECK(r.model.reduce_gbps == m.reduce_gbps);
+  CHECK(r.model.oversub_step_us == m.oversub_step_us);
+  CHECK(r.machine.cpu == d.machine.cpu);
+  CHECK(r.machine.cpus == d.machine.cpus);
+  CHECK(r.machine.numa_nodes == d.machine.numa_nodes);
+  CHECK(r.measured == d.measured);
+  CHECK(r.source == d.source);
+  // Written again, the same text.
+  CHECK(tune::to_json(r) == text);
+  // Through a file.
+  const std::string path = temp_path("roundtrip");
+  tune::save_profile(d, path);
+  CHECK(tune::to_json(tune::load_profile(path)) == text);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("profile file: the text's layout", "[tune][profile]") {
+  // An independent reading of the written text: the keys and values a person
+  // (or another tool) sees.
+  const tune::json::value v = tune::json::parse(tune::to_json(sample_doc()));
+  CHECK(v.find("format")->str == "collx-profile");
+  CHECK(v.find("version")->num == 1);
+  const auto* model = v.find("model");
+  REQUIRE(model != nullptr);
+  CHECK(model->find("intra")->find("kind")->str == "nvlink");
+  CHECK(model->find("intra")->find("gbps")->num == Approx(18 * 20.6));
+  CHECK(model->find("protocols")->find("ll")->find("efficiency")->num == Approx(141.0 / 370.8));
+  CHECK(model->find("protocols")->members.size() == std::size_t(proto::channel_count));
+}
+
+TEST_CASE("profile file: bad profiles are rejected naming the problem", "[tune][profile]") {
+  // Corrupt and truncated text: line and column of the problem.
+  const std::string good = tune::to_json(sample_doc());
+  check_rejected(good.substr(0, good.size() / 2), "not valid JSON (corrupt or truncated?)");
+  check_rejected(good.substr(0, good.size() / 2), "unexpected end of the text");
+  check_rejected("{\"format\": \"collx-profile\",\n  \"version\": 1,,}", "line 2, column 16");
+  check_rejected("", "not valid JSON");
+  check_rejected("[1, 2]", "the profile must be a JSON object");
+  check_rejected("{\"a\": 1, \"a\": 2}", "duplicate key 'a'");
+  // Another format, another version.
+  check_rejected(edited("\"collx-profile\"", "\"nccl-topo\""),
+                 "'format' is 'nccl-topo', not 'collx-profile'");
+  check_rejected(edited("\"version\": 1", "\"version\": 2"), "version 2 is not the one this collx reads (1)");
+  check_rejected(edited("\"version\": 1", "\"version\": 2"), "written by a newer collx");
+  // Partial: a key missing, at any depth, named with its path.
+  check_rejected(edited("\"barrier_us\"", "\"barrier\""), "missing key 'model.barrier_us'");
+  check_rejected(edited("\"ll128\"", "\"ll256\""), "missing key 'model.protocols.ll128'");
+  check_rejected(edited("\"numa_nodes\"", "\"numa\""), "missing key 'machine.numa_nodes'");
+  // Wrong types and values.
+  check_rejected(edited("\"ranks_per_node\": 8", "\"ranks_per_node\": \"8\""),
+                 "'model.ranks_per_node' must be a number, not a string");
+  check_rejected(
+      edited("\"kind\": \"nvlink\"", "\"kind\": \"carrier-pigeon\""),
+      "'model.intra.kind' is 'carrier-pigeon', not a link kind (shm, nvlink, pcie, ib, roce, tcp)");
+  check_rejected(edited("\"barrier_us\": 12.5", "\"barrier_us\": -1"),
+                 "'model.barrier_us' must be a non-negative number");
+  check_rejected(edited("\"peer_gbps\": ", "\"peer_gbps\": 0, \"x_gbps\": "),
+                 "'model.peer_gbps' must be a positive number");
+  check_rejected(edited("\"efficiency\": 1", "\"efficiency\": 1.5"), "at most 1");
+  check_rejected(edited("\"model\": {", "\"model\": 3, \"m\": {"), "'model' must be an object, not a number");
+  // A missing file.
+  CHECK_THROWS_WITH(tune::load_profile("/nonexistent/collx.json"),
+                    Contains("profile /nonexistent/collx.json: cannot read it"));
+}
+
+TEST_CASE("profile file: unknown keys are warnings, not errors", "[tune][profile]") {
+  const tune::profile_doc d =
+      tune::from_json(edited("\"barrier_us\"", "\"future_term\": 3, \"barrier_us\""), "P.json");
+  REQUIRE(d.warnings.size() == 1);
+  CHECK_THAT(d.warnings[0], Contains("profile P.json: unknown key 'model.future_term' ignored"));
+  CHECK(d.model.barrier_us == tune::h100_ib_ndr.barrier_us);
+  // The probe's evidence is a known, unread member.
+  CHECK(tune::from_json(edited("\"model\": {", "\"probe\": {\"x\": [1]}, \"model\": {"), "P.json")
+            .warnings.empty());
+}
+
+TEST_CASE("active profile: the setting, the machine check, the presets", "[tune][profile]") {
+  const tune::machine_info here = tune::this_machine();
+  // A profile of this machine is taken as it is.
+  const std::string path = temp_path("active");
+  tune::profile_doc d = sample_doc();
+  tune::save_profile(d, path);
+  const tune::active_profile a = tune::resolve_profile(path, tune::shm_host, "shm_host", here);
+  CHECK(a.model.peer_gbps == tune::h100_ib_ndr.peer_gbps);
+  CHECK_THAT(a.origin, Contains("file " + path) && Contains("2026-12-01T17:00:00Z"));
+  // Another topology is refused, with what both are and how to go on.
+  tune::machine_info other = here;
+  other.cpus = here.cpus + 62;
+  CHECK_THROWS_WITH(tune::resolve_profile(path, tune::shm_host, "shm_host", other),
+                    Contains("profile " + path + " was measured on another machine") &&
+                        Contains(std::to_string(here.cpus + 62) + " CPUs") &&
+                        Contains("collx-probe --save") && Contains("COLLX_TUNE_FILE=builtin"));
+  other = here;
+  other.cpu = "Imaginary CPU 9000";
+  CHECK_THROWS_WITH(tune::resolve_profile(path, tune::shm_host, "shm_host", other),
+                    Contains("Imaginary CPU 9000"));
+  // The host name alone does not matter.
+  other = here;
+  other.hostname = "elsewhere";
+  CHECK_NOTHROW(tune::resolve_profile(path, tune::shm_host, "shm_host", other));
+  std::remove(path.c_str());
+  // builtin and presets.
+  CHECK(tune::resolve_profile("builtin", tune::shm_host, "shm_host", here).model.intra.gbps ==
+        tune::shm_host.intra.gbps);
+  CHECK(tune::resolve_profile("preset:a100_nvswitch", tune::shm_host, "shm_host", here).model.intra.gbps ==
+        tune::a100_nvswitch.intra.gbps);
+  CHECK_THROWS_WITH(tune::resolve_profile("preset:tpu", tune::shm_host, "shm_host", here),
+                    Contains("no preset named 'tpu'") && Contains("h100_nvswitch"));
+  CHECK_THROWS_WITH(tune::resolve_profile("/nonexistent/p.json", tune::shm_host, "shm_host", here),
+                    Contains("cannot read it"));
+}
+
+TEST_CASE("active profile: the communicator's automatic choice follows the loaded profile",
+          "[tune][profile]") {
+  // Two profiles that differ only in peer bandwidth flip a 16 MiB all_reduce
+  // on 2 thread ranks between nvls (peers as fast as copies) and a FIFO
+  // algorithm (the measured shm profile, where peer reads are slow).
+  tune::profile_doc fast = sample_doc();
+  fast.model = tune::shm_host;
+  fast.model.peer_gbps = fast.model.copy_gbps * 4;
+  const std::string path = temp_path("choice");
+  tune::save_profile(fast, path);
+  auto run = [](const std::string& setting) {
+    comm_options o;
+    o.tune_file = setting;
+    auto comms = communicator::create_thread_group(2, o);
+    const std::size_t n = std::size_t{4} << 20;
+    std::vector<variant_choice> seen(2);
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < 2; ++r)
+      ranks.emplace_back([&, r] {
+        std::vector<float> x(n, float(r + 1)), y(n);
+        comms[r].all_reduce(x.data(), y.data(), n, reduce_op::sum);
+        CHECK(y[n - 1] == 3.0f);
+        seen[r] = comms[r].last_variant();
+      });
+    for (auto& t : ranks) t.join();
+    CHECK(seen[0] == seen[1]);
+    return seen[0];
+  };
+  // Independent reference: the constexpr choice over the same numbers.
+  const tune::problem q{coll::all_reduce, 2, double(16 << 20), true, false};
+  CHECK(tune::fastest<transport::shm>(fast.model, q).algo == algo_id::nvls);
+  CHECK(tune::fastest<transport::shm>(tune::shm_host, q).algo != algo_id::nvls);
+  CHECK(run(path).algo == algo_id::nvls);
+  CHECK(run("builtin").algo != algo_id::nvls);
+  // A bad profile fails the call before any byte moves and names the file;
+  // the communicator stays usable with an explicit variant.
+  const std::string bad = temp_path("bad");
+  write_file(bad, "{\"format\": \"collx-profile\", \"version\": 1");
+  comm_options o;
+  o.tune_file = bad;
+  auto comms = communicator::create_thread_group(1, o);
+  std::vector<float> x(1024, 1.0f), y(1024);
+  CHECK_THROWS_WITH(comms[0].all_reduce(x.data(), y.data(), x.size(), reduce_op::sum),
+                    Contains("profile " + bad + ": not valid JSON"));
+  CHECK_NOTHROW(
+      comms[0].all_reduce(x.data(), y.data(), x.size(), reduce_op::sum, {algo_id::ring, proto_id::simple}));
+  CHECK(y[0] == 1.0f);
+  std::remove(path.c_str());
+  std::remove(bad.c_str());
+}
+
+}  // namespace profile_file_test
