@@ -4,17 +4,119 @@
 // non-zero, naming every failed case, if anything is wrong.
 //
 //   proc_matrix [quick]      (also quick when COLLX_TEST_SCALE=quick)
+//
+// Besides the values, every case checks
+//  * the algorithm that ran: where COLLX_ALGO names one algorithm for a
+//    collective ("allreduce:tree;allgather:bruck"), every automatic call of it
+//    must report that algorithm (last_variant()), and each such collective must
+//    have been checked at least once;
+//  * the bytes read from peers by cross-memory attach
+//    (transport::peer_read_counters): exactly what nvls's single-copy schedule
+//    reads when single copy is on and nvls ran, none otherwise.
+// COLLX_EXPECT_SINGLE_COPY=1: single copy must be on. Where it is off the test
+// probes process_vm_readv itself: EPERM (not permitted here: ptrace access
+// rules such as Yama's ptrace_scope, or a seccomp filter) skips with exit 77
+// and prints it; any other errno, or a probe that succeeds, fails.
 #include "../support/run_case.hpp"
 
 #include <collx/communicator.hpp>
 #include <collx/process.hpp>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <string>
+
+#include <sys/uio.h>
+#include <unistd.h>
 
 using namespace collx;
 using namespace collx::test;
+
+namespace {
+
+/// The one algorithm COLLX_ALGO names for each collective, from clauses of
+/// the form "collective:algorithm" (others name no single algorithm).
+std::map<coll, std::string> expected_algorithms() {
+  std::map<coll, std::string> out;
+  const char* env = std::getenv("COLLX_ALGO");
+  if (env == nullptr) return out;
+  const std::map<std::string, coll> colls{{"allreduce", coll::all_reduce},
+                                          {"allgather", coll::all_gather},
+                                          {"reducescatter", coll::reduce_scatter},
+                                          {"broadcast", coll::broadcast},
+                                          {"reduce", coll::reduce}};
+  const std::string all = env;
+  for (std::size_t pos = 0; pos <= all.size();) {
+    const std::size_t end = std::min(all.find(';', pos), all.size());
+    const std::string clause = all.substr(pos, end - pos);
+    pos = end + 1;
+    const std::size_t colon = clause.find(':');
+    if (colon == std::string::npos) continue;
+    const auto c = colls.find(clause.substr(0, colon));
+    const std::string algo = clause.substr(colon + 1);
+    if (c != colls.end() && !algo.empty() && algo.find_first_of(",^") == std::string::npos)
+      out[c->second] = algo;
+  }
+  return out;
+}
+
+/// Bytes rank r reads from peers by cross-memory attach when nvls runs case c
+/// (every peer a separate process). Single copy from `min_bytes` on (the
+/// vector for all_reduce and broadcast, all P blocks otherwise): all_reduce
+/// reduces its slice from P-1 peers, then reads the other slices;
+/// reduce_scatter reads its block from P-1 peers; all_gather and all_to_all
+/// one block from each peer; broadcast the root's vector (not on the root).
+std::uint64_t single_copy_bytes(const case_desc& c, int r, int P, std::uint64_t min_bytes) {
+  const std::uint64_t n = c.count, Pz = static_cast<std::uint64_t>(P), rz = static_cast<std::uint64_t>(r);
+  const bool whole = c.kind == coll::all_reduce || c.kind == coll::broadcast;
+  if (P == 1 || n * size_of(c.dt) * (whole ? 1 : Pz) < min_bytes) return 0;  // staged
+  std::uint64_t elems = 0;
+  switch (c.kind) {
+    case coll::all_reduce: {
+      const std::uint64_t mine = n * (rz + 1) / Pz - n * rz / Pz;
+      elems = (Pz - 1) * mine + (n - mine);
+      break;
+    }
+    case coll::reduce_scatter:
+    case coll::all_gather:
+    case coll::all_to_all: elems = (Pz - 1) * n; break;
+    case coll::broadcast: elems = r == c.root ? 0 : n; break;
+    default: break;
+  }
+  return elems * size_of(c.dt);
+}
+
+/// 0 if this rank may read every peer's memory by process_vm_readv, else the
+/// errno of the first refused read (EFAULT for a read that returned other
+/// bytes than the peer holds). Peers' pids and addresses travel by ring/simple.
+int probe_cross_memory_attach(communicator& comm) {
+  static std::uint64_t magic = 0;
+  magic = 0xC011'0000'0000'0000ull + static_cast<std::uint64_t>(comm.rank());
+  const int P = comm.size();
+  std::uint64_t mine[2] = {static_cast<std::uint64_t>(::getpid()),
+                           static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(&magic))};
+  std::vector<std::uint64_t> all(2 * static_cast<std::size_t>(P));
+  collx::all_gather<algo::ring, proto::simple>(comm, mine, all.data(), 2);
+  for (int q = 0; q < P; ++q) {
+    if (q == comm.rank()) continue;
+    std::uint64_t got = 0;
+    iovec local{&got, sizeof got};
+    iovec far{reinterpret_cast<void*>(static_cast<std::uintptr_t>(all[2 * static_cast<std::size_t>(q) + 1])),
+              sizeof got};
+    const ssize_t n = ::process_vm_readv(static_cast<pid_t>(all[2 * static_cast<std::size_t>(q)]), &local, 1,
+                                         &far, 1, 0);
+    if (n < 0) return errno;
+    if (n != static_cast<ssize_t>(sizeof got) || got != 0xC011'0000'0000'0000ull + static_cast<std::uint64_t>(q))
+      return EFAULT;
+  }
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   const char* scale = std::getenv("COLLX_TEST_SCALE");  // "quick" under sanitizers
@@ -29,14 +131,37 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "proc_matrix: %s\n", e.what());
     return 1;
   }
-  // The single-copy runs must really read peers by cross-memory attach: where
-  // the OS refuses it (the probe at creation), the run is skipped, not passed.
+  // The single-copy runs must really read peers by cross-memory attach.
   if (const char* e = std::getenv("COLLX_EXPECT_SINGLE_COPY");
-      e != nullptr && std::strcmp(e, "1") == 0 && comm.size() > 1 && !comm.single_copy_enabled()) {
-    if (comm.rank() == 0)
-      std::printf(
-          "proc_matrix: SKIP: single copy is off (cross-memory attach refused, or COLLX_SINGLE_COPY=0)\n");
-    return 77;
+      e != nullptr && std::strcmp(e, "1") == 0 && comm.size() > 1) {
+    int err = 0;
+    try {
+      const std::int32_t own = probe_cross_memory_attach(comm);
+      std::int32_t worst = 0;  // a rank's errno, so that every rank decides alike
+      collx::all_reduce<algo::ring, proto::simple>(comm, &own, &worst, 1, reduce_op::max);
+      err = worst;
+    } catch (const std::exception& x) {
+      std::fprintf(stderr, "proc_matrix: FAILED probing cross-memory attach: %s\n", x.what());
+      return 1;
+    }
+    if (!comm.single_copy_enabled()) {
+      if (err == EPERM) {
+        if (comm.rank() == 0)
+          std::printf("proc_matrix: SKIP: cross-memory attach is not permitted here (process_vm_readv: %s, "
+                      "errno %d)\n",
+                      std::strerror(err), err);
+        return 77;
+      }
+      std::fprintf(stderr,
+                   "proc_matrix: FAILED: single copy is off, but process_vm_readv of every peer %s%s\n",
+                   err == 0 ? "works" : "fails with ", err == 0 ? "" : std::strerror(err));
+      return 1;
+    }
+    if (err != 0) {
+      std::fprintf(stderr, "proc_matrix: FAILED: single copy is on, but process_vm_readv fails here: %s\n",
+                   std::strerror(err));
+      return 1;
+    }
   }
   const int P = comm.size();
   std::vector<case_desc> cases;
@@ -80,13 +205,52 @@ int main(int argc, char** argv) {
       cases.push_back(c);
     }
   int failed = 0;
+  const auto expected = expected_algorithms();
+  std::map<coll, int> algo_checks;
+  const bool single_copy = comm.single_copy_enabled();
+  auto& counters = transport::peer_read_counters;
+  const std::uint64_t reads_before = counters.reads.load(), bytes_before = counters.bytes.load();
+  std::uint64_t nvls_single_copy_bytes = 0;
   for (const auto& c : cases) {
-    const std::string e = run_case(comm, c);
+    const std::uint64_t before = counters.bytes.load();
+    std::string e = run_case(comm, c);
+    const std::uint64_t read = counters.bytes.load() - before;
+    const variant_choice ran = comm.last_variant();
+    if (e.empty() && c.variant.algo == algo_id::automatic) {
+      if (const auto want = expected.find(c.kind); want != expected.end()) {
+        ++algo_checks[c.kind];
+        if (want->second != name(ran.algo) && want->second != name(family(ran.algo)))
+          e = c.str(P) + " — COLLX_ALGO asks for " + want->second + ", " + name(ran.algo) + " ran";
+      }
+    }
+    const std::uint64_t want_read =
+        single_copy && ran.algo == algo_id::nvls ? single_copy_bytes(c, comm.rank(), P, comm.options().single_copy_min_bytes)
+                                                    : 0;
+    if (e.empty() && read != want_read)
+      e = c.str(P) + " — " + name(ran.algo) + " read " + std::to_string(read) +
+          " bytes from peers by cross-memory attach, expected " + std::to_string(want_read);
+    if (ran.algo == algo_id::nvls) nvls_single_copy_bytes += want_read;
     if (!e.empty()) {
       ++failed;
       std::fprintf(stderr, "FAILED %s\n", e.c_str());
     }
   }
+  for (const auto& [kind, algo] : expected)
+    if (algo_checks[kind] == 0) {
+      ++failed;
+      std::fprintf(stderr, "FAILED: no automatic %s call checked against COLLX_ALGO's %s\n", name(kind),
+                   algo.c_str());
+    }
+  // Single copy asked for: the reads must have happened (not a matrix whose
+  // nvls cases all had nothing to read).
+  if (const char* x = std::getenv("COLLX_EXPECT_SINGLE_COPY");
+      x != nullptr && std::strcmp(x, "1") == 0 && P > 1 && nvls_single_copy_bytes == 0) {
+    ++failed;
+    std::fprintf(stderr, "FAILED: no nvls case read peers' buffers by cross-memory attach\n");
+  }
+  std::printf("rank %d/%d: %llu reads, %llu bytes from peers by cross-memory attach\n", comm.rank(), P,
+              static_cast<unsigned long long>(counters.reads.load() - reads_before),
+              static_cast<unsigned long long>(counters.bytes.load() - bytes_before));
   // Point to point across processes: a ring in both directions in one group,
   // larger than a FIFO, then a barrier.
   try {

@@ -14,6 +14,7 @@
 
 #include <collx/error.hpp>
 
+#include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -32,6 +33,17 @@ struct peer_read_failure {
   int err = 0;
 };
 inline thread_local peer_read_failure last_peer_read_failure{};
+
+/// Reads of peers' user buffers this process has made by cross-memory attach
+/// (shm_view::read_user_buffer, the single-copy path between process ranks)
+/// and the bytes they brought; failed reads and the probe at creation are not
+/// counted. Process-wide, relaxed, never reset: a caller compares two
+/// snapshots. Tests read it to know single copy really happened.
+struct peer_read_stats {
+  std::atomic<std::uint64_t> reads{0};
+  std::atomic<std::uint64_t> bytes{0};
+};
+inline peer_read_stats peer_read_counters{};
 
 /// Copies `bytes` from address `remote` of process `pid` to `dst`. Returns
 /// status::ok, or status::system_error with errno left set (EPERM: not

@@ -279,7 +279,12 @@ struct shm_view {
         static_cast<std::uintptr_t>(detail::load_relaxed(line(q, recv_side ? user_recv : user_send)));
     const int pid = detail::load_relaxed(&record(q)->pid);
     const status st = read_peer_memory(pid, at + off, dst, n);
-    if (st != status::ok) last_peer_read_failure = {q, pid, errno};
+    if (st != status::ok) {
+      last_peer_read_failure = {q, pid, errno};
+    } else {
+      peer_read_counters.reads.fetch_add(1, std::memory_order_relaxed);
+      peer_read_counters.bytes.fetch_add(n, std::memory_order_relaxed);
+    }
     return st;
 #endif
   }
