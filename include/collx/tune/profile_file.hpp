@@ -133,9 +133,11 @@ inline link read_link(reader r) {
   for (int i = 0; i < int(std::size(link_kind_names)); ++i)
     if (k == link_kind_names[i]) l.kind = static_cast<link_kind>(i), found = true;
   if (!found) {
-    std::string names;
-    for (const char* n : link_kind_names) names += std::string(names.empty() ? "" : ", ") + n;
-    r.fail("'" + r.key("kind") + "' is '" + k + "', not a link kind (" + names + ")");
+    std::string msg = "'";  // appended piecewise: g++ 12 warns (-Wrestrict) on "'" + std::string
+    msg += r.key("kind") + "' is '" + k + "', not a link kind (";
+    for (const char* n : link_kind_names)
+      msg += std::string(n) + (n == link_kind_names[std::size(link_kind_names) - 1] ? ")" : ", ");
+    r.fail(msg);
   }
   l.alpha_us = r.number("alpha_us");
   l.gbps = r.number("gbps");
