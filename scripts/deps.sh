@@ -19,6 +19,7 @@ packages=(
   libopenmpi-dev
   iproute2         # ip netns / veth for multi-node tests
   clang-format
+  libhwloc-dev     # CPU topology for collx-probe (optional in CMake)
   "$@"
 )
 

@@ -1,25 +1,36 @@
 #!/usr/bin/env bash
-# scripts/run.sh — the main job: measure collectives on local ranks of this machine.
+# scripts/run.sh — the main job: probe this machine (look, measure, compute,
+# compare) on local ranks, or run collx-perf.
 #
-#   scripts/run.sh                 all_reduce from 8 B to 64 MiB (x4 steps) on 2 local
-#                                  process ranks
+#   scripts/run.sh                 collx-probe: this machine's topology, α and bandwidth
+#                                  per protocol, γ, barrier, then the model's predictions
+#                                  and the tuner's picks against measured all_reduce on
+#                                  2 process ranks (about a minute on 2 CPUs)
+#   scripts/run.sh --probe ARGS... collx-probe with ARGS, e.g. --save, --json,
+#                                  --colls all_reduce,all_gather --ranks 2,4
 #   scripts/run.sh ARGS...         collx-perf with ARGS instead, e.g.
 #                                  scripts/run.sh all_gather -b 1K -e 1M --nranks 4
 #
 # Installs missing Debian packages (scripts/deps.sh), configures and builds the
-# `cpu` preset (build/cpu), then runs build/cpu/tools/collx-perf. Configure and
-# build output goes to build/logs/run-*.log and is shown only on failure.
+# `cpu` preset (build/cpu), then runs build/cpu/tools/collx-probe or collx-perf.
+# Configure and build output goes to build/logs/run-*.log and is shown only on
+# failure.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-perf=build/cpu/tools/collx-perf
-default_args=(all_reduce -b 8 -e 64M -f 4 --nranks 2 --procs)
-if (($# > 0)); then
-  args=("$@")
+# The tool and its arguments: the probe by default or after --probe, else collx-perf.
+if (($# == 0)); then
+  target=collx-probe
+  args=()
+elif [[ $1 == --probe ]]; then
+  target=collx-probe
+  args=("${@:2}")
 else
-  args=("${default_args[@]}")
+  target=collx-perf
+  args=("$@")
 fi
+perf=build/cpu/tools/$target
 
 scripts/deps.sh
 
@@ -40,26 +51,27 @@ quietly() {
 
 quietly "configuring (preset cpu)" "$log_dir/run-configure.log" cmake --preset cpu
 
-# Build only the perf tool; the rest (tests, benchmarks) is scripts/test.sh's business.
+# Build only the tool (the probe brings collx-perf, which it runs); the rest
+# (tests, benchmarks) is scripts/test.sh's business.
 missing_tool() {
   cat >&2 <<MSG
-run.sh: this build has no perf tool ($perf, CMake target collx-perf).
+run.sh: this build has no $target ($perf, CMake target $target).
 run.sh: it comes from tools/CMakeLists.txt, which this checkout does not have yet,
 run.sh: or which -DCOLLX_BUILD_TOOLS=OFF switched off in build/cpu.
 MSG
   exit 1
 }
 build_log="$log_dir/run-build.log"
-echo "run.sh: building collx-perf ..."
-if ! cmake --build --preset cpu --target collx-perf >"$build_log" 2>&1; then
-  if grep -qE "unknown target 'collx-perf'|No rule to make target '?collx-perf" "$build_log"; then
+echo "run.sh: building $target ..."
+if ! cmake --build --preset cpu --target "$target" >"$build_log" 2>&1; then
+  if grep -qE "unknown target '$target'|No rule to make target '?$target" "$build_log"; then
     missing_tool
   fi
   tail -n 60 "$build_log" >&2
-  echo "run.sh: building collx-perf failed; full output in $build_log" >&2
+  echo "run.sh: building $target failed; full output in $build_log" >&2
   exit 1
 fi
 [[ -x "$perf" ]] || missing_tool
 
-echo "run.sh: $perf ${args[*]}"
+echo "run.sh: $perf ${args[*]:-}"
 exec "$perf" "${args[@]}"

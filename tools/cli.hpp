@@ -43,10 +43,10 @@ inline std::vector<std::string> split(const std::string& s, char sep = ',') {
 /// 1048576 → "1M".
 inline std::string human(double b) {
   char buf[32];
-  if (b >= 1 << 30) std::snprintf(buf, sizeof buf, "%gG", b / (1 << 30));
-  else if (b >= 1 << 20) std::snprintf(buf, sizeof buf, "%gM", b / (1 << 20));
-  else if (b >= 1 << 10) std::snprintf(buf, sizeof buf, "%gK", b / (1 << 10));
-  else std::snprintf(buf, sizeof buf, "%g", b);
+  if (b >= 1 << 30) std::snprintf(buf, sizeof buf, "%.4gG", b / (1 << 30));
+  else if (b >= 1 << 20) std::snprintf(buf, sizeof buf, "%.4gM", b / (1 << 20));
+  else if (b >= 1 << 10) std::snprintf(buf, sizeof buf, "%.4gK", b / (1 << 10));
+  else std::snprintf(buf, sizeof buf, "%.4g", b);
   return buf;
 }
 

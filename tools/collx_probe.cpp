@@ -1,0 +1,609 @@
+// tools/collx_probe.cpp — collx-probe: look at this machine, measure the
+// model's parameters, compute what the model predicts, compare with what
+// runs; and save the profile the automatic choice then uses.
+//
+//   collx-probe                          look, measure, compare all_reduce on 2 ranks (~1 min on 2 CPUs)
+//   collx-probe --save [FILE]            … and write the profile (default: the location
+//                                        communicators read, tune/active.hpp)
+//   collx-probe --colls all_reduce,all_gather,reduce_scatter --ranks 2,4 --json
+//
+// look     tools/probe_look.hpp: CPU topology (hwloc), GPUs, RDMA devices, NICs.
+// measure  on local process ranks, by collx-perf runs (the nccl-tests-style
+//          timing of tools/collx_perf.cpp), each parameter from the schedule
+//          whose cost terms isolate it (algo/cost.hpp), medians of --repeats:
+//            α, bandwidth per protocol: ring all_gather sweeps on P ranks
+//              (P−1 steps, (P−1)/P·bytes sent), fitted t = a + b·bytes_sent
+//              (tune/fit.hpp: 1/t²-weighted, residual reported);
+//            barrier: nvls all_gather 8 B staged (two barriers);
+//            peer bandwidth: nvls all_gather 16 MiB single copy (three
+//              barriers, (P−1)/P·bytes from peers);
+//            oversubscribed step: ring all_gather 16 B on 2×CPUs ranks (≤ 8);
+//          in this process: γ per dtype (c = a + b, one thread, 8 MiB), copy
+//          bandwidth (memcpy 16 MiB).
+// compute  tune::explain (the model's prediction per variant) under the
+//          measured profile.
+// compare  per collective, rank count and size: every candidate variant run
+//          (collx-perf --algo --proto), measured vs predicted time of the
+//          tuner's pick, the fastest measured variant and the pick's slowdown
+//          against it, bus bandwidth measured vs predicted; the knee
+//          S* = α·bandwidth and the size for 90 % of the asymptotic bandwidth
+//          (9·S*) per protocol; and whether the communicator, given the new
+//          profile (COLLX_TUNE_FILE), picked what the in-process model picks.
+//
+// Output: tables on stdout; --json: one JSON document on stdout instead
+// (schema: tools/collx-probe.schema.json), progress on stderr either way.
+// Exit status: 0; 1 when a measurement failed; 2 for a bad command line.
+#include "cli.hpp"
+#include "probe_look.hpp"
+
+#include <collx/options.hpp>
+#include <collx/transport/shm.hpp>
+#include <collx/tune/active.hpp>
+#include <collx/tune/explain.hpp>
+#include <collx/tune/fit.hpp>
+#include <collx/tune/json.hpp>
+#include <collx/tune/profile_file.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace collx;
+using tune::json::value;
+
+constexpr const char* usage_text =
+    "usage: collx-probe [--colls LIST] [--ranks LIST] [-b MIN -e MAX -f FACTOR] [--repeats N]\n"
+    "                   [--quick] [--json] [--save [FILE]] [--perf PATH]\n"
+    "  look at this machine, measure the model's parameters on local process ranks,\n"
+    "  compare the model's predictions and the tuner's picks with measured times.\n"
+    "  --colls     collectives to compare (default all_reduce; all_reduce, all_gather,\n"
+    "              reduce_scatter, broadcast, reduce, all_to_all)\n"
+    "  --ranks     rank counts to compare on (default 2); parameters are measured on the first\n"
+    "  -b -e -f    the compared sizes (default 8 to 16M by 8)\n"
+    "  --repeats   runs per measurement, medians taken (default 3; compare runs: 1)\n"
+    "  --quick     a few sizes and iterations (seconds; for tests, not for a profile)\n"
+    "  --json      the report as JSON (tools/collx-probe.schema.json) instead of tables\n"
+    "  --save      write the measured profile to FILE, or to the default location\n"
+    "              ($XDG_CONFIG_HOME or ~/.config)/collx/profile.json\n"
+    "  --perf      the collx-perf binary (default: next to this one)\n";
+
+int bad(const std::string& what) {
+  std::fprintf(stderr, "collx-probe: %s\n%s", what.c_str(), usage_text);
+  return 2;
+}
+
+struct settings {
+  std::vector<coll> colls{coll::all_reduce};
+  std::vector<int> ranks{2};
+  double lo = 8, hi = 16.0 * 1024 * 1024, factor = 8;
+  int repeats = 3;
+  bool quick = false, json = false, save = false;
+  std::string save_path, perf;
+};
+
+void progress(const std::string& s) {
+  std::fprintf(stderr, "collx-probe: %s\n", s.c_str());
+  std::fflush(stderr);
+}
+
+// ---- running collx-perf -------------------------------------------------------
+
+/// Times (µs, out of place) per size of one collx-perf run, and the variants
+/// it reports.
+struct perf_run {
+  std::map<double, double> us;
+  std::string variants;
+};
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+perf_run run_perf(const settings& s, const std::string& env, const std::string& args) {
+  const std::string cmd =
+      "env COLLX_TUNE_FILE=builtin " + env + " " + shell_quote(s.perf) + " " + args + " -c 0 --procs 2>&1";
+  std::FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) throw std::runtime_error("cannot run " + cmd);
+  perf_run r;
+  std::string all;
+  char line[1024];
+  while (std::fgets(line, sizeof line, p) != nullptr) {
+    all += line;
+    if (std::strncmp(line, "# variant: ", 11) == 0) {
+      r.variants = line + 11;
+      while (!r.variants.empty() && r.variants.back() == '\n') r.variants.pop_back();
+      continue;
+    }
+    double size = 0, count = 0, t = 0;
+    char type[32], op[32];
+    int root = 0;
+    if (std::sscanf(line, " %lf %lf %31s %31s %d %lf", &size, &count, type, op, &root, &t) == 6)
+      r.us[size] = t;
+  }
+  const int rc = pclose(p);
+  if (rc != 0 || r.us.empty())
+    throw std::runtime_error("collx-perf failed (" + cmd + "):\n" +
+                             all.substr(all.size() > 2000 ? all.size() - 2000 : 0));
+  return r;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+/// Median over `reps` runs of the time at each size; small sizes (≤ 64 KiB)
+/// and large ones run separately, with iteration counts that keep both short.
+std::map<double, double> timed(const settings& s, const std::string& env, const std::string& args, double lo,
+                               double hi, double factor, int reps) {
+  std::map<double, std::vector<double>> all;
+  const double split = 64 * 1024;
+  char range[160];
+  for (int i = 0; i < reps; ++i) {
+    if (lo <= split) {
+      std::snprintf(range, sizeof range, " -b %.0f -e %.0f -f %g -n %d -w %d", lo, std::min(hi, split),
+                    factor, s.quick ? 50 : 500, s.quick ? 5 : 50);
+      for (auto [b, t] : run_perf(s, env, args + range).us) all[b].push_back(t);
+    }
+    double first_large = lo;
+    while (first_large <= split) first_large *= factor;
+    if (first_large <= hi) {
+      std::snprintf(range, sizeof range, " -b %.0f -e %.0f -f %g -n %d -w %d", first_large, hi, factor,
+                    s.quick ? 3 : 20, s.quick ? 1 : 3);
+      for (auto [b, t] : run_perf(s, env, args + range).us) all[b].push_back(t);
+    }
+  }
+  std::map<double, double> out;
+  for (auto& [b, v] : all) out[b] = median(v);
+  return out;
+}
+
+// ---- measure ------------------------------------------------------------------
+
+struct protocol_fit {
+  std::string name;
+  tune::line_fit fit;
+  double alpha_us = 0, gbps = 0;
+  std::map<double, double> points;  // bytes (collective size) → µs
+};
+
+struct measured {
+  std::vector<protocol_fit> protos;
+  double barrier_us = 0, peer_gbps = 0, copy_gbps = 0, oversub_step_us = 0;
+  bool oversub_measured = false;
+  std::map<std::string, double> gamma_gbps;  // per dtype
+  tune::profile model{};
+};
+
+template <class T>
+double gamma_of(std::size_t bytes) {
+  const std::size_t n = bytes / sizeof(T);
+  std::vector<T> a(n, T(1)), b(n, T(2)), c(n);
+  double best = 1e30;
+  for (int rep = 0; rep < 10; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::size_t i = 0; i < n; ++i) c[i] = T(a[i] + b[i]);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::min(best, s);
+    a[rep % n] = c[(rep * 7) % n];  // keep the loop's result alive
+  }
+  return double(bytes) / best / 1e9;
+}
+
+double copy_gbps(std::size_t bytes) {
+  std::vector<char> a(bytes, 1), b(bytes);
+  double best = 1e30;
+  for (int rep = 0; rep < 10; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::memcpy(b.data(), a.data(), bytes);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    a[std::size_t(rep)] = b[bytes - 1 - std::size_t(rep)];
+  }
+  return double(bytes) / best / 1e9;
+}
+
+measured measure(const settings& s, int P) {
+  measured m;
+  const double f = double(P - 1) / P;
+  const std::string p = " -p " + std::to_string(P);
+  struct sweep_spec {
+    const char* name;
+    double hi;
+  };
+  const sweep_spec specs[] = {
+      {"simple", 16.0 * 1024 * 1024}, {"ll", 1024.0 * 1024}, {"ll128", 4.0 * 1024 * 1024}};
+  for (const sweep_spec& sp : specs) {
+    progress(std::string("measuring alpha and bandwidth of ") + sp.name + " (ring all_gather sweep)");
+    protocol_fit pf;
+    pf.name = sp.name;
+    pf.points = timed(s, "COLLX_SINGLE_COPY=0", std::string("all_gather --algo ring --proto ") + sp.name + p,
+                      8, s.quick ? std::min(sp.hi, 1024.0 * 1024) : sp.hi, 4, s.repeats);
+    std::vector<double> x, t;
+    for (auto [b, us] : pf.points) x.push_back(f * b), t.push_back(us);
+    pf.fit = tune::fit_line(x, t);
+    if (!pf.fit.ok || pf.fit.b <= 0)
+      throw std::runtime_error(std::string("the ") + sp.name + " sweep did not fit a line");
+    pf.alpha_us = std::max(pf.fit.a, 0.0) / (P - 1);
+    pf.gbps = 1 / (pf.fit.b * 1e3);
+    m.protos.push_back(pf);
+  }
+  progress("measuring gamma and copy bandwidth (this process)");
+  m.gamma_gbps["float32"] = gamma_of<float>(8 << 20);
+  m.gamma_gbps["float64"] = gamma_of<double>(8 << 20);
+  m.gamma_gbps["int32"] = gamma_of<std::int32_t>(8 << 20);
+  m.copy_gbps = copy_gbps(16 << 20);
+  progress("measuring barrier and peer bandwidth (nvls all_gather)");
+  const double tb =
+      timed(s, "COLLX_SINGLE_COPY=0", "all_gather --algo nvls" + p, 8, 8, 2, s.repeats).begin()->second;
+  m.barrier_us = tb / 2;  // nvls staged: two barriers
+  const double big = 16.0 * 1024 * 1024;
+  const double tp = timed(s, "COLLX_SINGLE_COPY_MIN=0", "all_gather --algo nvls" + p, big, big, 2, s.repeats)
+                        .begin()
+                        ->second;
+  m.peer_gbps = f * big / std::max(tp - 3 * m.barrier_us, 1e-3) / 1e3;  // single copy: three barriers
+  const int over = 2 * tune::this_machine().cpus;
+  m.oversub_step_us = tune::shm_host.oversub_step_us;
+  if (over <= 8 && over > P) {
+    progress("measuring the oversubscribed step (" + std::to_string(over) + " ranks)");
+    const double to =
+        timed(s, "COLLX_SINGLE_COPY=0", "all_gather --algo ring --proto simple -p " + std::to_string(over),
+              16, 16, 2, s.repeats)
+            .begin()
+            ->second;
+    m.oversub_step_us = to / (over - 1);
+    m.oversub_measured = true;
+  }
+  // The profile: the link is the lowest-latency protocol's α and Simple's
+  // bandwidth; each protocol adds its α difference and delivers its share.
+  tune::profile& pr = m.model;
+  double alpha = 1e30;
+  for (const protocol_fit& x : m.protos) alpha = std::min(alpha, x.alpha_us);
+  const double simple_gbps = m.protos[0].gbps;
+  pr.intra = {tune::link_kind::shm, alpha, simple_gbps};
+  pr.inter = {tune::link_kind::tcp, 0, 0};
+  pr.ranks_per_node = 0;
+  for (int c = 0; c < proto::channel_count; ++c) {
+    const std::string n = proto::channel_names[std::size_t(c)];
+    for (const protocol_fit& x : m.protos)
+      if (x.name == n) pr.proto[c] = {x.alpha_us - alpha, std::min(1.0, x.gbps / simple_gbps)};
+  }
+  pr.barrier_us = m.barrier_us;
+  pr.peer_gbps = m.peer_gbps;
+  pr.copy_gbps = m.copy_gbps;
+  pr.reduce_gbps = m.gamma_gbps["float32"];
+  pr.oversub_step_us = m.oversub_step_us;
+  return m;
+}
+
+// ---- compare ------------------------------------------------------------------
+
+struct size_row {
+  double bytes = 0;
+  variant_choice pick{}, fastest{};
+  double pick_us = 0, pick_pred_us = 0, fastest_us = 0;
+  double busbw_meas = 0, busbw_pred = 0;
+};
+
+struct comparison {
+  coll c{};
+  int P = 0;
+  std::vector<size_row> rows;
+  std::map<std::string, std::map<double, double>> measured_us, predicted_us;  // variant → size → µs
+  std::string auto_variants;  // what the communicator reported with the new profile
+  std::string auto_expected;
+};
+
+std::string vname(variant_choice v) { return std::string(name(v.algo)) + "/" + name(v.proto); }
+
+double busbw_factor(coll c, int P) {
+  const double f = double(P - 1) / P;
+  return c == coll::all_reduce ? 2 * f : c == coll::broadcast || c == coll::reduce ? 1 : f;
+}
+
+comparison compare(const settings& s, const tune::profile& m, coll c, int P,
+                   const std::string& profile_path) {
+  comparison out;
+  out.c = c, out.P = P;
+  const std::vector<double> sizes = cli::sweep(s.lo, s.hi, s.factor);
+  const bool oversub = P > tune::this_machine().cpus;
+  const comm_options defaults;
+  auto problem_at = [&](double b) {
+    return tune::problem{c, P, b, P > 1 && b >= double(defaults.single_copy_min_bytes), oversub};
+  };
+  // Every candidate at any size (the candidate set does not depend on size).
+  const std::vector<tune::explained> cands = tune::explain<transport::shm>(m, problem_at(sizes.front()));
+  for (const tune::explained& e : cands) {
+    const std::string v = vname(e.variant);
+    progress(std::string("compare: running ") + name(c) + " " + v + " on " + std::to_string(P) + " ranks");
+    out.measured_us[v] = timed(s, "",
+                               std::string(name(c)) + " -p " + std::to_string(P) + " --algo " +
+                                   name(e.variant.algo) + " --proto " + name(e.variant.proto),
+                               s.lo, s.hi, s.factor, 1);
+  }
+  for (double b : sizes) {
+    size_row r;
+    r.bytes = b;
+    const std::vector<tune::explained> ex = tune::explain<transport::shm>(m, problem_at(b));
+    for (const tune::explained& e : ex) out.predicted_us[vname(e.variant)][b] = e.time.total_us();
+    r.pick = ex.front().variant;
+    r.pick_pred_us = ex.front().time.total_us();
+    r.pick_us = out.measured_us[vname(r.pick)][b];
+    r.fastest_us = 1e300;
+    for (auto& [v, t] : out.measured_us)
+      if (t.count(b) && t[b] < r.fastest_us) {
+        r.fastest_us = t[b];
+        for (const tune::explained& e : ex)
+          if (vname(e.variant) == v) r.fastest = e.variant;
+      }
+    // algbw = size / time (size as nccl-tests counts it), busbw = algbw · factor.
+    r.busbw_meas = b / r.pick_us / 1e3 * busbw_factor(c, P);
+    r.busbw_pred = b / r.pick_pred_us / 1e3 * busbw_factor(c, P);
+    out.rows.push_back(r);
+    out.auto_expected += (out.auto_expected.empty() ? "" : ", ") + vname(r.pick);
+  }
+  // The communicator itself, given the new profile: which variants it ran.
+  char range[160];
+  std::snprintf(range, sizeof range, " -p %d -b %.0f -e %.0f -f %g -n 2 -w 0", P, s.lo, s.hi, s.factor);
+  const perf_run a = run_perf(s, "COLLX_TUNE_FILE=" + shell_quote(profile_path), name(c) + std::string(range));
+  out.auto_variants = a.variants;
+  return out;
+}
+
+// ---- output -------------------------------------------------------------------
+
+std::string iso_now() {
+  char b[32];
+  const std::time_t t = std::time(nullptr);
+  std::strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return b;
+}
+
+value fit_json(const protocol_fit& p) {
+  value v = value::object();
+  v.set("protocol", p.name);
+  v.set("alpha_us", p.alpha_us);
+  v.set("gbps", p.gbps);
+  v.set("rms_rel_residual", p.fit.rms_rel_residual);
+  v.set("knee_bytes", p.alpha_us * p.gbps * 1e3);
+  v.set("bytes_90pct_bw", 9 * p.alpha_us * p.gbps * 1e3);
+  value& pts = v.set("points", value::array());
+  for (auto [b, t] : p.points) {
+    value pt = value::array();
+    pt.push(b);
+    pt.push(t);
+    pts.push(pt);
+  }
+  return v;
+}
+
+value comparison_json(const comparison& c) {
+  value v = value::object();
+  v.set("collective", name(c.c));
+  v.set("nranks", c.P);
+  value& rows = v.set("sizes", value::array());
+  int within10 = 0, busbw20 = 0;
+  for (const size_row& r : c.rows) {
+    value x = value::object();
+    x.set("bytes", r.bytes);
+    x.set("pick", vname(r.pick));
+    x.set("pick_measured_us", r.pick_us);
+    x.set("pick_predicted_us", r.pick_pred_us);
+    x.set("fastest", vname(r.fastest));
+    x.set("fastest_measured_us", r.fastest_us);
+    x.set("pick_slowdown", r.pick_us / r.fastest_us - 1);
+    x.set("busbw_measured_gbps", r.busbw_meas);
+    x.set("busbw_predicted_gbps", r.busbw_pred);
+    rows.push(x);
+    within10 += r.pick_us <= 1.1 * r.fastest_us;
+    busbw20 += std::fabs(r.busbw_pred / r.busbw_meas - 1) <= 0.2;
+  }
+  value& sum = v.set("summary", value::object());
+  sum.set("sizes", int(c.rows.size()));
+  sum.set("pick_within_10pct", within10);
+  sum.set("busbw_within_20pct", busbw20);
+  value& vars = v.set("variants", value::array());
+  for (auto& [name_, t] : c.measured_us) {
+    value x = value::object();
+    x.set("variant", name_);
+    value& pts = x.set("points", value::array());
+    for (auto [b, us] : t) {
+      value pt = value::array();
+      pt.push(b);
+      pt.push(us);
+      auto pi = c.predicted_us.find(name_);
+      pt.push(pi != c.predicted_us.end() && pi->second.count(b) ? pi->second.at(b) : 0.0);
+      pts.push(pt);
+    }
+    vars.push(x);
+  }
+  v.set("communicator_variants", c.auto_variants);
+  v.set("model_picks", c.auto_expected);
+  return v;
+}
+
+void print_tables(const probe::topology& t, const measured& m, const std::vector<comparison>& cs, int P) {
+  std::printf("# collx-probe — look\n");
+  for (const std::string& l : t.lines) std::printf("  %s\n", l.c_str());
+  std::printf("\n# measure (process ranks, P = %d; medians)\n", P);
+  std::printf("  %-8s %10s %10s %10s %12s %14s\n", "protocol", "alpha_us", "GB/s", "residual", "knee S*",
+              "90% bw from");
+  for (const protocol_fit& p : m.protos)
+    std::printf("  %-8s %10.3f %10.3f %9.1f%% %12s %14s\n", p.name.c_str(), p.alpha_us, p.gbps,
+                100 * p.fit.rms_rel_residual, cli::human(p.alpha_us * p.gbps * 1e3).c_str(),
+                cli::human(9 * p.alpha_us * p.gbps * 1e3).c_str());
+  std::printf("  barrier %.3f us; peer %.3f GB/s; copy %.2f GB/s; oversubscribed step %.2f us%s\n",
+              m.barrier_us, m.peer_gbps, m.copy_gbps, m.oversub_step_us,
+              m.oversub_measured ? "" : " (not measured: shm_host's)");
+  std::printf("  gamma GB/s:");
+  for (auto& [d, g] : m.gamma_gbps) std::printf(" %s %.2f", d.c_str(), g);
+  std::printf("  (the model uses float32's)\n");
+  for (const comparison& c : cs) {
+    std::printf("\n# compare %s on %d ranks: the tuner's pick (model) against every variant (measured)\n",
+                name(c.c), c.P);
+    std::printf("  %10s %-20s %10s %10s %7s  %-20s %10s %8s %9s %9s\n", "size", "pick", "meas_us", "pred_us",
+                "err", "fastest measured", "us", "slower", "busbw", "pred");
+    int within10 = 0, busbw20 = 0;
+    for (const size_row& r : c.rows) {
+      std::printf("  %10s %-20s %10.2f %10.2f %6.0f%%  %-20s %10.2f %7.1f%% %9.3f %9.3f\n",
+                  cli::human(r.bytes).c_str(), vname(r.pick).c_str(), r.pick_us, r.pick_pred_us,
+                  100 * (r.pick_pred_us / r.pick_us - 1), vname(r.fastest).c_str(), r.fastest_us,
+                  100 * (r.pick_us / r.fastest_us - 1), r.busbw_meas, r.busbw_pred);
+      within10 += r.pick_us <= 1.1 * r.fastest_us;
+      busbw20 += std::fabs(r.busbw_pred / r.busbw_meas - 1) <= 0.2;
+    }
+    std::printf(
+        "  pick within 10 %% of the fastest at %d of %zu sizes; predicted busbw within 20 %% at %d of %zu\n",
+        within10, c.rows.size(), busbw20, c.rows.size());
+    std::printf("  the communicator with this profile ran: %s\n", c.auto_variants.c_str());
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  settings s;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      auto val = [&]() -> std::string {
+        if (i + 1 >= argc) throw std::invalid_argument("'" + a + "' needs a value");
+        return argv[++i];
+      };
+      if (a == "-h" || a == "--help") {
+        std::fputs(usage_text, stdout);
+        return 0;
+      } else if (a == "--quick") {
+        s.quick = true;
+      } else if (a == "--json") {
+        s.json = true;
+      } else if (a == "--save") {
+        s.save = true;
+        if (i + 1 < argc && argv[i + 1][0] != '-') s.save_path = argv[++i];
+      } else if (a == "--perf") {
+        s.perf = val();
+      } else if (a == "--repeats") {
+        s.repeats = std::atoi(val().c_str());
+        if (s.repeats < 1 || s.repeats > 99)
+          throw std::invalid_argument("--repeats needs a count in [1, 99]");
+      } else if (a == "--colls") {
+        s.colls.clear();
+        for (const std::string& n : cli::split(val())) {
+          coll c{};
+          if (!cli::parse_coll(n, c) || c == coll::all_to_allv || c == coll::send_recv || c == coll::barrier)
+            throw std::invalid_argument("unknown or unsized collective '" + n + "'");
+          s.colls.push_back(c);
+        }
+      } else if (a == "--ranks") {
+        s.ranks.clear();
+        for (const std::string& n : cli::split(val())) {
+          const int r = std::atoi(n.c_str());
+          if (r < 2 || r > 64)
+            throw std::invalid_argument("--ranks needs counts in [2, 64], got '" + n + "'");
+          s.ranks.push_back(r);
+        }
+      } else if (a == "-b" || a == "-e") {
+        const std::string v = val();
+        if (!cli::parse_size(v, a == "-b" ? s.lo : s.hi))
+          throw std::invalid_argument("invalid size '" + v + "'");
+      } else if (a == "-f") {
+        s.factor = std::atof(val().c_str());
+        if (!(s.factor > 1)) throw std::invalid_argument("-f needs a factor > 1");
+      } else {
+        throw std::invalid_argument("unknown flag '" + a + "'");
+      }
+    }
+  } catch (const std::exception& e) {
+    return bad(e.what());
+  }
+  if (s.lo < 1 || s.lo > s.hi) return bad("-b must be at least 1 and at most -e");
+  if (s.quick) s.repeats = 1, s.lo = std::max(s.lo, 8.0), s.hi = std::min(s.hi, 64.0 * 1024), s.factor = 64;
+  if (s.perf.empty()) {
+    char self[4096] = {};
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    std::string dir = n > 0 ? std::string(self, std::size_t(n)) : std::string(argv[0]);
+    dir = dir.substr(0, dir.rfind('/') + 1);
+    s.perf = dir + "collx-perf";
+  }
+  if (access(s.perf.c_str(), X_OK) != 0)
+    return bad("no collx-perf at " + s.perf + " (build the collx-perf target, or give --perf PATH)");
+  if (s.save && s.save_path.empty()) {
+    s.save_path = tune::default_profile_path();
+    if (s.save_path.empty()) return bad("--save without a file needs HOME or XDG_CONFIG_HOME");
+  }
+
+  try {
+    const probe::topology t = probe::look();
+    const int P = s.ranks.front();
+    const measured m = measure(s, P);
+    tune::profile_doc doc;
+    doc.model = m.model;
+    doc.machine = t.machine;
+    doc.measured = iso_now();
+    doc.source = "collx-probe on " + std::to_string(P) + " process ranks" + (s.quick ? " (--quick)" : "");
+    value evidence = value::object();
+    value& fits = evidence.set("fits", value::array());
+    for (const protocol_fit& p : m.protos) fits.push(fit_json(p));
+    evidence.set("barrier_us", m.barrier_us);
+    evidence.set("peer_gbps", m.peer_gbps);
+    evidence.set("copy_gbps", m.copy_gbps);
+    evidence.set("oversub_step_us", m.oversub_step_us);
+    evidence.set("oversub_measured", m.oversub_measured);
+    value& gam = evidence.set("gamma_gbps", value::object());
+    for (auto& [d, g] : m.gamma_gbps) gam.set(d, g);
+    doc.probe = evidence;
+    // The compare step's communicators load the new profile from a file.
+    const std::string tmp = "/tmp/collx-probe-" + std::to_string(getpid()) + ".json";
+    tune::save_profile(doc, tmp);
+    std::vector<comparison> cs;
+    for (int P2 : s.ranks)
+      for (coll c : s.colls) cs.push_back(compare(s, m.model, c, P2, tmp));
+    std::remove(tmp.c_str());
+    if (s.save) {
+      const std::string dir = s.save_path.substr(0, s.save_path.rfind('/'));
+      if (s.save_path.find('/') != std::string::npos) {
+        // Make the folder (one level below an existing one, as ~/.config/collx).
+        ::mkdir(dir.substr(0, dir.rfind('/')).c_str(), 0755);
+        ::mkdir(dir.c_str(), 0755);
+      }
+      tune::save_profile(doc, s.save_path);
+      progress("saved the profile to " + s.save_path);
+    }
+    if (s.json) {
+      value out = value::object();
+      out.set("format", "collx-probe");
+      out.set("version", 1);
+      out.set("look", t.json);
+      out.set("measure", evidence);
+      out.set("profile", *tune::json::parse(tune::to_json(doc)).find("model"));
+      value& cj = out.set("compare", value::array());
+      for (const comparison& c : cs) cj.push(comparison_json(c));
+      if (s.save) out.set("saved", s.save_path);
+      std::fputs(out.dump().c_str(), stdout);
+    } else {
+      print_tables(t, m, cs, P);
+      if (s.save)
+        std::printf("\nprofile saved to %s (communicators load it from there%s)\n", s.save_path.c_str(),
+                    s.save_path == tune::default_profile_path() ? "" : " with COLLX_TUNE_FILE");
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "collx-probe: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

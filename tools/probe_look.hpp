@@ -1,0 +1,145 @@
+// tools/probe_look.hpp — collx-probe's first step: what this machine is.
+//
+// The CPU topology from hwloc where the build found it (COLLX_PROBE_HWLOC:
+// packages, NUMA nodes, cores, hardware threads, cache sizes), else from
+// sysconf and /sys; GPUs from /proc/driver/nvidia/gpus (NVIDIA's driver; no
+// CUDA or NVML is linked); RDMA devices from /sys/class/infiniband
+// (rdma-core's sysfs); network interfaces from /sys/class/net with their
+// link speed. Each finding is a JSON value and a line of text.
+#pragma once
+
+#include <collx/tune/json.hpp>
+#include <collx/tune/machine_id.hpp>
+
+#include <dirent.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#if COLLX_PROBE_HWLOC
+#include <hwloc.h>
+#endif
+
+namespace collx::probe {
+
+namespace look_detail {
+
+inline std::vector<std::string> entries(const char* dir) {
+  std::vector<std::string> v;
+  if (DIR* d = opendir(dir)) {
+    while (const dirent* e = readdir(d))
+      if (e->d_name[0] != '.') v.push_back(e->d_name);
+    closedir(d);
+  }
+  return v;
+}
+
+inline std::string first_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string s;
+  std::getline(in, s);
+  return s;
+}
+
+}  // namespace look_detail
+
+/// This machine as found; `lines` is the human summary.
+struct topology {
+  tune::machine_info machine;
+  tune::json::value json = tune::json::value::object();
+  std::vector<std::string> lines;
+};
+
+inline topology look() {
+  using tune::json::value;
+  topology t;
+  t.machine = tune::this_machine();
+  const tune::machine_info& m = t.machine;
+  value& mj = t.json.set("machine", value::object());
+  mj.set("hostname", m.hostname);
+  mj.set("cpu", m.cpu);
+  mj.set("cpus", m.cpus);
+  mj.set("numa_nodes", m.numa_nodes);
+  t.lines.push_back("host " + m.hostname + ": " + m.topology());
+
+  value& cpu = t.json.set("cpu_topology", value::object());
+#if COLLX_PROBE_HWLOC
+  cpu.set("source", "hwloc " HWLOC_VERSION);
+  hwloc_topology_t topo;
+  if (hwloc_topology_init(&topo) == 0 && hwloc_topology_load(topo) == 0) {
+    auto count = [&](hwloc_obj_type_t ty) { return hwloc_get_nbobjs_by_type(topo, ty); };
+    cpu.set("packages", count(HWLOC_OBJ_PACKAGE));
+    cpu.set("numa_nodes", count(HWLOC_OBJ_NUMANODE));
+    cpu.set("cores", count(HWLOC_OBJ_CORE));
+    cpu.set("hardware_threads", count(HWLOC_OBJ_PU));
+    value& caches = cpu.set("caches_kib", value::object());
+    std::string cl;
+    for (auto [ty, n] : {std::pair{HWLOC_OBJ_L1CACHE, "L1d"}, std::pair{HWLOC_OBJ_L2CACHE, "L2"},
+                         std::pair{HWLOC_OBJ_L3CACHE, "L3"}}) {
+      hwloc_obj_t o = hwloc_get_obj_by_type(topo, ty, 0);
+      if (o == nullptr || o->attr == nullptr) continue;
+      const double kib = double(o->attr->cache.size) / 1024;
+      caches.set(n, kib);
+      char b[64];
+      std::snprintf(b, sizeof b, "%s%s %g KiB x%d", cl.empty() ? "" : ", ", n, kib, count(ty));
+      cl += b;
+    }
+    char b[160];
+    std::snprintf(b, sizeof b, "cpu (hwloc): %d package(s), %d NUMA node(s), %d cores, %d hardware threads",
+                  count(HWLOC_OBJ_PACKAGE), count(HWLOC_OBJ_NUMANODE), count(HWLOC_OBJ_CORE),
+                  count(HWLOC_OBJ_PU));
+    t.lines.push_back(b);
+    if (!cl.empty()) t.lines.push_back("caches: " + cl);
+    hwloc_topology_destroy(topo);
+  } else {
+    t.lines.push_back("cpu: hwloc could not load the topology");
+  }
+#else
+  cpu.set("source", "sysconf (built without hwloc)");
+  cpu.set("hardware_threads", m.cpus);
+  cpu.set("numa_nodes", m.numa_nodes);
+  t.lines.push_back("cpu: " + std::to_string(m.cpus) +
+                    " hardware threads (built without hwloc: no cores/caches)");
+#endif
+
+  value& gpus = t.json.set("gpus", value::array());
+  for (const std::string& g : look_detail::entries("/proc/driver/nvidia/gpus")) {
+    std::string model;
+    std::ifstream in("/proc/driver/nvidia/gpus/" + g + "/information");
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("Model:", 0) == 0) model = line.substr(line.find_first_not_of(" \t", 6));
+    value gj = value::object();
+    gj.set("bus", g);
+    gj.set("model", model);
+    gpus.push(gj);
+  }
+  t.lines.push_back("gpus: " +
+                    (gpus.items.empty() ? std::string("none found (no /proc/driver/nvidia/gpus)")
+                                        : std::to_string(gpus.items.size()) + " NVIDIA") +
+                    "; link matrix not probed (needs CUDA/NVML)");
+
+  value& rdma = t.json.set("rdma", value::array());
+  for (const std::string& d : look_detail::entries("/sys/class/infiniband")) rdma.push(value(d));
+  t.lines.push_back("rdma: " + (rdma.items.empty() ? std::string("none (/sys/class/infiniband empty)")
+                                                   : std::to_string(rdma.items.size()) + " device(s)"));
+
+  value& nics = t.json.set("network", value::array());
+  std::string nl;
+  for (const std::string& n : look_detail::entries("/sys/class/net")) {
+    if (n == "lo") continue;
+    const std::string speed = look_detail::first_line("/sys/class/net/" + n + "/speed");
+    value nj = value::object();
+    nj.set("name", n);
+    char* end = nullptr;
+    const double mbps = std::strtod(speed.c_str(), &end);
+    if (end != speed.c_str() && mbps > 0) nj.set("mbit_s", mbps);
+    nics.push(nj);
+    nl += (nl.empty() ? "" : ", ") + n + (end != speed.c_str() && mbps > 0 ? " " + speed + " Mb/s" : "");
+  }
+  t.lines.push_back("network: " + (nl.empty() ? std::string("no interfaces besides lo") : nl));
+  return t;
+}
+
+}  // namespace collx::probe
