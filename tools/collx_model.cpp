@@ -20,7 +20,8 @@
 // input; all_to_all: one rank's send buffer).
 //
 // Next to it, per size, what the automatic choice works with: the prediction
-// under tune::shm_host (the measured shm profile, not the α, β, γ given here)
+// under the profile communicators load (tune/active.hpp: COLLX_TUNE_FILE, the
+// default location, else the built-in tune::shm_host; not the α, β, γ given here)
 // of each algorithm on the same protocol, and the pick, tune::fastest with
 // that problem as a communicator on the shm transport makes it: every
 // compiled variant (not only --algo's), COLLX_ALGO, COLLX_PROTO,
@@ -43,6 +44,7 @@
 #include <collx/proto/ids.hpp>
 #include <collx/selection.hpp>
 #include <collx/transport/shm.hpp>
+#include <collx/tune/active.hpp>
 #include <collx/tune/model.hpp>
 #include <collx/tune/select.hpp>
 #include <collx/variants.hpp>
@@ -74,7 +76,8 @@ constexpr const char* usage_text =
     "              cost terms (algo/cost.hpp)\n"
     "  --oversubscribed  the tuner's problem has more ranks than CPUs\n"
     "Columns per size: tune::predict_us in us per algorithm under the profile alpha,\n"
-    "beta and gamma describe; tune:<algo>, the same under tune::shm_host; pick\n"
+    "beta and gamma describe; tune:<algo>, the same under the loaded profile\n"
+    "(COLLX_TUNE_FILE, ~/.config/collx/profile.json, else tune::shm_host); pick\n"
     "and pick_us, the variant the automatic choice takes (tune::fastest over every\n"
     "compiled variant; COLLX_ALGO, COLLX_PROTO, COLLX_DETERMINISTIC, COLLX_SINGLE_COPY,\n"
     "COLLX_SINGLE_COPY_MIN and the FIFO geometry, COLLX_NSLOTS and COLLX_*BUFFSIZE,\n"
@@ -178,15 +181,16 @@ std::vector<prediction> predict(const tune::problem& q, proto_id p, const tune::
 
 /// The variant a communicator with options `o` picks for the problem, and
 /// its predicted time (as comm::resolve: the options' variant first).
-std::pair<variant_choice, double> tuner_pick(const comm_options& o, const tune::problem& q) {
+std::pair<variant_choice, double> tuner_pick(const comm_options& o, const tune::profile& m,
+                                             const tune::problem& q) {
   tune::request r{{}, o.allowed, o.deterministic};
   if (implements(o.variant.algo, q.kind)) r.fixed.algo = o.variant.algo;
   r.fixed.proto = o.variant.proto;
   if (r.fixed.algo != algo_id::automatic) r.fixed.proto = protocol_of_id(r.fixed.algo, r.fixed.proto);
-  const variant_choice v = tune::fastest<transport::shm>(tune::shm_host, q, r);
+  const variant_choice v = tune::fastest<transport::shm>(m, q, r);
   double us = std::nan("");
-  visit_variant<transport::shm>(
-      q.kind, v.algo, v.proto, [&]<class A, class Pr>() { us = tune::predict_us<A, Pr>(tune::shm_host, q); });
+  visit_variant<transport::shm>(q.kind, v.algo, v.proto,
+                                [&]<class A, class Pr>() { us = tune::predict_us<A, Pr>(m, q); });
   return {v, us};
 }
 
@@ -265,11 +269,14 @@ int evaluate(int argc, char** argv) {
     for (double s = lo; s <= hi; s = factor > 1 ? s * factor : hi + 1) sizes.push_back(s);
   }
   comm_options opt;
+  const tune::active_profile* loaded_ptr = nullptr;
   try {
     opt = comm_options::from_env();
+    loaded_ptr = &tune::profile_for(opt.tune_file, tune::shm_host);
   } catch (const std::exception& e) {
     return bad(e.what());
   }
+  const tune::active_profile& loaded = *loaded_ptr;
   // The tuner's problem at a size, as comm::resolve_remembered builds it
   // (the FIFO geometry from the options, as the shm transport lays it out).
   const tune::chunk_table chunks =
@@ -306,10 +313,11 @@ int evaluate(int argc, char** argv) {
       "payload "
       "efficiency) or moved to or from a peer, gamma per byte reduced\n");
   std::printf(
-      "# tune:<algo> = tune::predict_us(tune::shm_host) in us, proto=%s; pick = tune::fastest, the automatic "
+      "# tune:<algo> = tune::predict_us(loaded profile) in us, proto=%s; pick = tune::fastest, the automatic "
       "choice (single copy from %llu B%s%s)\n",
       name(m.proto), static_cast<unsigned long long>(opt.single_copy_min_bytes),
       opt.single_copy ? "" : ", off", oversubscribed ? "; oversubscribed" : "");
+  std::printf("# loaded profile: %s\n", loaded.origin.c_str());
   std::printf("#%11s", "size");
   for (const std::string& n : names) std::printf(" %12s", n.c_str());
   for (const std::string& n : names) std::printf(" %*s", width("tune:" + n), ("tune:" + n).c_str());
@@ -322,10 +330,10 @@ int evaluate(int argc, char** argv) {
       if (chosen(p)) ps.push_back(p);
     std::printf("%12.0f", bytes);
     for (const prediction& p : ps) std::printf(" %12.3f", p.us);
-    for (const prediction& p : predict(q, m.proto, tune::shm_host))
+    for (const prediction& p : predict(q, m.proto, loaded.model))
       if (std::find(names.begin(), names.end(), p.algo) != names.end())
         std::printf(" %*.3f", width("tune:" + p.algo), p.us);
-    const auto [pick, pick_us] = tuner_pick(opt, q);
+    const auto [pick, pick_us] = tuner_pick(opt, loaded.model, q);
     std::printf(" %18s %12.3f", (std::string(name(pick.algo)) + "/" + name(pick.proto)).c_str(), pick_us);
     std::vector<prediction> order = ps;
     std::stable_sort(order.begin(), order.end(),
