@@ -4,6 +4,17 @@
 # how each was derived, to bench/results/tuner.md.
 #
 #   bench/calibrate.sh [--build DIR] [--repeats N]
+#   bench/calibrate.sh --quality [--hog] [--build DIR] [--repeats N]
+#
+# --quality: the tuner's quality bar instead. collx-probe measures this
+# machine, saves the profile and compares, for all_reduce, all_gather and
+# reduce_scatter on 2 and 4 process ranks from 8 B to 64 MiB (x8), every
+# variant's measured time with the tuner's pick; the report
+# (bench/results/tuner_quality[_hog].md, raw JSON and stderr next to it) says
+# per collective and rank count at how many sizes the pick was within 10 % of
+# the fastest measured variant and the predicted bus bandwidth of the pick
+# within 20 % of the measured one, and MET / NOT MET against 80 % of the
+# sizes for each. --hog runs one busy loop per CPU during the probe.
 #
 # Each parameter comes from the schedule whose cost terms isolate it (cost
 # terms of ring all_gather on P ranks: P-1 steps, (P-1)/P·bytes sent, nothing
@@ -25,14 +36,81 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 build=build/cpu
 repeats=5
+quality=0 hog=0
 while (($#)); do
   case $1 in
     --build) build=$2; shift 2 ;;
     --repeats) repeats=$2; shift 2 ;;
-    -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
+    --quality) quality=1; shift ;;
+    --hog) hog=1; shift ;;
+    -h | --help) sed -n '2,36p' "$0"; exit 0 ;;
     *) echo "calibrate.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
+if ((quality)); then
+  probe=$build/tools/collx-probe
+  [[ -x $probe ]] || { echo "calibrate.sh: $probe not built" >&2; exit 2; }
+  tag=tuner_quality$( ((hog)) && echo _hog)
+  out=bench/results/$tag
+  hogs=()
+  if ((hog)); then
+    for ((i = 0; i < $(nproc); ++i)); do
+      (while :; do :; done) &
+      hogs+=($!)
+    done
+    trap 'kill "${hogs[@]}" 2>/dev/null' EXIT
+  fi
+  started=$(date -u '+%Y-%m-%d %H:%M UTC') load=$(cut -d' ' -f1-3 /proc/loadavg)
+  "$probe" --colls all_reduce,all_gather,reduce_scatter --ranks 2,4 -b 8 -e 64M -f 8 --repeats "$repeats" \
+    --save "$out.profile.json" --json >"$out.raw.json" 2>"$out.stderr.txt"
+  ((hog)) && kill "${hogs[@]}" 2>/dev/null
+  python3 - "$out.raw.json" "$out.md" "$started" "$load" "$(git rev-parse --short HEAD)" "$repeats" "$hog" <<'PY'
+import json, sys
+raw, md, started, load, commit, repeats, hog = sys.argv[1:]
+d = json.load(open(raw))
+m = d["look"]["machine"]
+lines = [f"# Tuner quality bar{' under a CPU hog' if hog == '1' else ''}", "",
+         f"`bench/calibrate.sh --quality{' --hog' if hog == '1' else ''} --repeats {repeats}` at commit {commit}, "
+         f"started {started}; {m['cpu']}, {m['cpus']} CPUs; load average at start {load}"
+         + (" plus one busy loop per CPU" if hog == "1" else "") + ".",
+         "collx-probe measured the profile on 2 process ranks, then ran every candidate variant of each collective "
+         f"(medians of {repeats} collx-perf runs per size) and compared with the tuner's pick under that profile.",
+         f"Raw report: `{raw.split('/')[-1]}`; the saved profile next to it.", "",
+         "| collective | ranks | sizes | pick within 10 % of fastest | predicted busbw within 20 % | verdict |",
+         "|---|---:|---:|---:|---:|---|"]
+details = []
+all_met = True
+for c in d["compare"]:
+    n = c["summary"]["sizes"]
+    a, b = c["summary"]["pick_within_10pct"], c["summary"]["busbw_within_20pct"]
+    met = a >= 0.8 * n and b >= 0.8 * n
+    all_met &= met
+    lines.append(f"| {c['collective']} | {c['nranks']} | {n} | {a} ({100*a/n:.0f} %) | {b} ({100*b/n:.0f} %) | "
+                 f"{'MET' if met else 'NOT MET'} |")
+    details += ["", f"## {c['collective']}, {c['nranks']} ranks", "",
+                "| bytes | pick | measured µs | predicted µs | fastest measured | µs | pick slower by | busbw meas | busbw pred |",
+                "|---:|---|---:|---:|---|---:|---:|---:|---:|"]
+    for r in c["sizes"]:
+        details.append(f"| {r['bytes']:.0f} | {r['pick']} | {r['pick_measured_us']:.2f} | {r['pick_predicted_us']:.2f} | "
+                       f"{r['fastest']} | {r['fastest_measured_us']:.2f} | {100*r['pick_slowdown']:.1f} % | "
+                       f"{r['busbw_measured_gbps']:.3f} | {r['busbw_predicted_gbps']:.3f} |")
+    details.append("")
+    details.append(f"The communicator given the saved profile ran: {c['communicator_variants']}; the model picks: {c['model_picks']}.")
+lines += ["", f"Overall: **{'MET' if all_met else 'NOT MET'}** (both criteria at 80 % of the sizes for every row)."]
+fits = d["measure"]["fits"]
+lines += ["", "Measured parameters (fit t = a + b·bytes over the ring all_gather sweep):", "",
+          "| protocol | α µs | GB/s | rms relative residual |", "|---|---:|---:|---:|"]
+lines += [f"| {f['protocol']} | {f['alpha_us']:.3f} | {f['gbps']:.3f} | {100*f['rms_rel_residual']:.1f} % |" for f in fits]
+me = d["measure"]
+lines += ["", f"barrier {me['barrier_us']:.3f} µs, peer {me['peer_gbps']:.3f} GB/s, copy {me['copy_gbps']:.2f} GB/s, "
+          f"γ(float32) {me['gamma_gbps']['float32']:.2f} GB/s, oversubscribed step {me['oversub_step_us']:.2f} µs"
+          f"{'' if me['oversub_measured'] else ' (not measured)'}."]
+open(md, "w").write("\n".join(lines + details) + "\n")
+print("\n".join(lines))
+PY
+  exit 0
+fi
+
 perf=$build/tools/collx-perf
 copy=$build/bench/copy-bench
 [[ -x $perf ]] || { echo "calibrate.sh: $perf not built" >&2; exit 2; }

@@ -73,8 +73,8 @@ constexpr const char* usage_text =
     "  --colls     collectives to compare (default all_reduce; all_reduce, all_gather,\n"
     "              reduce_scatter, broadcast, reduce, all_to_all)\n"
     "  --ranks     rank counts to compare on (default 2); parameters are measured on the first\n"
-    "  -b -e -f    the compared sizes (default 8 to 16M by 8)\n"
-    "  --repeats   runs per measurement, medians taken (default 3; compare runs: 1)\n"
+    "  -b -e -f    the compared sizes (default 8 to 2M by 8)\n"
+    "  --repeats   runs per measurement, medians taken (default 3)\n"
     "  --quick     a few sizes and iterations (seconds; for tests, not for a profile)\n"
     "  --json      the report as JSON (tools/collx-probe.schema.json) instead of tables\n"
     "  --save      write the measured profile to FILE, or to the default location\n"
@@ -89,7 +89,7 @@ int bad(const std::string& what) {
 struct settings {
   std::vector<coll> colls{coll::all_reduce};
   std::vector<int> ranks{2};
-  double lo = 8, hi = 16.0 * 1024 * 1024, factor = 8;
+  double lo = 8, hi = 2.0 * 1024 * 1024, factor = 8;
   int repeats = 3;
   bool quick = false, json = false, save = false;
   std::string save_path, perf;
@@ -158,14 +158,14 @@ std::map<double, double> timed(const settings& s, const std::string& env, const 
   for (int i = 0; i < reps; ++i) {
     if (lo <= split) {
       std::snprintf(range, sizeof range, " -b %.0f -e %.0f -f %g -n %d -w %d", lo, std::min(hi, split),
-                    factor, s.quick ? 50 : 500, s.quick ? 5 : 50);
+                    factor, s.quick ? 50 : 200, s.quick ? 5 : 20);
       for (auto [b, t] : run_perf(s, env, args + range).us) all[b].push_back(t);
     }
     double first_large = lo;
     while (first_large <= split) first_large *= factor;
     if (first_large <= hi) {
       std::snprintf(range, sizeof range, " -b %.0f -e %.0f -f %g -n %d -w %d", first_large, hi, factor,
-                    s.quick ? 3 : 20, s.quick ? 1 : 3);
+                    s.quick ? 3 : 10, s.quick ? 1 : 2);
       for (auto [b, t] : run_perf(s, env, args + range).us) all[b].push_back(t);
     }
   }
@@ -334,7 +334,7 @@ comparison compare(const settings& s, const tune::profile& m, coll c, int P,
     out.measured_us[v] = timed(s, "",
                                std::string(name(c)) + " -p " + std::to_string(P) + " --algo " +
                                    name(e.variant.algo) + " --proto " + name(e.variant.proto),
-                               s.lo, s.hi, s.factor, 1);
+                               s.lo, s.hi, s.factor, s.repeats);
   }
   for (double b : sizes) {
     size_row r;
@@ -360,7 +360,8 @@ comparison compare(const settings& s, const tune::profile& m, coll c, int P,
   // The communicator itself, given the new profile: which variants it ran.
   char range[160];
   std::snprintf(range, sizeof range, " -p %d -b %.0f -e %.0f -f %g -n 2 -w 0", P, s.lo, s.hi, s.factor);
-  const perf_run a = run_perf(s, "COLLX_TUNE_FILE=" + shell_quote(profile_path), name(c) + std::string(range));
+  const perf_run a =
+      run_perf(s, "COLLX_TUNE_FILE=" + shell_quote(profile_path), name(c) + std::string(range));
   out.auto_variants = a.variants;
   return out;
 }
