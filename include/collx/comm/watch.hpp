@@ -143,7 +143,7 @@ void publish_call(Record* rec, std::uint64_t seq, const call_desc& d) {
 /// The peer's call number `seq`, if it has published it and not yet
 /// overwritten it.
 template <class Record>
-bool read_call(const Record* rec, std::uint64_t seq, call_desc& out) {
+COLLX_ALWAYS_INLINE bool read_call(const Record* rec, std::uint64_t seq, call_desc& out) {
   const auto& e = rec->calls[seq % history_of<Record>];
   if (detail::load_acquire(&e.seq) != seq) return false;
   const std::uint64_t sig = detail::load_acquire(&e.signature), count = detail::load_acquire(&e.count);

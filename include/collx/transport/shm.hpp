@@ -107,10 +107,19 @@ COLLX_HOST_DEVICE constexpr std::size_t align_up(std::size_t v, std::size_t a) {
 
 /// Byte offsets of the parts of a segment for a given geometry. Per directed
 /// pair: nchannels control blocks, then one page-aligned buffer per channel.
+/// Make one with make(): it also stores the offsets a FIFO lookup needs, so
+/// that shm_view::fifo() (a few times per call) is a multiply-add.
 struct shm_layout {
   std::uint32_t nranks = 0;
   std::uint32_t nchannels = 0;
   fifo_geometry fifo[max_channels]{};
+
+  /// What shm_view::fifo() reads: ctrl_offset(), buffers_offset(),
+  /// pair_bytes() and channel_offset(c), computed once by make().
+  struct lookup {
+    std::uint64_t ctrl = 0, buffers = 0, pair = 0;
+    std::uint64_t channel[max_channels]{};
+  } at{};
 
   /// Every channel with `slots` slots; slot_bytes[c] bytes per slot of channel c.
   static constexpr shm_layout make(std::uint32_t nranks, std::uint32_t slots, const std::uint32_t* slot_bytes,
@@ -119,6 +128,11 @@ struct shm_layout {
     l.nranks = nranks;
     l.nchannels = static_cast<std::uint32_t>(nchannels < max_channels ? nchannels : max_channels);
     for (std::uint32_t c = 0; c < l.nchannels; ++c) l.fifo[c] = {slots, slot_bytes[c]};
+    l.at.ctrl = l.ctrl_offset();
+    l.at.buffers = l.buffers_offset();
+    l.at.pair = l.pair_bytes();
+    for (std::uint32_t c = 0; c < l.nchannels; ++c)
+      l.at.channel[c] = l.channel_offset(static_cast<int>(c));
     return l;
   }
   static constexpr shm_layout make(std::uint32_t nranks, std::uint32_t slots,
@@ -192,8 +206,8 @@ struct shm_view {
   COLLX_HOST_DEVICE fifo_ref fifo(int src, int dst, int ch) const {
     const std::size_t pair = std::size_t(src) * layout.nranks + std::size_t(dst);
     fifo_ref f;
-    f.ctrl = reinterpret_cast<fifo_ctrl*>(base + layout.ctrl_offset()) + pair * layout.nchannels + ch;
-    f.buffer = base + layout.buffers_offset() + pair * layout.pair_bytes() + layout.channel_offset(ch);
+    f.ctrl = reinterpret_cast<fifo_ctrl*>(base + layout.at.ctrl) + pair * layout.nchannels + ch;
+    f.buffer = base + layout.at.buffers + pair * layout.at.pair + layout.at.channel[ch];
     f.slots = layout.fifo[ch].slots;
     f.slot_bytes = layout.fifo[ch].slot_bytes;
     return f;
