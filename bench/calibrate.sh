@@ -50,8 +50,8 @@ done
 if ((quality)); then
   probe=$build/tools/collx-probe
   [[ -x $probe ]] || { echo "calibrate.sh: $probe not built" >&2; exit 2; }
-  tag=tuner_quality$( ((hog)) && echo _hog)
-  out=bench/results/$tag
+  out=bench/results/tuner_quality
+  if ((hog)); then out+=_hog; fi
   hogs=()
   if ((hog)); then
     for ((i = 0; i < $(nproc); ++i)); do
@@ -63,7 +63,7 @@ if ((quality)); then
   started=$(date -u '+%Y-%m-%d %H:%M UTC') load=$(cut -d' ' -f1-3 /proc/loadavg)
   "$probe" --colls all_reduce,all_gather,reduce_scatter --ranks 2,4 -b 8 -e 64M -f 8 --repeats "$repeats" \
     --save "$out.profile.json" --json >"$out.raw.json" 2>"$out.stderr.txt"
-  ((hog)) && kill "${hogs[@]}" 2>/dev/null
+  if ((hog)); then kill "${hogs[@]}" 2>/dev/null; fi
   python3 - "$out.raw.json" "$out.md" "$started" "$load" "$(git rev-parse --short HEAD)" "$repeats" "$hog" <<'PY'
 import json, sys
 raw, md, started, load, commit, repeats, hog = sys.argv[1:]

@@ -31,10 +31,12 @@
 //          profile (COLLX_TUNE_FILE), picked what the in-process model picks.
 //
 // Output: tables on stdout; --json: one JSON document on stdout instead
-// (schema: tools/collx-probe.schema.json), progress on stderr either way.
+// (schema: tools/collx-probe.schema.json); --plot PREFIX: one SVG per
+// collective and rank count (tools/probe_svg.hpp); progress on stderr.
 // Exit status: 0; 1 when a measurement failed; 2 for a bad command line.
 #include "cli.hpp"
 #include "probe_look.hpp"
+#include "probe_svg.hpp"
 
 #include <collx/options.hpp>
 #include <collx/transport/shm.hpp>
@@ -48,6 +50,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -67,7 +70,7 @@ using tune::json::value;
 
 constexpr const char* usage_text =
     "usage: collx-probe [--colls LIST] [--ranks LIST] [-b MIN -e MAX -f FACTOR] [--repeats N]\n"
-    "                   [--quick] [--json] [--save [FILE]] [--perf PATH]\n"
+    "                   [--quick] [--json] [--save [FILE]] [--plot PREFIX] [--perf PATH]\n"
     "  look at this machine, measure the model's parameters on local process ranks,\n"
     "  compare the model's predictions and the tuner's picks with measured times.\n"
     "  --colls     collectives to compare (default all_reduce; all_reduce, all_gather,\n"
@@ -79,6 +82,7 @@ constexpr const char* usage_text =
     "  --json      the report as JSON (tools/collx-probe.schema.json) instead of tables\n"
     "  --save      write the measured profile to FILE, or to the default location\n"
     "              ($XDG_CONFIG_HOME or ~/.config)/collx/profile.json\n"
+    "  --plot      write PREFIX_<collective>_<ranks>.svg: measured and predicted time per variant\n"
     "  --perf      the collx-perf binary (default: next to this one)\n";
 
 int bad(const std::string& what) {
@@ -92,7 +96,7 @@ struct settings {
   double lo = 8, hi = 2.0 * 1024 * 1024, factor = 8;
   int repeats = 3;
   bool quick = false, json = false, save = false;
-  std::string save_path, perf;
+  std::string save_path, perf, plot;
 };
 
 void progress(const std::string& s) {
@@ -496,6 +500,8 @@ int main(int argc, char** argv) {
       } else if (a == "--save") {
         s.save = true;
         if (i + 1 < argc && argv[i + 1][0] != '-') s.save_path = argv[++i];
+      } else if (a == "--plot") {
+        s.plot = val();
       } else if (a == "--perf") {
         s.perf = val();
       } else if (a == "--repeats") {
@@ -575,6 +581,27 @@ int main(int argc, char** argv) {
     for (int P2 : s.ranks)
       for (coll c : s.colls) cs.push_back(compare(s, m.model, c, P2, tmp));
     std::remove(tmp.c_str());
+    if (!s.plot.empty())
+      for (const comparison& c : cs) {
+        std::vector<probe::svg_series> series;
+        for (auto& [v, t] : c.measured_us) {
+          probe::svg_series x{v, t, {}};
+          if (auto pi = c.predicted_us.find(v); pi != c.predicted_us.end()) x.predicted = pi->second;
+          series.push_back(std::move(x));
+        }
+        std::map<double, std::string> picks;
+        for (const size_row& r : c.rows) picks[r.bytes] = vname(r.pick);
+        const std::string path = s.plot + "_" + name(c.c) + "_" + std::to_string(c.P) + ".svg";
+        std::FILE* f = std::fopen(path.c_str(), "w");
+        if (f == nullptr) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
+        const std::string svg =
+            probe::svg_plot(std::string("collx-probe: ") + name(c.c) + " on " + std::to_string(c.P) +
+                                " process ranks, " + t.machine.topology(),
+                            series, picks);
+        std::fputs(svg.c_str(), f);
+        std::fclose(f);
+        progress("wrote " + path);
+      }
     if (s.save) {
       const std::string dir = s.save_path.substr(0, s.save_path.rfind('/'));
       if (s.save_path.find('/') != std::string::npos) {
