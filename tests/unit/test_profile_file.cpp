@@ -9,8 +9,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -234,6 +237,53 @@ TEST_CASE("active profile: the communicator's automatic choice follows the loade
   CHECK(y[0] == 1.0f);
   std::remove(path.c_str());
   std::remove(bad.c_str());
+}
+
+TEST_CASE("active profile: COLLX_TUNE_FILE, then the default location, then the preset", "[tune][profile]") {
+  const tune::machine_info here = tune::this_machine();
+  const char* old_env = std::getenv("COLLX_TUNE_FILE");
+  const std::string saved_env = old_env != nullptr ? old_env : "";
+  const char* old_xdg = std::getenv("XDG_CONFIG_HOME");
+  const std::string saved_xdg = old_xdg != nullptr ? old_xdg : "";
+  // An empty config folder: no file at the default location, the preset.
+  const std::string xdg = "/tmp/collx_test_xdg_" + std::to_string(::getpid());
+  ::mkdir(xdg.c_str(), 0755);
+  ::unsetenv("COLLX_TUNE_FILE");
+  ::setenv("XDG_CONFIG_HOME", xdg.c_str(), 1);
+  CHECK(tune::default_profile_path() == xdg + "/collx/profile.json");
+  tune::active_profile a = tune::resolve_profile("", tune::shm_host, "shm_host", here);
+  CHECK(a.model.intra.gbps == tune::shm_host.intra.gbps);
+  CHECK_THAT(a.origin, Contains("built-in preset shm_host") && Contains("no profile at " + xdg));
+  // A profile there is taken.
+  ::mkdir((xdg + "/collx").c_str(), 0755);
+  tune::profile_doc d = sample_doc();
+  tune::save_profile(d, xdg + "/collx/profile.json");
+  a = tune::resolve_profile("", tune::shm_host, "shm_host", here);
+  CHECK(a.model.intra.gbps == tune::h100_ib_ndr.intra.gbps);
+  CHECK_THAT(a.origin, Contains("file " + xdg + "/collx/profile.json"));
+  // COLLX_TUNE_FILE wins over it, and the options' setting over both.
+  ::setenv("COLLX_TUNE_FILE", "preset:pcie_gen4_8gpu", 1);
+  CHECK(tune::resolve_profile("", tune::shm_host, "shm_host", here).model.intra.gbps ==
+        tune::pcie_gen4_8gpu.intra.gbps);
+  CHECK(tune::resolve_profile("builtin", tune::shm_host, "shm_host", here).model.intra.gbps ==
+        tune::shm_host.intra.gbps);
+  // comm_options::from_env carries it, and refuses an empty one.
+  CHECK(comm_options::from_env().tune_file == "preset:pcie_gen4_8gpu");
+  ::setenv("COLLX_TUNE_FILE", "", 1);
+  CHECK_THROWS_WITH(comm_options::from_env(), Contains("COLLX_TUNE_FILE"));
+  // A foreign profile at the default location is refused too, saying where it is.
+  ::unsetenv("COLLX_TUNE_FILE");
+  tune::machine_info other = here;
+  other.numa_nodes = here.numa_nodes + 3;
+  CHECK_THROWS_WITH(tune::resolve_profile("", tune::shm_host, "shm_host", other),
+                    Contains("the file is at the default location"));
+  std::remove((xdg + "/collx/profile.json").c_str());
+  ::rmdir((xdg + "/collx").c_str());
+  ::rmdir(xdg.c_str());
+  if (old_env != nullptr) ::setenv("COLLX_TUNE_FILE", saved_env.c_str(), 1);
+  else ::unsetenv("COLLX_TUNE_FILE");
+  if (old_xdg != nullptr) ::setenv("XDG_CONFIG_HOME", saved_xdg.c_str(), 1);
+  else ::unsetenv("XDG_CONFIG_HOME");
 }
 
 }  // namespace profile_file_test

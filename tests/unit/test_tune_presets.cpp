@@ -8,6 +8,7 @@
 // NVLS; those asserts restrict the choice to that set (nccl_set), and the
 // comments say what the full set of collx's algorithms picks.
 #include <collx/transport/shm.hpp>
+#include <collx/tune/explain.hpp>
 #include <collx/tune/presets.hpp>
 #include <collx/tune/select.hpp>
 
@@ -140,6 +141,32 @@ TEST_CASE("tune presets: two-level prediction", "[tune][presets]") {
       Approx(14 * 0.6 +
              tune::predict<algo::ring, proto::ll>(tune::h100_ib_ndr, {coll::all_reduce, 8, 8}).bandwidth_us +
              tune::predict<algo::ring, proto::ll>(tune::h100_ib_ndr, {coll::all_reduce, 8, 8}).reduction_us));
+}
+
+}  // namespace tune_presets_test
+
+namespace tune_presets_test {
+
+TEST_CASE("tune::explain lists fastest()'s candidates, fastest first", "[tune][presets]") {
+  for (const tune::named_preset& np : tune::presets)
+    for (coll c :
+         {coll::all_reduce, coll::all_gather, coll::reduce_scatter, coll::broadcast, coll::all_to_all})
+      for (int P : {2, 8, 256})
+        for (double bytes : {8.0, 65536.0, 64 * MiB}) {
+          const tune::problem q{c, P, bytes};
+          const std::vector<tune::explained> e = tune::explain<transport::shm>(*np.value, q);
+          INFO(np.name << " " << name(c) << " P=" << P << " bytes=" << bytes);
+          REQUIRE(!e.empty());
+          CHECK(e.front().variant == tune::fastest<transport::shm>(*np.value, q));
+          for (std::size_t i = 1; i < e.size(); ++i) CHECK(e[i - 1].time.total_us() <= e[i].time.total_us());
+          // Every entry is what predict_us says for it, split consistently.
+          for (const tune::explained& x : e)
+            visit_variant<transport::shm>(c, x.variant.algo, x.variant.proto, [&]<class A, class Pr>() {
+              CHECK(tune::predict_us<A, Pr>(*np.value, q) == x.time.total_us());
+            });
+        }
+  // all_reduce on shm: every composable variant once (5 FIFO algorithms x 3 protocols + nvls).
+  CHECK(tune::explain<transport::shm>(tune::shm_host, {coll::all_reduce, 4, 8}).size() == 16);
 }
 
 }  // namespace tune_presets_test
