@@ -13,6 +13,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -180,13 +182,47 @@ TEST_CASE("single copy: a failed read of a peer's buffer names the rank, pid and
   v.publish_user_buffers(1, data, data);
   CHECK(v.loadable_user_buffer(0, 1, false) == nullptr);  // another process: not loadable
   transport::last_peer_read_failure = {};
+  const std::uint64_t reads = transport::peer_read_counters.reads, bytes = transport::peer_read_counters.bytes;
   const status st = v.read_user_buffer(1, false, 0, out, sizeof out);
   CHECK(st == status::system_error);
   CHECK(transport::last_peer_read_failure.rank == 1);
   CHECK(transport::last_peer_read_failure.pid == child);
   CHECK(transport::last_peer_read_failure.err == ESRCH);
   for (std::uint64_t x : out) CHECK(x == 9);  // nothing written
+  CHECK(transport::peer_read_counters.reads == reads);  // a failed read is not counted
+  CHECK(transport::peer_read_counters.bytes == bytes);
   // The same process: loadable through the pointer, no read needed.
   v.record(1)->pid = static_cast<std::int32_t>(getpid());
   CHECK(v.loadable_user_buffer(0, 1, false) == data);
+}
+
+TEST_CASE("single copy: reads of a peer's buffer by cross-memory attach are counted", "[waits][single_copy]") {
+  // Rank 1's record names this process: read_user_buffer still reads it by
+  // process_vm_readv (what a peer process's read does), which the ptrace rules
+  // always permit on one's own process; only a seccomp filter refuses it
+  // (EPERM), which skips the test (COLLX_TEST_SKIPPED, tests/CMakeLists.txt).
+  const auto layout = transport::shm_layout::make(2, 2, {4096, 4096, 4096});
+  std::vector<std::uint64_t> mem(layout.total_bytes() / sizeof(std::uint64_t) + 1);
+  transport::shm_view v{reinterpret_cast<std::byte*>(mem.data()), layout};
+  v.record(0)->pid = static_cast<std::int32_t>(getpid());
+  v.record(1)->pid = static_cast<std::int32_t>(getpid());
+  std::uint64_t send[4] = {1, 2, 3, 4}, recv[4] = {5, 6, 7, 8}, out[5] = {9, 9, 9, 9, 9};
+  v.publish_user_buffers(1, send, recv);
+  auto& counters = transport::peer_read_counters;
+  const std::uint64_t reads = counters.reads, bytes = counters.bytes;
+  transport::last_peer_read_failure = {};
+  const status st = v.read_user_buffer(1, false, 8, out, 3 * sizeof(std::uint64_t));  // send[1..3]
+  if (st != status::ok && transport::last_peer_read_failure.err == EPERM) {
+    std::printf("COLLX_TEST_SKIPPED: cross-memory attach is not permitted here (process_vm_readv: %s)\n",
+                std::strerror(EPERM));
+    return;
+  }
+  REQUIRE(st == status::ok);
+  CHECK((out[0] == 2 && out[1] == 3 && out[2] == 4 && out[3] == 9 && out[4] == 9));
+  CHECK(counters.reads == reads + 1);
+  CHECK(counters.bytes == bytes + 24);
+  REQUIRE(v.read_user_buffer(1, true, 0, out, 2 * sizeof(std::uint64_t)) == status::ok);  // recv[0..1]
+  CHECK((out[0] == 5 && out[1] == 6 && out[2] == 4));
+  CHECK(counters.reads == reads + 2);
+  CHECK(counters.bytes == bytes + 40);
 }
