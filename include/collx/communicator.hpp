@@ -106,7 +106,8 @@
 namespace collx {
 
 namespace comm {
-struct access;  // collx/process.hpp's door to the private creation members
+struct access;      // collx/process.hpp's door to the private creation members
+struct net_access;  // collx/net.hpp's (socket transport)
 }
 
 /// A rank's handle on a group of ranks whose connections live in Transport's
@@ -310,6 +311,7 @@ class basic_communicator {
 
  private:
   friend struct comm::access;
+  friend struct comm::net_access;
 
   basic_communicator(std::shared_ptr<void> memory, typename Transport::view view, int rank, int nranks,
                      const comm_options& opt);
@@ -415,7 +417,7 @@ basic_communicator<Transport, Exec>::basic_communicator(std::shared_ptr<void> me
     s.spin_ns = s.oversubscribed ? 2'000 : 100'000;
   }
   s.pid_ns = detail::pid_namespace_of_self();
-  transport::publish_identity(s.view, rank);  // shm-specific: the rank's record in the segment
+  publish_identity(s.view, rank);  // the transport's (found by ADL): the rank's record
 }
 
 template <class Transport, class Exec>

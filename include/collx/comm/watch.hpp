@@ -202,6 +202,13 @@ void raise_abort(state<Transport>& s, status why, int rank) {
 template <class Transport>
 std::string describe(const state<Transport>& s, const abort_cause& c) {
   if (c.rank < 0) return "aborted by communicator::abort()";
+  // A network transport knows more than a pid: the peer's address and what
+  // its connection did (transport/socket.hpp).
+  if constexpr (requires { s.view.transport_failure(c.rank); }) {
+    if (std::string t = s.view.transport_failure(c.rank); !t.empty()) return t;
+    if (c.why == status::peer_dead)
+      return "rank " + std::to_string(c.rank) + " died or lost its connections (reported by another rank)";
+  }
   switch (c.why) {
     case status::peer_dead: {
       const int pid = detail::load_relaxed(&s.view.record(c.rank)->pid);

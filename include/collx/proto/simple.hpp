@@ -129,6 +129,10 @@ struct simple {
         ex_.fence_before_post();
         if (g.leader()) {
           if constexpr (R) detail::store_release(&in->fifo.ctrl->head, in->step + 1);
+          // A transport whose proxy moves the slot (transport/socket.hpp)
+          // learns how many of its bytes this step filled.
+          if constexpr (S && requires { view_.posted(0, 0, 0, std::uint64_t{}, std::uint32_t{}); })
+            view_.posted(rank_, to, channel_, out->step, static_cast<std::uint32_t>(k * sizeof(T)));
           if constexpr (S) detail::store_release(&out->fifo.ctrl->tail, out->step + 1);
           if constexpr (R) ex_.notify(from);
           if constexpr (S) ex_.notify(to);

@@ -123,8 +123,8 @@ std::shared_ptr<shm_segment> join_shm(Rendezvous& r, const shm_join_params& p) {
       throw_error(status::not_supported,
                   "init: rank " + std::to_string(q) + " runs on host '" + std::string(o.host) +
                       "', rank 0 on '" + infos[0].host +
-                      "': ranks on several hosts need a network transport, which collx "
-                      "does not provide yet");
+                      "': ranks on several hosts need the socket transport (collx/net.hpp: "
+                      "collx::net::init_rank, collx::net::from_env)");
     if (o.nchannels != infos[0].nchannels)
       throw_error(status::mismatch, "init: rank " + std::to_string(q) + " has " + std::to_string(o.nchannels) +
                                         " protocol channels, rank 0 " + std::to_string(infos[0].nchannels) +

@@ -1,0 +1,183 @@
+// collx/net.hpp — communicators whose ranks are processes on different hosts,
+// over the TCP socket transport (transport/socket.hpp, net/).
+//
+//   collx::net::init_rank(P, id, rank, opts)   as collx::init_rank, over sockets
+//   collx::net::from_env(opts)                 as collx::from_env, over sockets
+//
+// Both return a net_communicator (basic_communicator<transport::socket,
+// exec::host>) with the same API as the shared-memory communicator. A
+// separate header rather than a `transport=` option: the transport is a
+// template argument of the communicator, so the choice changes the type a
+// program holds, and a program of one host does not compile epoll, the
+// proxy and the connection code.
+//
+// Every rank, whichever host it runs on, talks to every other rank through
+// the network (same-host peers over loopback): there is no intra-node
+// shared memory and no hierarchical schedule yet. Algorithms: those that
+// need only FIFOs (ring, tree, rhd, rabenseifner, bruck, direct) with the
+// Simple protocol; LL and LL128 are refused by the composition gate (a proxy
+// cannot store a line into a peer's memory whole), nvls for want of peer
+// memory. The automatic choice prices the socket variants with the profile a
+// communicator loads (by default the shared-memory preset: no network
+// preset exists yet), restricted to what composes on this transport.
+//
+// Environment (read by socket_options::from_env):
+//   COLLX_NET               socket (default); ib: not implemented, refused
+//   COLLX_SOCKET_IFNAME     interfaces, NCCL's syntax (net/ifname.hpp)
+//   COLLX_SOCKET_FAMILY     AF_INET or AF_INET6
+//   COLLX_SOCKET_NSTREAMS   TCP streams per peer, 1..16 (default 1); equal on every rank
+//
+// Errors: as collx/process.hpp's, plus status::not_supported for COLLX_NET=ib
+// or no matching interface, status::mismatch for ranks that disagree on the
+// stream count, status::timeout naming the ranks whose connections are
+// missing. During calls, a peer that dies or closes its connections fails
+// the pending call on every surviving rank with a message naming it and its
+// address; a failure on one host (timeout, abort()) reaches the others.
+#pragma once
+
+#include <collx/bootstrap/env.hpp>
+#include <collx/bootstrap/root.hpp>
+#include <collx/bootstrap/session.hpp>
+#include <collx/comm/watch.hpp>
+#include <collx/communicator.hpp>
+#include <collx/error.hpp>
+#include <collx/net/connect.hpp>
+#include <collx/net/ifname.hpp>
+#include <collx/net/proxy.hpp>
+#include <collx/options.hpp>
+#include <collx/transport/shm_segment.hpp>
+#include <collx/transport/socket.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace collx {
+
+/// A communicator whose ranks reach each other over TCP.
+using net_communicator = basic_communicator<transport::socket, exec::host>;
+
+namespace net {
+
+/// The socket transport's settings.
+struct socket_options {
+  int nstreams = 1;
+  std::string ifname;  // empty: the default filter (net/ifname.hpp)
+  std::string family;  // empty: any
+
+  static socket_options from_env() {
+    socket_options o;
+    if (const char* v = std::getenv("COLLX_NET"); v != nullptr && *v != '\0' && std::string(v) != "socket") {
+      if (std::string(v) == "ib")
+        throw_error(status::not_supported,
+                    "COLLX_NET=ib: the InfiniBand verbs transport is not implemented; use COLLX_NET=socket");
+      throw_error(status::invalid_argument, "COLLX_NET='" + std::string(v) + "': expected socket");
+    }
+    if (const char* v = std::getenv("COLLX_SOCKET_NSTREAMS"); v != nullptr && *v != '\0') {
+      char* end = nullptr;
+      const long n = std::strtol(v, &end, 10);
+      require(*end == '\0' && n >= 1 && n <= 16, "COLLX_SOCKET_NSTREAMS",
+              "'" + std::string(v) + "' is not a stream count in [1, 16]");
+      o.nstreams = static_cast<int>(n);
+    }
+    if (const char* v = std::getenv("COLLX_SOCKET_IFNAME")) o.ifname = v;
+    if (const char* v = std::getenv("COLLX_SOCKET_FAMILY")) o.family = v;
+    return o;
+  }
+};
+
+}  // namespace net
+
+namespace comm {
+
+/// The door from network creation into basic_communicator's private members.
+struct net_access {
+  /// What a socket communicator's state owns: its private FIFO memory, the
+  /// step sizes the proxy reads, and the proxy (stopped first).
+  struct holder {
+    std::shared_ptr<transport::shm_segment> seg;
+    std::vector<std::uint32_t> step_bytes;
+    std::unique_ptr<net::proxy> px;
+    std::chrono::milliseconds drain{2000};
+    ~holder() {
+      if (px) px->stop(drain);
+    }
+  };
+
+  static net_communicator join(bootstrap::session s, const bootstrap::secret_bytes& secret,
+                               const comm_options& opt, const net::socket_options& so) {
+    const int rank = s.rank(), nranks = s.size();
+    const auto deadline = bootstrap::clock::now() + opt.timeout;
+    const net::if_address ifa =
+        net::pick_interface(so.ifname.empty() ? nullptr : so.ifname.c_str(),
+                            so.family.empty() ? nullptr : so.family.c_str(), net::list_interfaces());
+    auto h = std::make_shared<holder>();
+    h->seg = transport::shm_segment::create_anonymous(net_communicator::layout_for(nranks, opt));
+    const transport::shm_view local = h->seg->view();
+    if (opt.step_origin != 0) local.reset_counters(opt.step_origin);
+    local.header()->single_copy_denied = 1;
+    local.header()->single_copy_min = ~std::uint64_t{0};
+    h->step_bytes.assign(std::size_t(nranks) * local.layout.nchannels * opt.fifo_slots, 0);
+    h->drain = std::min<std::chrono::milliseconds>(opt.timeout, std::chrono::milliseconds(2000));
+
+    std::vector<net::peer_link> links = net::connect_mesh(s, secret, ifa, so.nstreams, deadline);
+    transport::shm_header* hdr = local.header();
+    net::proxy::hooks hooks;
+    hooks.raise = [hdr](status why, int peer) {
+      raise_abort(hdr, abort_cause{why, call_field::none, peer, -1});
+    };
+    hooks.adopt = [hdr](std::uint64_t packed) {
+      std::uint64_t expected = 0;
+      detail::compare_exchange(&hdr->abort_cause, expected, packed);
+      std::uint32_t zero = 0;
+      detail::compare_exchange(&hdr->abort, zero, 1u);
+    };
+    hooks.cause = [hdr] { return detail::load_acquire(&hdr->abort_cause); };
+    const std::uint64_t spin =
+        opt.spin.count() > 0 ? static_cast<std::uint64_t>(opt.spin.count()) : std::uint64_t{100'000};
+    h->px = std::make_unique<net::proxy>(local, rank, std::move(links), so.nstreams, h->step_bytes.data(),
+                                         spin, std::move(hooks));
+    transport::socket_view v{local, rank, h->step_bytes.data(), h->px.get(), &net::proxy::failure_text_of};
+    net_communicator c(h, v, rank, nranks, opt);
+    c.s_->keepalive = std::make_shared<bootstrap::session>(std::move(s));
+    return c;
+  }
+};
+
+}  // namespace comm
+
+namespace net {
+
+/// Rank `rank` of `nranks` processes, on any hosts, that all pass the same id.
+inline net_communicator init_rank(int nranks, const unique_id& id, int rank,
+                                  const comm_options& opt = comm_options::from_env(),
+                                  const socket_options& so = socket_options::from_env()) {
+  require(nranks >= 1 && rank >= 0 && rank < nranks, "net::init_rank",
+          "rank " + std::to_string(rank) + " / nranks " + std::to_string(nranks) + " are out of range");
+  opt.validate();
+  const bootstrap::root_info info = bootstrap::decode_unique_id(id);
+  return comm::net_access::join(bootstrap::session::connect(id, rank, nranks, opt.timeout), info.secret, opt,
+                                so);
+}
+
+/// The rank a launcher started this process as (see collx::from_env); the
+/// root address must be one every host reaches (COLLX_ROOT_ADDR or
+/// MASTER_ADDR/MASTER_PORT, or a unique id in COLLX_UNIQUE_ID).
+inline net_communicator from_env(const comm_options& opt = comm_options::from_env(),
+                                 const socket_options& so = socket_options::from_env()) {
+  opt.validate();
+  const auto env = bootstrap::detect_launch_env();
+  if (!env)
+    throw_error(status::invalid_argument,
+                "net::from_env: no launcher environment found (COLLX_RANK/COLLX_SIZE, RANK/WORLD_SIZE, "
+                "OMPI_COMM_WORLD_*, PMI_RANK/PMI_SIZE or SLURM_PROCID/SLURM_NTASKS)");
+  const bootstrap::secret_bytes secret = env->id ? bootstrap::decode_unique_id(*env->id).secret : env->secret;
+  return comm::net_access::join(bootstrap::connect_from_env(*env, opt.timeout), secret, opt, so);
+}
+
+}  // namespace net
+}  // namespace collx

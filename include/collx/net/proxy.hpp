@@ -1,0 +1,477 @@
+// collx/net/proxy.hpp — the progress thread of a socket communicator: moves
+// FIFO steps between this rank's private memory and its peers over TCP.
+//
+// What it does, per peer q and channel c (see transport/socket.hpp for the
+// memory side, net/frame.hpp for the wire):
+//   send     tail of FIFO self→q (acquire) beyond what was queued: queue step
+//            s as a data frame on stream s % nstreams, payload straight from
+//            the slot (the slot stays untouched until the peer credits it).
+//   receive  a data frame is checked (frame.hpp), its payload read straight
+//            into its slot of FIFO q→self, and once every step below it has
+//            arrived (streams may deliver out of order) tail is published
+//            (release) and the rank's doorbell rung.
+//   credit   head of FIFO q→self (acquire) beyond what was credited: send it
+//            on stream 0 (one stream keeps credits in order); a credit from
+//            q is stored into head of FIFO self→q (release).
+//   abort    the local abort word raised: its cause goes to every peer, whose
+//            proxies raise theirs, so abort(), a timeout or a failure on one
+//            host fails the calls on every host.
+// Sockets are non-blocking, watched by epoll. The thread busy-polls while
+// there is traffic (the rank's posts are memory stores it cannot sleep on)
+// and sleeps in epoll_wait for at most 1 ms after `spin` without progress.
+//
+// Failures: a connection closed without a bye, a socket error, or a refused
+// frame raise the local abort word with {peer_dead / system_error, peer}
+// and keep a text naming the peer, its address and what happened
+// (failure_text()); the rank's pending wait sees the abort word at once.
+// Nothing is written for a refused frame. stop() (the communicator's
+// destruction) sends what the rank posted, a bye on every stream, and waits
+// for the peers' end of stream, each within a bounded deadline.
+//
+// Thread-safety: one proxy thread; failure_text() may be called from any
+// thread (a mutex guards the text).
+#pragma once
+
+#include <collx/bootstrap/socket.hpp>
+#include <collx/detail/atomic.hpp>
+#include <collx/detail/doorbell.hpp>
+#include <collx/error.hpp>
+#include <collx/net/frame.hpp>
+#include <collx/transport/shm.hpp>
+
+#include <sys/epoll.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace collx::net {
+
+/// The connected, authenticated streams to one peer.
+struct peer_link {
+  int rank = -1;
+  std::string where;  // "rank 1 (10.77.0.2:40211)", for messages
+  std::vector<bootstrap::socket_fd> streams;
+};
+
+class proxy {
+ public:
+  /// `raise(why, peer)` raises the local abort word with that cause;
+  /// `adopt(packed)` raises it with a cause received from a peer;
+  /// `cause()` reads the local packed cause (0 when none).
+  struct hooks {
+    std::function<void(status, int)> raise;
+    std::function<void(std::uint64_t)> adopt;
+    std::function<std::uint64_t()> cause;
+  };
+
+  proxy(transport::shm_view local, int self, std::vector<peer_link> links, int nstreams,
+        std::uint32_t* step_bytes, std::uint64_t spin_ns, hooks h)
+      : v_(local),
+        self_(self),
+        nstreams_(nstreams),
+        step_bytes_(step_bytes),
+        spin_ns_(spin_ns),
+        hooks_(std::move(h)) {
+    nch_ = v_.layout.nchannels;
+    ep_ = bootstrap::socket_fd(::epoll_create1(EPOLL_CLOEXEC));
+    if (!ep_) bootstrap::detail::throw_errno("socket transport: epoll_create1", errno);
+    peers_.resize(static_cast<std::size_t>(v_.nranks()));
+    for (peer_link& l : links) {
+      peer& p = peers_[static_cast<std::size_t>(l.rank)];
+      p.rank = l.rank;
+      p.where = l.where;
+      p.ch.resize(nch_);
+      for (std::uint32_t c = 0; c < nch_; ++c) {
+        channel& k = p.ch[c];
+        const transport::fifo_ref out = v_.fifo(self_, l.rank, static_cast<int>(c));
+        const transport::fifo_ref in = v_.fifo(l.rank, self_, static_cast<int>(c));
+        k.queued = out.ctrl->tail;
+        k.credit_from_peer = out.ctrl->head;
+        k.rx_tail = in.ctrl->tail;
+        k.credited = in.ctrl->head;
+        k.arrived.assign(in.slots, 0);
+      }
+      for (std::size_t s = 0; s < l.streams.size(); ++s) {
+        stream st;
+        st.fd = std::move(l.streams[s]);
+        st.expected.resize(nch_);
+        for (std::uint32_t c = 0; c < nch_; ++c) {
+          // The first step of channel c this stream carries: the smallest
+          // s' >= rx_tail with s' % nstreams == s.
+          const std::uint64_t t = p.ch[c].rx_tail, n = static_cast<std::uint64_t>(nstreams_);
+          st.expected[c] = t + (s + n - t % n) % n;
+        }
+        epoll_event e{};
+        e.events = EPOLLIN;
+        e.data.u64 = static_cast<std::uint64_t>(l.rank) << 32 | s;
+        if (::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, st.fd.get(), &e) != 0)
+          bootstrap::detail::throw_errno("socket transport: epoll_ctl", errno);
+        p.streams.push_back(std::move(st));
+      }
+    }
+    thread_ = std::thread([this] { run(); });
+  }
+
+  proxy(const proxy&) = delete;
+  proxy& operator=(const proxy&) = delete;
+  ~proxy() { stop(std::chrono::milliseconds(5000)); }
+
+  /// Sends what the rank posted, says bye on every stream, waits (at most
+  /// `limit` in all) for the peers' end of stream, and joins the thread.
+  void stop(std::chrono::milliseconds limit) {
+    if (!thread_.joinable()) return;
+    stop_deadline_ns_.store(now_ns() + static_cast<std::uint64_t>(limit.count()) * 1'000'000ull);
+    stop_.store(true, std::memory_order_release);
+    thread_.join();
+  }
+
+  /// The text of the failure peer `rank` caused, or "".
+  std::string failure_text(int rank) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return rank == failed_peer_ ? failure_ : std::string();
+  }
+  static std::string failure_text_of(const void* self, int rank) {
+    return static_cast<const proxy*>(self)->failure_text(rank);
+  }
+
+ private:
+  struct out_item {
+    std::byte hdr[frame_bytes];
+    const std::byte* payload = nullptr;
+    std::size_t len = 0;  // payload bytes
+  };
+  struct stream {
+    bootstrap::socket_fd fd;
+    std::deque<out_item> out;
+    std::size_t out_off = 0;  // bytes of out.front() already sent
+    bool want_out = false;    // EPOLLOUT registered
+    std::byte hdr[frame_bytes];
+    std::size_t hdr_got = 0;
+    frame cur{};
+    std::size_t payload_got = 0;
+    bool in_payload = false;
+    std::vector<std::uint64_t> expected;  // next data step per channel
+    bool bye_sent = false, bye_seen = false, eof = false, dead = false, shut = false;
+  };
+  struct channel {
+    std::uint64_t queued = 0;            // steps of self→q queued for sending
+    std::uint64_t credit_from_peer = 0;  // q's last credit (head of self→q)
+    std::uint64_t rx_tail = 0;           // tail of q→self published
+    std::uint64_t credited = 0;          // head of q→self sent as credit
+    std::vector<std::uint8_t> arrived;   // per slot: step complete, not yet published
+  };
+  struct peer {
+    int rank = -1;
+    std::string where;
+    std::vector<channel> ch;
+    std::vector<stream> streams;
+    bool left = false;  // said bye on every stream
+  };
+
+  static std::uint64_t now_ns() {
+    timespec ts;
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+  }
+
+  void fail(peer& p, status why, const std::string& what) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (failed_peer_ < 0) {
+        failed_peer_ = p.rank;
+        failure_ = p.where + ": " + what;
+      }
+    }
+    failed_ = true;
+    hooks_.raise(why, p.rank);
+    detail::ring(v_.doorbell(self_));
+  }
+
+  void push(stream& s, const frame& f, const std::byte* payload, std::size_t len) {
+    out_item it;
+    encode(f, it.hdr);
+    it.payload = payload;
+    it.len = len;
+    s.out.push_back(it);
+  }
+
+  /// Queues posted steps and new credits; forwards a local abort once.
+  bool queue_work() {
+    bool progress = false;
+    if (!abort_sent_ && detail::load_acquire(v_.abort_word()) != 0) {
+      abort_sent_ = true;
+      const std::uint64_t cause = hooks_.cause();
+      for (peer& p : peers_)
+        if (p.rank >= 0 && !p.streams.empty() && !p.streams[0].dead)
+          push(p.streams[0], frame{frame_kind::abort, 0, cause, 0}, nullptr, 0);
+      progress = true;
+    }
+    for (peer& p : peers_) {
+      if (p.rank < 0 || p.left) continue;
+      for (std::uint32_t c = 0; c < nch_; ++c) {
+        channel& k = p.ch[c];
+        const transport::fifo_ref out = v_.fifo(self_, p.rank, static_cast<int>(c));
+        const std::uint64_t tail = detail::load_acquire(&out.ctrl->tail);
+        for (; k.queued < tail; ++k.queued) {
+          const std::size_t i = (std::size_t(p.rank) * nch_ + c) * out.slots + k.queued % out.slots;
+          std::uint32_t len = detail::load_relaxed(&step_bytes_[i]);
+          if (len > out.slot_bytes) len = out.slot_bytes;  // never read past the slot
+          stream& s = p.streams[k.queued % p.streams.size()];
+          push(s, frame{frame_kind::data, c, k.queued, len}, out.slot(k.queued), len);
+          progress = true;
+        }
+        const transport::fifo_ref in = v_.fifo(p.rank, self_, static_cast<int>(c));
+        const std::uint64_t head = detail::load_acquire(&in.ctrl->head);
+        if (head > k.credited) {
+          k.credited = head;
+          // Credits of every channel on stream 0: in order, so each is checked against the last.
+          push(p.streams[0], frame{frame_kind::credit, c, head, 0}, nullptr, 0);
+          progress = true;
+        }
+      }
+    }
+    return progress;
+  }
+
+  /// Writes queued frames of one stream until the socket would block.
+  bool flush(peer& p, stream& s) {
+    bool progress = false;
+    while (!s.out.empty() && !s.dead) {
+      out_item& it = s.out.front();
+      iovec iov[2];
+      int n = 0;
+      if (s.out_off < frame_bytes) iov[n++] = {it.hdr + s.out_off, frame_bytes - s.out_off};
+      const std::size_t pdone = s.out_off > frame_bytes ? s.out_off - frame_bytes : 0;
+      if (it.len > pdone) iov[n++] = {const_cast<std::byte*>(it.payload) + pdone, it.len - pdone};
+      msghdr m{};
+      m.msg_iov = iov;
+      m.msg_iovlen = static_cast<std::size_t>(n);
+      const ssize_t w = ::sendmsg(s.fd.get(), &m, MSG_NOSIGNAL);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+        if (!s.bye_seen) fail(p, status::peer_dead, std::string("sending failed: ") + std::strerror(errno));
+        s.dead = true;
+        s.out.clear();
+        return true;
+      }
+      progress = true;
+      s.out_off += static_cast<std::size_t>(w);
+      if (s.out_off == frame_bytes + it.len) {
+        s.out.pop_front();
+        s.out_off = 0;
+      }
+    }
+    const bool want = !s.out.empty() && !s.dead;
+    if (want != s.want_out) {
+      epoll_event e{};
+      e.events = EPOLLIN | (want ? EPOLLOUT : 0u);
+      e.data.u64 =
+          static_cast<std::uint64_t>(p.rank) << 32 | static_cast<std::uint64_t>(&s - p.streams.data());
+      ::epoll_ctl(ep_.get(), EPOLL_CTL_MOD, s.fd.get(), &e);
+      s.want_out = want;
+    }
+    return progress;
+  }
+
+  /// Reads what one stream has, acting on complete frames.
+  bool receive(peer& p, stream& s) {
+    bool progress = false;
+    for (int rounds = 0; rounds < 64 && !s.dead && !s.eof; ++rounds) {
+      std::byte* dst;
+      std::size_t want;
+      if (!s.in_payload) {
+        dst = s.hdr + s.hdr_got;
+        want = frame_bytes - s.hdr_got;
+      } else {
+        const transport::fifo_ref in = v_.fifo(p.rank, self_, static_cast<int>(s.cur.channel));
+        dst = in.slot(s.cur.step) + s.payload_got;
+        want = s.cur.bytes - s.payload_got;
+      }
+      const ssize_t r = ::recv(s.fd.get(), dst, want, 0);
+      if (r == 0) {
+        s.eof = true;
+        if (!s.bye_seen && !stop_.load(std::memory_order_relaxed))
+          fail(p, status::peer_dead,
+               "the connection closed without a goodbye (its process died, was killed, or its host is "
+               "unreachable)");
+        else if (!s.bye_seen) s.dead = true;
+        return true;
+      }
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+        if (!s.bye_seen)
+          fail(p, status::peer_dead, std::string("the connection failed: ") + std::strerror(errno));
+        s.dead = true;
+        return true;
+      }
+      progress = true;
+      if (!s.in_payload) {
+        s.hdr_got += static_cast<std::size_t>(r);
+        if (s.hdr_got < frame_bytes) continue;
+        s.hdr_got = 0;
+        if (!on_header(p, s)) return true;
+      } else {
+        s.payload_got += static_cast<std::size_t>(r);
+        if (s.payload_got == s.cur.bytes) on_payload(p, s);
+      }
+    }
+    return progress;
+  }
+
+  /// A complete header: check it, then act (or start reading its payload).
+  bool on_header(peer& p, stream& s) {
+    frame f;
+    std::string bad = decode(s.hdr, f);
+    std::vector<channel_rx> rx(nch_);
+    if (bad.empty() && f.kind != frame_kind::bye && f.kind != frame_kind::abort) {
+      for (std::uint32_t c = 0; c < nch_; ++c) {
+        const transport::fifo_ref in = v_.fifo(p.rank, self_, static_cast<int>(c));
+        rx[c] = channel_rx{in.slots,       in.slot_bytes,
+                           s.expected[c],  detail::load_acquire(&in.ctrl->head),
+                           p.ch[c].queued, p.ch[c].credit_from_peer};
+      }
+      bad = validate(f, rx.data(), nch_);
+    }
+    if (!bad.empty()) {
+      fail(p, status::system_error,
+           "refused what it sent on stream " + std::to_string(&s - p.streams.data()) + ": " + bad +
+               " (not a collx peer, or a corrupted stream)");
+      s.dead = true;
+      return false;
+    }
+    switch (f.kind) {
+      case frame_kind::bye:
+        s.bye_seen = true;
+        p.left = true;
+        for (const stream& o : p.streams) p.left = p.left && o.bye_seen;
+        return true;
+      case frame_kind::abort:
+        hooks_.adopt(f.step);
+        abort_sent_ = true;  // the peers hear of it from the rank that raised it
+        detail::ring(v_.doorbell(self_));
+        return true;
+      case frame_kind::credit: {
+        channel& k = p.ch[f.channel];
+        k.credit_from_peer = f.step;
+        detail::store_release(&v_.fifo(self_, p.rank, static_cast<int>(f.channel)).ctrl->head, f.step);
+        detail::ring(v_.doorbell(self_));
+        return true;
+      }
+      case frame_kind::data:
+        s.cur = f;
+        s.expected[f.channel] += static_cast<std::uint64_t>(nstreams_);
+        if (f.bytes == 0) {
+          on_payload(p, s);
+        } else {
+          s.in_payload = true;
+          s.payload_got = 0;
+        }
+        return true;
+    }
+    return true;
+  }
+
+  /// A step's payload is in its slot: publish every step now complete.
+  void on_payload(peer& p, stream& s) {
+    s.in_payload = false;
+    channel& k = p.ch[s.cur.channel];
+    const transport::fifo_ref in = v_.fifo(p.rank, self_, static_cast<int>(s.cur.channel));
+    k.arrived[s.cur.step % in.slots] = 1;
+    const std::uint64_t before = k.rx_tail;
+    while (k.arrived[k.rx_tail % in.slots]) {
+      k.arrived[k.rx_tail % in.slots] = 0;
+      ++k.rx_tail;
+    }
+    if (k.rx_tail != before) {
+      detail::store_release(&in.ctrl->tail, k.rx_tail);
+      detail::ring(v_.doorbell(self_));
+    }
+  }
+
+  bool all_sent() const {
+    for (const peer& p : peers_)
+      for (const stream& s : p.streams)
+        if (!s.out.empty() && !s.dead) return false;
+    return true;
+  }
+
+  void run() {
+    epoll_event ev[64];
+    std::uint64_t last_progress = now_ns();
+    bool saying_bye = false;
+    for (;;) {
+      bool progress = false;
+      const bool stopping = stop_.load(std::memory_order_acquire);
+      if (!saying_bye) progress |= queue_work();
+      for (peer& p : peers_)
+        for (stream& s : p.streams) progress |= flush(p, s);
+      if (stopping) {
+        const std::uint64_t now = now_ns();
+        const bool late = now >= stop_deadline_ns_.load();
+        if (!saying_bye && (all_sent() || late || failed_)) {
+          saying_bye = true;
+          for (peer& p : peers_)
+            for (stream& s : p.streams)
+              if (!s.dead) {
+                push(s, frame{frame_kind::bye, 0, 0, 0}, nullptr, 0);
+                s.bye_sent = true;
+                flush(p, s);
+              }
+        }
+        if (saying_bye) {
+          bool done = true;
+          for (peer& p : peers_)
+            for (stream& s : p.streams) {
+              if (!s.dead && !s.shut && s.bye_sent && s.out.empty()) {
+                ::shutdown(s.fd.get(), SHUT_WR);  // the peer reads our bye, then the end of stream
+                s.shut = true;
+              }
+              done = done && (s.dead || s.eof);
+            }
+          if (done || late) return;
+        }
+      }
+      const bool hot = progress || now_ns() - last_progress < spin_ns_;
+      const int n = ::epoll_wait(ep_.get(), ev, 64, hot ? 0 : 1);
+      for (int i = 0; i < n; ++i) {
+        peer& p = peers_[static_cast<std::size_t>(ev[i].data.u64 >> 32)];
+        stream& s = p.streams[static_cast<std::size_t>(ev[i].data.u64 & 0xffffffffu)];
+        if (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) progress |= receive(p, s);
+        if (ev[i].events & EPOLLOUT) progress |= flush(p, s);
+        if (s.dead || s.eof) ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, s.fd.get(), nullptr);
+      }
+      if (progress) last_progress = now_ns();
+    }
+  }
+
+  transport::shm_view v_;
+  int self_;
+  int nstreams_;
+  std::uint32_t nch_ = 0;
+  std::uint32_t* step_bytes_;
+  std::uint64_t spin_ns_;
+  hooks hooks_;
+  bootstrap::socket_fd ep_;
+  std::vector<peer> peers_;
+  bool failed_ = false, abort_sent_ = false;
+  std::atomic<bool> stop_{false};
+  std::atomic<std::uint64_t> stop_deadline_ns_{0};
+  mutable std::mutex mu_;
+  int failed_peer_ = -1;
+  std::string failure_;
+  std::thread thread_;
+};
+
+}  // namespace collx::net

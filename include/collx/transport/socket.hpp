@@ -1,0 +1,100 @@
+// collx/transport/socket.hpp — the TCP socket transport: traits and view.
+//
+// For ranks on different hosts. Each rank keeps every FIFO it uses in its
+// own private memory, laid out as the shm transport lays out a segment
+// (transport/shm.hpp): the send FIFO rank→q and the receive FIFO q→rank of
+// every peer q, its counters, its record and its abort word. Protocols see
+// these local FIFOs exactly as they see shared ones; a progress thread per
+// communicator, the proxy (net/proxy.hpp), moves bytes between hosts:
+//
+//   sender:   the rank writes a slot, stores the step's byte count
+//             (posted(), relaxed) and publishes tail (release); the proxy
+//             loads tail (acquire) and sends the step's bytes.
+//   receiver: the proxy writes arriving bytes into the slot, then publishes
+//             tail (release); the rank reads the slot and publishes head;
+//             the proxy loads head (acquire) and sends it back as a credit,
+//             which the sender's proxy stores into the send FIFO's head
+//             (release), where the protocol's credit check reads it.
+//
+// Capabilities: bytes are moved by a proxy (needs_proxy), so a peer's FIFO is
+// not load/store-able (no direct_load_store: LL and LL128, whose readers poll
+// flags the writer stores into the peer's memory, are refused by the
+// composition gate; Simple runs), no peer buffers, no user-buffer access, no
+// switch channel (nvls is refused). Calls are not compared across hosts (a
+// peer's records live on its host): mismatched calls end in the deadline.
+#pragma once
+
+#include <collx/config.hpp>
+#include <collx/detail/atomic.hpp>
+#include <collx/transport/fifo.hpp>
+#include <collx/transport/shm.hpp>
+#include <collx/transport/shm_join.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace collx::transport {
+
+/// Non-owning, trivially copyable view of one rank's socket transport state.
+struct socket_view {
+  shm_view local{};  // this rank's private FIFOs, counters, records, abort word
+  int self = 0;      // this rank
+  /// Bytes of each posted step: [(dst · nchannels + channel) · slots + step % slots].
+  std::uint32_t* step_bytes = nullptr;
+  /// The proxy's account of a failure that rank `rank` caused, or "".
+  const void* proxy = nullptr;
+  std::string (*failure_text)(const void* proxy, int rank) = nullptr;
+
+  COLLX_HOST_DEVICE shm_header* header() const { return local.header(); }
+  COLLX_HOST_DEVICE std::uint32_t* abort_word() const { return local.abort_word(); }
+  COLLX_HOST_DEVICE rank_record* record(int r) const { return local.record(r); }
+  COLLX_HOST_DEVICE int nranks() const { return local.nranks(); }
+  COLLX_HOST_DEVICE std::uint32_t fifo_slots(int ch) const { return local.fifo_slots(ch); }
+  COLLX_HOST_DEVICE std::uint32_t fifo_slot_bytes(int ch) const { return local.fifo_slot_bytes(ch); }
+  /// Channel ch's FIFO of src→dst; one of them is this rank (the others are
+  /// never asked for: every schedule only uses its own connections).
+  COLLX_HOST_DEVICE fifo_ref fifo(int src, int dst, int ch) const { return local.fifo(src, dst, ch); }
+  COLLX_HOST_DEVICE struct doorbell* doorbell(int r) const { return local.doorbell(r); }
+  /// This rank's scratch buffer (rabenseifner's reduce works in it). Only
+  /// `self`'s is meaningful: peer_buffer_access is false, so no schedule that
+  /// composes here touches another rank's.
+  COLLX_HOST_DEVICE std::byte* peer_buffer(int r) const { return local.peer_buffer(r); }
+  COLLX_HOST_DEVICE std::size_t peer_buffer_bytes() const { return local.peer_buffer_bytes(); }
+  /// No single copy across hosts.
+  COLLX_HOST_DEVICE std::uint64_t user_buffer_min_bytes() const { return ~std::uint64_t{0}; }
+
+  /// The protocol's note, before it publishes step `step` of src→dst on
+  /// channel ch, that the step holds `bytes` bytes: the proxy sends only
+  /// those. Ordered before the proxy's read by the tail's release/acquire.
+  COLLX_HOST_DEVICE void posted(int src, int dst, int ch, std::uint64_t step, std::uint32_t bytes) const {
+    (void)src;
+    const std::uint32_t slots = local.layout.fifo[ch].slots;
+    const std::size_t i =
+        (std::size_t(dst) * local.layout.nchannels + std::size_t(ch)) * slots + step % slots;
+    detail::store_relaxed(&step_bytes[i], bytes);
+  }
+
+  /// What the proxy knows about a failure rank `rank` caused (a closed
+  /// connection, a refused frame), or "" where it knows nothing.
+  std::string transport_failure(int rank) const {
+    return failure_text != nullptr ? failure_text(proxy, rank) : std::string();
+  }
+};
+
+/// Writes this rank's process identity into its (local) record.
+inline void publish_identity(const socket_view& v, int rank) { publish_identity(v.local, rank); }
+
+/// Compile-time capabilities (collx/concepts.hpp), read by collx/composition.hpp.
+struct socket {
+  static constexpr const char* name = "socket";
+  static constexpr bool direct_load_store = false;  // a proxy writes the peer's FIFO
+  static constexpr bool in_order_128b_lines = false;
+  static constexpr bool peer_buffer_access = false;
+  static constexpr bool user_buffer_access = false;
+  static constexpr bool multicast = false;
+  static constexpr bool needs_proxy = true;
+  using view = socket_view;
+};
+
+}  // namespace collx::transport
