@@ -347,7 +347,11 @@ comparison compare(const settings& s, const tune::profile& m, coll c, int P,
     for (const tune::explained& e : ex) out.predicted_us[vname(e.variant)][b] = e.time.total_us();
     r.pick = ex.front().variant;
     r.pick_pred_us = ex.front().time.total_us();
-    r.pick_us = out.measured_us[vname(r.pick)][b];
+    // collx-perf skips sizes smaller than one element per rank (all_gather,
+    // reduce_scatter): no row there.
+    const auto& pm = out.measured_us[vname(r.pick)];
+    if (pm.count(b) == 0) continue;
+    r.pick_us = pm.at(b);
     r.fastest_us = 1e300;
     for (auto& [v, t] : out.measured_us)
       if (t.count(b) && t[b] < r.fastest_us) {
