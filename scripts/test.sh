@@ -51,8 +51,10 @@ run() {
   shift 2
   echo
   echo "==> ${name}: $*"
+  local t0=$SECONDS
   "$@" 2>&1 | tee "$log"
   local rc=${PIPESTATUS[0]}
+  local took=" [$((SECONDS - t0)) s]"
   local detail
   detail=$(ctest_result "$log")
   if [[ -f "$log.count" ]]; then
@@ -63,9 +65,9 @@ run() {
     rm -f "$log.count"
   fi
   if ((rc == 0)); then
-    summary+=("PASS  ${name}${detail}")
+    summary+=("PASS  ${name}${detail}${took}")
   else
-    summary+=("FAIL  ${name} (exit ${rc})${detail}")
+    summary+=("FAIL  ${name} (exit ${rc})${detail}${took}")
     failed=1
   fi
   return "$rc"
