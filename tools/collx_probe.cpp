@@ -588,8 +588,8 @@ int main(int argc, char** argv) {
     if (!s.plot.empty())
       for (const comparison& c : cs) {
         std::vector<probe::svg_series> series;
-        for (auto& [v, t] : c.measured_us) {
-          probe::svg_series x{v, t, {}};
+        for (auto& [v, times] : c.measured_us) {
+          probe::svg_series x{v, times, {}};
           if (auto pi = c.predicted_us.find(v); pi != c.predicted_us.end()) x.predicted = pi->second;
           series.push_back(std::move(x));
         }

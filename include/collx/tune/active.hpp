@@ -41,8 +41,10 @@
 namespace collx::tune {
 
 /// The built-in preset for a transport: the compile-time default of the
-/// choice and the run-time one when no profile is found. Every transport
-/// collx has is shm, measured as tune::shm_host.
+/// choice and the run-time one when no profile is found. Only the shm
+/// transport has been measured (tune::shm_host); the others use it too until
+/// a specialization here gives them their own (a loaded profile likewise
+/// describes the shm transport the probe measured).
 template <class Transport>
 inline constexpr const profile& preset_for = shm_host;
 
