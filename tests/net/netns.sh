@@ -1,0 +1,104 @@
+#!/bin/bash
+# Two hosts played by two network namespaces joined by a veth pair, one rank
+# of tests/net/net_rank in each (ctest label net).
+#
+#   netns.sh NET_RANK check v4|v6   every collective across the namespaces
+#   netns.sh NET_RANK fault v4      rank 1 SIGKILLed mid-run: rank 0 must fail
+#                                   within the deadline naming rank 1
+#
+# Needs root and ip(8) with netns: otherwise exit 77 (skipped) saying why.
+# Names are unique per run (parallel runs do not clash); the namespaces (and
+# the veth pair with them) are removed on exit by a trap, also on failure.
+# Traffic stays inside the two namespaces: 10.77.0.1/24 - 10.77.0.2/24, or
+# fd77::1/64 - fd77::2/64.
+set -u
+bin=$1 mode=$2 family=${3:-v4}
+if [ "$(id -u)" != 0 ]; then echo "SKIP: network namespaces need root"; exit 77; fi
+if ! command -v ip > /dev/null; then echo "SKIP: ip(8) not installed"; exit 77; fi
+
+tag=$(printf '%04x%04x' $$ $RANDOM | tail -c 8)
+nsa=collx-$tag-a nsb=collx-$tag-b
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null; done
+  ip netns del "$nsa" 2> /dev/null
+  ip netns del "$nsb" 2> /dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+if ! ip netns add "$nsa" 2> "$work/err"; then
+  echo "SKIP: cannot create a network namespace here: $(cat "$work/err")"
+  exit 77
+fi
+ip netns add "$nsb" || exit 1
+# veth names: at most 15 characters, one prefix (cxv) for COLLX_SOCKET_IFNAME.
+ip link add "cxv${tag}a" type veth peer name "cxv${tag}b" || { echo "SKIP: cannot create a veth pair"; exit 77; }
+ip link set "cxv${tag}a" netns "$nsa" && ip link set "cxv${tag}b" netns "$nsb" || exit 1
+if [ "$family" = v6 ]; then
+  a0=fd77::1 a1=fd77::2 root="[fd77::1]:29500" plen=64 fam=AF_INET6
+  ip -n "$nsa" addr add $a0/$plen dev "cxv${tag}a" nodad && ip -n "$nsb" addr add $a1/$plen dev "cxv${tag}b" nodad || exit 1
+else
+  a0=10.77.0.1 a1=10.77.0.2 root=10.77.0.1:29500 plen=24 fam=AF_INET
+  ip -n "$nsa" addr add $a0/$plen dev "cxv${tag}a" && ip -n "$nsb" addr add $a1/$plen dev "cxv${tag}b" || exit 1
+fi
+for ns in "$nsa" "$nsb"; do
+  ip -n "$ns" link set lo up
+done
+ip -n "$nsa" link set "cxv${tag}a" up && ip -n "$nsb" link set "cxv${tag}b" up || exit 1
+
+common=(COLLX_SIZE=2 COLLX_ROOT_ADDR=$root COLLX_SECRET=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+        COLLX_SOCKET_IFNAME=cxv COLLX_SOCKET_FAMILY=$fam COLLX_TIMEOUT=${COLLX_TIMEOUT:-15})
+run() {  # run RANK NS ARGS...: in the background, output to $work/rRANK
+  local r=$1 ns=$2
+  shift 2
+  ip netns exec "$ns" env "${common[@]}" COLLX_RANK=$r "$bin" "$@" > "$work/r$r" 2>&1 &
+  pids+=($!)
+}
+
+case $mode in
+  check)
+    start=$(date +%s.%N)
+    run 0 "$nsa" check
+    run 1 "$nsb" check
+    rc=0
+    for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    pids=()
+    cat "$work/r0"
+    cat "$work/r1"
+    echo "netns $family check: rc $rc in $(echo "$(date +%s.%N) - $start" | bc) s"
+    exit $rc
+    ;;
+  fault)
+    run 0 "$nsa" fault "$work/running"
+    run 1 "$nsb" fault "$work/running"
+    for _ in $(seq 300); do [ -e "$work/running" ] && break; sleep 0.05; done
+    [ -e "$work/running" ] || { echo "FAIL: the ranks never started running"; cat "$work/r0" "$work/r1"; exit 1; }
+    killed=$(date +%s.%N)
+    kill -9 "${pids[1]}"
+    wait "${pids[1]}" 2> /dev/null
+    # The survivor must fail well within its deadline (COLLX_TIMEOUT), not hang.
+    for _ in $(seq 200); do kill -0 "${pids[0]}" 2> /dev/null || break; sleep 0.05; done
+    if kill -0 "${pids[0]}" 2> /dev/null; then
+      echo "FAIL: rank 0 still running 10 s after rank 1 was killed"
+      cat "$work/r0"
+      exit 1
+    fi
+    wait "${pids[0]}"
+    rc=$?
+    pids=()
+    took=$(echo "$(date +%s.%N) - $killed" | bc)
+    cat "$work/r0"
+    echo "rank 0 exited $rc, $took s after rank 1 was killed"
+    if [ $rc -ne 0 ] || ! grep -q FAULT_OK "$work/r0" || ! grep -q "rank 1 (10.77.0.2:" "$work/r0"; then
+      echo "FAIL: rank 0 did not fail naming rank 1 and its address"
+      exit 1
+    fi
+    exit 0
+    ;;
+  *)
+    echo "unknown mode $mode"
+    exit 2
+    ;;
+esac

@@ -1,0 +1,373 @@
+// Unit tests of the socket transport's parts that need no second host:
+// interface selection (net/ifname.hpp), frame and hello checks
+// (net/frame.hpp), and one proxy (net/proxy.hpp) fed hostile, truncated and
+// valid bytes through a socketpair, with guard bytes around the FIFO slots.
+#include <collx/net/frame.hpp>
+#include <collx/net/ifname.hpp>
+#include <collx/net/proxy.hpp>
+#include <collx/transport/shm_segment.hpp>
+
+#include <sys/socket.h>
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace collx;
+using namespace collx::net;
+
+namespace {
+
+bool refused(const std::string& text, std::string_view what = "COLLX_SOCKET_IFNAME") {
+  try {
+    parse_if_filter(text, what);
+  } catch (const error& e) {
+    return e.code() == status::invalid_argument && std::string(e.what()).find(what) != std::string::npos;
+  }
+  return false;
+}
+
+std::vector<if_address> sample_host() {
+  return {{"lo", AF_INET, "127.0.0.1"},    {"eth0", AF_INET6, "fd00::10"},
+          {"eth0", AF_INET, "10.0.0.10"},  {"docker0", AF_INET, "172.17.0.1"},
+          {"eth10", AF_INET, "10.1.0.10"}, {"ib0", AF_INET6, "fe80::1%ib0"},
+          {"lo", AF_INET6, "::1"}};
+}
+
+std::vector<std::string> hosts(const std::vector<if_address>& v) {
+  std::vector<std::string> out;
+  for (const auto& a : v) out.push_back(a.host);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("interface filter: NCCL's syntax parsed", "[net][ifname]") {
+  if_filter f = parse_if_filter("eth0");
+  CHECK((!f.exclude && !f.exact && f.names == std::vector<std::string>{"eth0"}));
+  f = parse_if_filter("^docker,lo");
+  CHECK((f.exclude && !f.exact && f.names == std::vector<std::string>{"docker", "lo"}));
+  f = parse_if_filter("=eth1");
+  CHECK((!f.exclude && f.exact && f.names == std::vector<std::string>{"eth1"}));
+  f = parse_if_filter("^=eth1,eth2");
+  CHECK((f.exclude && f.exact && f.names == std::vector<std::string>{"eth1", "eth2"}));
+  for (const char* bad :
+       {"", "^", "=", "^=", "eth0,,eth1", "eth0,", ",eth0", "eth 0", "eth0\t", "averyveryverylongname"})
+    CHECK(refused(bad));
+}
+
+TEST_CASE("interface filter: prefixes, exact names, exclusion", "[net][ifname]") {
+  CHECK(matches(parse_if_filter("eth"), "eth0"));
+  CHECK(matches(parse_if_filter("eth"), "eth10"));
+  CHECK_FALSE(matches(parse_if_filter("eth"), "ib0"));
+  CHECK(matches(parse_if_filter("=eth1"), "eth1"));
+  CHECK_FALSE(matches(parse_if_filter("=eth1"), "eth10"));
+  CHECK_FALSE(matches(parse_if_filter("^docker,lo"), "docker0"));
+  CHECK_FALSE(matches(parse_if_filter("^docker,lo"), "lo"));
+  CHECK(matches(parse_if_filter("^docker,lo"), "eth0"));
+  CHECK(matches(parse_if_filter("^=eth1"), "eth10"));
+  CHECK_FALSE(matches(parse_if_filter("^=eth1"), "eth1"));
+}
+
+TEST_CASE("interface selection: order, families, default and fallback", "[net][ifname]") {
+  const auto all = sample_host();
+  // Interfaces in order; IPv4 before IPv6 within one.
+  CHECK(hosts(select_interfaces(parse_if_filter("eth"), all)) ==
+        std::vector<std::string>{"10.0.0.10", "fd00::10", "10.1.0.10"});
+  CHECK(hosts(select_interfaces(parse_if_filter("eth"), all, AF_INET6)) ==
+        std::vector<std::string>{"fd00::10"});
+  CHECK(hosts(select_interfaces(parse_if_filter("^docker,lo"), all)) ==
+        std::vector<std::string>{"10.0.0.10", "fd00::10", "10.1.0.10", "fe80::1%ib0"});
+  // Unset: the default filter; only loopback present: loopback.
+  CHECK(pick_interface(nullptr, nullptr, all).host == "10.0.0.10");
+  CHECK(pick_interface(nullptr, "AF_INET6", all).host == "fd00::10");
+  CHECK(pick_interface("=eth10", nullptr, all).host == "10.1.0.10");
+  CHECK(pick_interface("ib", nullptr, all).host == "fe80::1%ib0");
+  const std::vector<if_address> lo_only{{"lo", AF_INET, "127.0.0.1"}, {"lo", AF_INET6, "::1"}};
+  CHECK(pick_interface(nullptr, nullptr, lo_only).host == "127.0.0.1");
+  CHECK(pick_interface(nullptr, "AF_INET6", lo_only).host == "::1");
+  // Nothing matches: not supported, naming the variable and what exists.
+  try {
+    pick_interface("wlan", nullptr, all);
+    FAIL("no error");
+  } catch (const error& e) {
+    CHECK(e.code() == status::not_supported);
+    CHECK(std::string(e.what()).find("COLLX_SOCKET_IFNAME='wlan'") != std::string::npos);
+    CHECK(std::string(e.what()).find("eth0 10.0.0.10") != std::string::npos);
+  }
+  CHECK_THROWS_AS(pick_interface(nullptr, "AF_UNIX", all), error);
+}
+
+TEST_CASE("frames: round trip, and hostile bytes refused", "[net][frame]") {
+  const frame f{frame_kind::data, 2, 0x1122334455667788ull, 4096};
+  std::byte b[frame_bytes];
+  encode(f, b);
+  frame g;
+  REQUIRE(decode(b, g).empty());
+  CHECK((g.kind == f.kind && g.channel == f.channel && g.step == f.step && g.bytes == f.bytes));
+  // Every single-bit flip of a valid header is refused.
+  int flips_refused = 0;
+  for (std::size_t bit = 0; bit < 8 * frame_bytes; ++bit) {
+    std::byte c[frame_bytes];
+    std::memcpy(c, b, frame_bytes);
+    c[bit / 8] ^= std::byte(1u << (bit % 8));
+    flips_refused += decode(c, g).empty() ? 0 : 1;
+  }
+  CHECK(flips_refused == int(8 * frame_bytes));
+  // Random bytes are never a frame.
+  std::mt19937_64 rng(42);
+  int random_refused = 0;
+  for (int i = 0; i < 100000; ++i) {
+    std::byte c[frame_bytes];
+    for (auto& x : c) x = std::byte(rng());
+    random_refused += decode(c, g).empty() ? 0 : 1;
+  }
+  CHECK(random_refused == 100000);
+  // A control frame may not announce a payload.
+  encode(frame{frame_kind::credit, 0, 1, 8}, b);
+  CHECK(decode(b, g).find("control frame") != std::string::npos);
+}
+
+TEST_CASE("frames: limits of a channel", "[net][frame]") {
+  // 4 slots of 256 bytes; next step 8 on this stream; receiver consumed 6;
+  // 10 steps sent to the peer, which credited 5.
+  const channel_rx rx[1] = {{4, 256, 8, 6, 10, 5}};
+  CHECK(validate({frame_kind::data, 0, 8, 256}, rx, 1).empty());
+  CHECK(validate({frame_kind::data, 0, 8, 0}, rx, 1).empty());
+  CHECK(validate({frame_kind::data, 1, 8, 16}, rx, 1).find("channel 1") != std::string::npos);
+  CHECK(validate({frame_kind::data, 0, 9, 16}, rx, 1).find("sequence broken") != std::string::npos);
+  CHECK(validate({frame_kind::data, 0, 7, 16}, rx, 1).find("sequence broken") != std::string::npos);
+  CHECK(validate({frame_kind::data, 0, 8, 257}, rx, 1).find("slot holds 256") != std::string::npos);
+  const channel_rx full[1] = {{4, 256, 8, 4, 10, 5}};  // steps 4..7 still unread
+  CHECK(validate({frame_kind::data, 0, 8, 16}, full, 1).find("flow control") != std::string::npos);
+  CHECK(validate({frame_kind::credit, 0, 5, 0}, rx, 1).empty());
+  CHECK(validate({frame_kind::credit, 0, 10, 0}, rx, 1).empty());
+  CHECK(validate({frame_kind::credit, 0, 4, 0}, rx, 1).find("backwards") != std::string::npos);
+  CHECK(validate({frame_kind::credit, 0, 11, 0}, rx, 1).find("never") == std::string::npos);
+  CHECK(validate({frame_kind::credit, 0, 11, 0}, rx, 1).find("only 10 steps were sent") != std::string::npos);
+  CHECK(validate({frame_kind::credit, 3, 5, 0}, rx, 1).find("channel 3") != std::string::npos);
+}
+
+TEST_CASE("hello: the job's secret and who connects to whom", "[net][frame]") {
+  bootstrap::secret_bytes secret{};
+  for (std::size_t i = 0; i < secret.size(); ++i) secret[i] = std::uint8_t(i * 7 + 1);
+  std::byte b[hello_bytes];
+  hello got;
+  encode(hello{secret, 1, 3, 1, 2, 4}, b);
+  CHECK(check_hello(b, secret, 3, 4, 2, got).empty());
+  CHECK((got.src == 1 && got.dst == 3 && got.stream == 1));
+  auto wrong = secret;
+  wrong[15] ^= 1;
+  CHECK(check_hello(b, wrong, 3, 4, 2, got).find("wrong job secret") != std::string::npos);
+  CHECK(check_hello(b, secret, 2, 4, 2, got).find("addressed to rank 3") != std::string::npos);
+  CHECK(check_hello(b, secret, 3, 5, 2, got).find("ranks") != std::string::npos);
+  CHECK(check_hello(b, secret, 3, 4, 3, got).find("COLLX_SOCKET_NSTREAMS") != std::string::npos);
+  encode(hello{secret, 7, 3, 0, 2, 4}, b);
+  CHECK(check_hello(b, secret, 3, 4, 2, got).find("from rank 7") != std::string::npos);
+  encode(hello{secret, 1, 3, 2, 2, 4}, b);
+  CHECK(check_hello(b, secret, 3, 4, 2, got).find("stream 2") != std::string::npos);
+  b[0] = std::byte('X');
+  CHECK(check_hello(b, secret, 3, 4, 2, got).find("not a collx") != std::string::npos);
+}
+
+namespace {
+
+constexpr std::uint32_t slots = 4, slot_bytes = 256;
+
+/// Rank 0's proxy, its peer rank 1 played by the test through a socketpair.
+struct proxy_rig {
+  std::shared_ptr<transport::shm_segment> seg;
+  transport::shm_view v;
+  std::vector<std::uint32_t> step_bytes;
+  std::unique_ptr<proxy> px;
+  bootstrap::socket_fd peer;  // the test's end
+  std::atomic<int> raised{0}, raised_peer{-1};
+
+  proxy_rig() {
+    seg = transport::shm_segment::create_anonymous(transport::shm_layout::make(2, slots, {slot_bytes}));
+    v = seg->view();
+    step_bytes.assign(2 * slots, 0);
+    // Every FIFO byte starts as a guard value: whatever the proxy writes is visible.
+    for (int src = 0; src < 2; ++src)
+      for (int dst = 0; dst < 2; ++dst) std::memset(v.fifo(src, dst, 0).buffer, 0xEE, slots * slot_bytes);
+    int sv[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) == 0);
+    peer = bootstrap::socket_fd(sv[1]);
+    std::vector<peer_link> links(1);
+    links[0].rank = 1;
+    links[0].where = "rank 1 (test peer)";
+    links[0].streams.emplace_back(sv[0]);
+    proxy::hooks h;
+    h.raise = [this](status, int q) {
+      raised_peer = q;
+      raised = 1;
+      detail::store_release(v.abort_word(), 1u);
+    };
+    h.adopt = [this](std::uint64_t) { raised = 2; };
+    h.cause = [] { return std::uint64_t{0}; };
+    px = std::make_unique<proxy>(v, 0, std::move(links), 1, step_bytes.data(), 1000, std::move(h));
+  }
+  ~proxy_rig() {
+    peer.reset();
+    px->stop(std::chrono::milliseconds(200));
+  }
+
+  void send(const void* p, std::size_t n) {
+    REQUIRE(
+        bootstrap::detail::wait_fd(peer.get(), POLLOUT, bootstrap::clock::now() + std::chrono::seconds(5)));
+    REQUIRE(::send(peer.get(), p, n, MSG_NOSIGNAL) == static_cast<ssize_t>(n));
+  }
+  void send(const frame& f, const std::vector<std::byte>& payload = {}) {
+    std::byte b[frame_bytes];
+    encode(f, b);
+    send(b, frame_bytes);
+    if (!payload.empty()) send(payload.data(), payload.size());
+  }
+  template <class Pred>
+  bool within(Pred p, int ms = 5000) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < end)
+      if (p()) return true;
+      else std::this_thread::sleep_for(std::chrono::microseconds(200));
+    return p();
+  }
+  std::uint64_t rx_tail() const { return detail::load_acquire(&v.fifo(1, 0, 0).ctrl->tail); }
+  /// Bytes of FIFO 1→0 equal to the guard value from `from` to the end.
+  bool untouched_from(std::size_t from) const {
+    const std::byte* b = v.fifo(1, 0, 0).buffer;
+    for (std::size_t i = from; i < std::size_t(slots) * slot_bytes; ++i)
+      if (b[i] != std::byte(0xEE)) return false;
+    return true;
+  }
+  bool failed_with(const std::string& what) {
+    if (!within([&] { return raised.load() == 1; })) return false;
+    const std::string t = px->failure_text(1);
+    INFO(t);
+    return raised_peer == 1 && t.find("rank 1 (test peer)") != std::string::npos &&
+           t.find(what) != std::string::npos;
+  }
+};
+
+std::vector<std::byte> bytes(std::size_t n, int seed) {
+  std::vector<std::byte> out(n);
+  for (std::size_t i = 0; i < n; ++i) out[i] = std::byte((i * 31 + seed) & 0xff);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("proxy: a valid step lands in its slot, nothing past it", "[net][proxy]") {
+  proxy_rig r;
+  const auto payload = bytes(100, 1);
+  r.send(frame{frame_kind::data, 0, 0, 100}, payload);
+  REQUIRE(r.within([&] { return r.rx_tail() == 1; }));
+  CHECK(std::memcmp(r.v.fifo(1, 0, 0).buffer, payload.data(), 100) == 0);
+  CHECK(r.untouched_from(100));
+  CHECK(r.raised == 0);
+  // The rank consumes the step: the proxy credits it on the stream.
+  detail::store_release(&r.v.fifo(1, 0, 0).ctrl->head, std::uint64_t{1});
+  std::byte b[frame_bytes];
+  REQUIRE(r.within([&] { return ::recv(r.peer.get(), b, frame_bytes, MSG_PEEK) == ssize_t(frame_bytes); }));
+  REQUIRE(::recv(r.peer.get(), b, frame_bytes, 0) == ssize_t(frame_bytes));
+  frame f;
+  REQUIRE(decode(b, f).empty());
+  CHECK((f.kind == frame_kind::credit && f.step == 1));
+}
+
+TEST_CASE("proxy: a posted step goes out with the bytes it holds; credits reach head", "[net][proxy]") {
+  proxy_rig r;
+  const transport::fifo_ref out = r.v.fifo(0, 1, 0);
+  const auto payload = bytes(40, 2);
+  std::memcpy(out.slot(0), payload.data(), payload.size());
+  r.step_bytes[(1 * 1 + 0) * slots + 0] = 40;
+  detail::store_release(&out.ctrl->tail, std::uint64_t{1});
+  std::byte b[frame_bytes + 40];
+  REQUIRE(r.within([&] { return ::recv(r.peer.get(), b, sizeof b, MSG_PEEK) == ssize_t(sizeof b); }));
+  REQUIRE(::recv(r.peer.get(), b, sizeof b, 0) == ssize_t(sizeof b));
+  frame f;
+  REQUIRE(decode(b, f).empty());
+  CHECK((f.kind == frame_kind::data && f.step == 0 && f.bytes == 40));
+  CHECK(std::memcmp(b + frame_bytes, payload.data(), 40) == 0);
+  r.send(frame{frame_kind::credit, 0, 1, 0});
+  CHECK(r.within([&] { return detail::load_acquire(&out.ctrl->head) == 1; }));
+  // A credit for a step never sent is refused.
+  r.send(frame{frame_kind::credit, 0, 2, 0});
+  CHECK(r.failed_with("only 1 steps were sent"));
+  CHECK(detail::load_acquire(&out.ctrl->head) == 1);
+}
+
+TEST_CASE("proxy: hostile or truncated bytes fail the communicator, write nothing, never hang",
+          "[net][proxy]") {
+  SECTION("garbage") {
+    proxy_rig r;
+    const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    r.send(junk, sizeof junk);
+    CHECK(r.failed_with("not a collx frame"));
+    CHECK(r.untouched_from(0));
+  }
+  SECTION("a payload larger than a slot") {
+    proxy_rig r;
+    r.send(frame{frame_kind::data, 0, 0, slot_bytes + 1}, bytes(slot_bytes + 1, 3));
+    CHECK(r.failed_with("slot holds 256"));
+    CHECK(r.untouched_from(0));
+    CHECK(r.rx_tail() == 0);
+  }
+  SECTION("a step out of sequence") {
+    proxy_rig r;
+    r.send(frame{frame_kind::data, 0, 1, 8}, bytes(8, 4));
+    CHECK(r.failed_with("sequence broken"));
+    CHECK(r.untouched_from(0));
+  }
+  SECTION("a channel that does not exist") {
+    proxy_rig r;
+    r.send(frame{frame_kind::data, 5, 0, 8}, bytes(8, 5));
+    CHECK(r.failed_with("channel 5"));
+    CHECK(r.untouched_from(0));
+  }
+  SECTION("a sender ignoring its credits") {
+    proxy_rig r;
+    for (std::uint64_t s = 0; s < slots; ++s)
+      r.send(frame{frame_kind::data, 0, s, slot_bytes}, bytes(slot_bytes, 6));
+    REQUIRE(r.within([&] { return r.rx_tail() == slots; }));
+    const std::vector<std::byte> before(r.v.fifo(1, 0, 0).buffer,
+                                        r.v.fifo(1, 0, 0).buffer + slots * slot_bytes);
+    r.send(frame{frame_kind::data, 0, slots, 8}, bytes(8, 7));  // slot 0 not consumed yet
+    CHECK(r.failed_with("flow control"));
+    CHECK(std::memcmp(before.data(), r.v.fifo(1, 0, 0).buffer, before.size()) == 0);
+    CHECK(r.rx_tail() == slots);
+  }
+  SECTION("a header cut short, then the end of stream") {
+    proxy_rig r;
+    std::byte b[frame_bytes];
+    encode(frame{frame_kind::data, 0, 0, 64}, b);
+    r.send(b, 10);
+    r.peer.reset();
+    CHECK(r.failed_with("closed without a goodbye"));
+    CHECK(r.untouched_from(0));
+  }
+  SECTION("a payload cut short, then the end of stream") {
+    proxy_rig r;
+    std::byte b[frame_bytes];
+    encode(frame{frame_kind::data, 0, 0, 64}, b);
+    r.send(b, frame_bytes);
+    const auto half = bytes(32, 8);
+    r.send(half.data(), half.size());
+    r.peer.reset();
+    CHECK(r.failed_with("closed without a goodbye"));
+    CHECK(r.rx_tail() == 0);  // the step was never published
+    CHECK(r.untouched_from(64));
+  }
+  SECTION("a bye, then the end of stream: no failure") {
+    proxy_rig r;
+    r.send(frame{frame_kind::bye, 0, 0, 0});
+    r.peer.reset();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    CHECK(r.raised == 0);
+  }
+}
