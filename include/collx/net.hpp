@@ -26,6 +26,10 @@
 //   COLLX_SOCKET_IFNAME     interfaces, NCCL's syntax (net/ifname.hpp)
 //   COLLX_SOCKET_FAMILY     AF_INET or AF_INET6
 //   COLLX_SOCKET_NSTREAMS   TCP streams per peer, 1..16 (default 1); equal on every rank
+//   COLLX_SOCKET_SPIN_US    how long the proxy busy-polls before sleeping (default 0)
+// Simple's slots default to 512 KiB here (socket_options::simple_slot_bytes)
+// unless COLLX_BUFFSIZE or comm_options set them; the FIFO geometry must be
+// equal on every rank (checked when connecting).
 //
 // Errors: as collx/process.hpp's, plus status::not_supported for COLLX_NET=ib
 // or no matching interface, status::mismatch for ranks that disagree on the
@@ -66,6 +70,18 @@ namespace net {
 /// The socket transport's settings.
 struct socket_options {
   int nstreams = 1;
+  /// Simple's slot bytes over the network when comm_options keeps the
+  /// shared-memory default (64 KiB) and COLLX_BUFFSIZE is unset: 8 slots of
+  /// 64 KiB let 256 KiB per connection be in flight (half the FIFO per
+  /// chunk), below a network's bandwidth × delay; 512 KiB slots make it
+  /// 4 MiB per FIFO, NCCL's network buffer size. 0: keep comm_options'.
+  std::uint32_t simple_slot_bytes = 512 * 1024;
+  /// How long the proxy busy-polls after its last progress before it sleeps
+  /// (the rank wakes it through an eventfd). 0 by default: on a host whose
+  /// CPUs are shared, a spinning proxy takes the CPU its rank needs
+  /// (all_reduce of 8 B over veth on 2 busy CPUs: 850 us with 100 us of
+  /// spinning, 140 us without, bench/results/net_allreduce_veth.md).
+  std::chrono::microseconds proxy_spin{0};
   std::string ifname;  // empty: the default filter (net/ifname.hpp)
   std::string family;  // empty: any
 
@@ -83,6 +99,13 @@ struct socket_options {
       require(*end == '\0' && n >= 1 && n <= 16, "COLLX_SOCKET_NSTREAMS",
               "'" + std::string(v) + "' is not a stream count in [1, 16]");
       o.nstreams = static_cast<int>(n);
+    }
+    if (const char* v = std::getenv("COLLX_SOCKET_SPIN_US"); v != nullptr && *v != '\0') {
+      char* end = nullptr;
+      const long us = std::strtol(v, &end, 10);
+      require(*end == '\0' && us >= 0 && us <= 1'000'000, "COLLX_SOCKET_SPIN_US",
+              "'" + std::string(v) + "' is not a number of microseconds in [0, 1000000]");
+      o.proxy_spin = std::chrono::microseconds(us);
     }
     if (const char* v = std::getenv("COLLX_SOCKET_IFNAME")) o.ifname = v;
     if (const char* v = std::getenv("COLLX_SOCKET_FAMILY")) o.family = v;
@@ -109,14 +132,20 @@ struct net_access {
   };
 
   static net_communicator join(bootstrap::session s, const bootstrap::secret_bytes& secret,
-                               const comm_options& opt, const net::socket_options& so) {
+                               const comm_options& opt_in, const net::socket_options& so) {
     const int rank = s.rank(), nranks = s.size();
-    const auto deadline = bootstrap::clock::now() + opt.timeout;
+    const auto deadline = bootstrap::clock::now() + opt_in.timeout;
+    comm_options opt = opt_in;
+    if (so.simple_slot_bytes != 0 && std::getenv(proto::simple::channel.fifo_bytes_env) == nullptr &&
+        opt.slot_bytes_of<proto::simple>() == proto::simple::channel.default_slot_bytes)
+      opt.slot_bytes_of<proto::simple>() = so.simple_slot_bytes;
+    opt.validate();
     const net::if_address ifa =
         net::pick_interface(so.ifname.empty() ? nullptr : so.ifname.c_str(),
                             so.family.empty() ? nullptr : so.family.c_str(), net::list_interfaces());
     auto h = std::make_shared<holder>();
-    h->seg = transport::shm_segment::create_anonymous(net_communicator::layout_for(nranks, opt));
+    const transport::shm_layout layout = net_communicator::layout_for(nranks, opt);
+    h->seg = transport::shm_segment::create_anonymous(layout);
     const transport::shm_view local = h->seg->view();
     if (opt.step_origin != 0) local.reset_counters(opt.step_origin);
     local.header()->single_copy_denied = 1;
@@ -124,7 +153,7 @@ struct net_access {
     h->step_bytes.assign(std::size_t(nranks) * local.layout.nchannels * opt.fifo_slots, 0);
     h->drain = std::min<std::chrono::milliseconds>(opt.timeout, std::chrono::milliseconds(2000));
 
-    std::vector<net::peer_link> links = net::connect_mesh(s, secret, ifa, so.nstreams, deadline);
+    std::vector<net::peer_link> links = net::connect_mesh(s, secret, ifa, so.nstreams, layout, deadline);
     transport::shm_header* hdr = local.header();
     net::proxy::hooks hooks;
     hooks.raise = [hdr](status why, int peer) {
@@ -137,11 +166,16 @@ struct net_access {
       detail::compare_exchange(&hdr->abort, zero, 1u);
     };
     hooks.cause = [hdr] { return detail::load_acquire(&hdr->abort_cause); };
-    const std::uint64_t spin =
-        opt.spin.count() > 0 ? static_cast<std::uint64_t>(opt.spin.count()) : std::uint64_t{100'000};
+    const auto spin = static_cast<std::uint64_t>(std::chrono::nanoseconds(so.proxy_spin).count());
     h->px = std::make_unique<net::proxy>(local, rank, std::move(links), so.nstreams, h->step_bytes.data(),
                                          spin, std::move(hooks));
-    transport::socket_view v{local, rank, h->step_bytes.data(), h->px.get(), &net::proxy::failure_text_of};
+    transport::socket_view v{local,
+                             rank,
+                             h->step_bytes.data(),
+                             h->px.get(),
+                             &net::proxy::failure_text_of,
+                             h->px->idle_flag(),
+                             h->px->wake_fd()};
     net_communicator c(h, v, rank, nranks, opt);
     c.s_->keepalive = std::make_shared<bootstrap::session>(std::move(s));
     return c;

@@ -5,6 +5,7 @@
 #   netns.sh NET_RANK check v4|v6   every collective across the namespaces
 #   netns.sh NET_RANK fault v4      rank 1 SIGKILLed mid-run: rank 0 must fail
 #                                   within the deadline naming rank 1
+#   netns.sh NET_RANK bench v4      all_reduce fp32 8 B..64 MiB (rank 0 prints)
 #
 # Needs root and ip(8) with netns: otherwise exit 77 (skipped) saying why.
 # Names are unique per run (parallel runs do not clash); the namespaces (and
@@ -68,6 +69,15 @@ case $mode in
     cat "$work/r0"
     cat "$work/r1"
     echo "netns $family check: rc $rc in $(echo "$(date +%s.%N) - $start" | bc) s"
+    exit $rc
+    ;;
+  bench)
+    run 0 "$nsa" bench
+    run 1 "$nsb" bench
+    rc=0
+    for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    pids=()
+    cat "$work/r0"
     exit $rc
     ;;
   fault)

@@ -12,7 +12,8 @@
 // ranks. A connection that fails its check (a stray client, a wrong secret)
 // is closed and does not count; the reason is kept for the timeout message.
 //
-// Errors: status::mismatch when ranks disagree on the stream count;
+// Errors: status::mismatch when ranks disagree on the stream count or the
+// FIFO geometry;
 // status::timeout naming the ranks still missing (and the last refused
 // hello) after `deadline`; status::system_error from the sockets.
 #pragma once
@@ -24,6 +25,7 @@
 #include <collx/net/frame.hpp>
 #include <collx/net/ifname.hpp>
 #include <collx/net/proxy.hpp>
+#include <collx/transport/shm.hpp>
 
 #include <poll.h>
 
@@ -41,12 +43,18 @@ struct listen_info {
   std::uint16_t port;
   std::uint16_t reserved;
   std::uint32_t nstreams;
+  /// FIFO geometry per channel: frames are checked against the receiver's,
+  /// so every rank must have the sender's.
+  std::uint32_t nchannels;
+  std::uint32_t slots[transport::max_channels];
+  std::uint32_t slot_bytes[transport::max_channels];
 };
 
 /// Connects rank s.rank() to every other rank with `nstreams` streams each;
 /// returns one link per peer (ranks other than s.rank()).
 inline std::vector<peer_link> connect_mesh(bootstrap::session& s, const bootstrap::secret_bytes& secret,
                                            const if_address& ifa, int nstreams,
+                                           const transport::shm_layout& layout,
                                            bootstrap::clock::time_point deadline) {
   using namespace std::chrono;
   const int me = s.rank(), P = s.size();
@@ -55,6 +63,11 @@ inline std::vector<peer_link> connect_mesh(bootstrap::session& s, const bootstra
   std::snprintf(mine.host, sizeof mine.host, "%s", ifa.host.c_str());
   mine.port = bootstrap::local_address(listener.get()).port();
   mine.nstreams = static_cast<std::uint32_t>(nstreams);
+  mine.nchannels = layout.nchannels;
+  for (std::uint32_t c = 0; c < layout.nchannels; ++c) {
+    mine.slots[c] = layout.fifo[c].slots;
+    mine.slot_bytes[c] = layout.fifo[c].slot_bytes;
+  }
   const std::vector<std::byte> all = s.allgather(&mine, sizeof mine);
   std::vector<listen_info> info(static_cast<std::size_t>(P));
   std::memcpy(info.data(), all.data(), all.size());
@@ -65,6 +78,15 @@ inline std::vector<peer_link> connect_mesh(bootstrap::session& s, const bootstra
                                         std::to_string(info[static_cast<std::size_t>(q)].nstreams) +
                                         " streams per peer, rank " + std::to_string(me) + " " +
                                         std::to_string(nstreams) + " (COLLX_SOCKET_NSTREAMS must be equal)");
+    const listen_info& o = info[static_cast<std::size_t>(q)];
+    bool same = o.nchannels == mine.nchannels;
+    for (std::uint32_t c = 0; same && c < mine.nchannels; ++c)
+      same = o.slots[c] == mine.slots[c] && o.slot_bytes[c] == mine.slot_bytes[c];
+    if (!same)
+      throw_error(status::mismatch,
+                  "socket transport: rank " + std::to_string(q) + " and rank " + std::to_string(me) +
+                      " use different FIFO geometries (COLLX_NSLOTS, COLLX_BUFFSIZE and the "
+                      "protocol list must be equal on every rank)");
   }
   auto where = [&](int q) {
     const listen_info& i = info[static_cast<std::size_t>(q)];

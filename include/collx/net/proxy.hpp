@@ -17,8 +17,10 @@
 //            proxies raise theirs, so abort(), a timeout or a failure on one
 //            host fails the calls on every host.
 // Sockets are non-blocking, watched by epoll. The thread busy-polls while
-// there is traffic (the rank's posts are memory stores it cannot sleep on)
-// and sleeps in epoll_wait for at most 1 ms after `spin` without progress.
+// there is traffic and, after `spin` without progress, sleeps in epoll_wait
+// on the sockets and an eventfd that the rank writes after publishing a
+// counter while the proxy sleeps (transport::socket_view::published), at
+// most 10 ms at a time.
 //
 // Failures: a connection closed without a bye, a socket error, or a refused
 // frame raise the local abort word with {peer_dead / system_error, peer}
@@ -40,6 +42,7 @@
 #include <collx/transport/shm.hpp>
 
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/uio.h>
 #include <time.h>
 
@@ -85,6 +88,13 @@ class proxy {
     nch_ = v_.layout.nchannels;
     ep_ = bootstrap::socket_fd(::epoll_create1(EPOLL_CLOEXEC));
     if (!ep_) bootstrap::detail::throw_errno("socket transport: epoll_create1", errno);
+    wake_ = bootstrap::socket_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!wake_) bootstrap::detail::throw_errno("socket transport: eventfd", errno);
+    epoll_event we{};
+    we.events = EPOLLIN;
+    we.data.u64 = wake_key;
+    if (::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, wake_.get(), &we) != 0)
+      bootstrap::detail::throw_errno("socket transport: epoll_ctl", errno);
     peers_.resize(static_cast<std::size_t>(v_.nranks()));
     for (peer_link& l : links) {
       peer& p = peers_[static_cast<std::size_t>(l.rank)];
@@ -132,8 +142,14 @@ class proxy {
     if (!thread_.joinable()) return;
     stop_deadline_ns_.store(now_ns() + static_cast<std::uint64_t>(limit.count()) * 1'000'000ull);
     stop_.store(true, std::memory_order_release);
+    const std::uint64_t one = 1;
+    (void)!::write(wake_.get(), &one, sizeof one);
     thread_.join();
   }
+
+  /// What the rank's view uses to wake the proxy (transport::socket_view::published).
+  std::uint32_t* idle_flag() { return &idle_; }
+  int wake_fd() const { return wake_.get(); }
 
   /// The text of the failure peer `rank` caused, or "".
   std::string failure_text(int rank) const {
@@ -443,9 +459,25 @@ class proxy {
           if (done || late) return;
         }
       }
-      const bool hot = progress || now_ns() - last_progress < spin_ns_;
-      const int n = ::epoll_wait(ep_.get(), ev, 64, hot ? 0 : 1);
+      int sleep_ms = 0;
+      if (!progress && !stopping && now_ns() - last_progress >= spin_ns_) {
+        // Idle: announce it, then look once more (the rank's published()
+        // fences its counter store before reading the flag, so either this
+        // look sees the counter or the rank sees the flag and wakes us).
+        detail::store_relaxed(&idle_, 1u);
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        if (queue_work()) progress = true;
+        else sleep_ms = 10;  // bounds how late a local abort is forwarded
+      }
+      const int n = ::epoll_wait(ep_.get(), ev, 64, sleep_ms);
+      detail::store_relaxed(&idle_, 0u);
       for (int i = 0; i < n; ++i) {
+        if (ev[i].data.u64 == wake_key) {
+          std::uint64_t count;
+          (void)!::read(wake_.get(), &count, sizeof count);
+          progress = true;
+          continue;
+        }
         peer& p = peers_[static_cast<std::size_t>(ev[i].data.u64 >> 32)];
         stream& s = p.streams[static_cast<std::size_t>(ev[i].data.u64 & 0xffffffffu)];
         if (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) progress |= receive(p, s);
@@ -463,7 +495,9 @@ class proxy {
   std::uint32_t* step_bytes_;
   std::uint64_t spin_ns_;
   hooks hooks_;
-  bootstrap::socket_fd ep_;
+  static constexpr std::uint64_t wake_key = ~std::uint64_t{0};
+  bootstrap::socket_fd ep_, wake_;
+  std::uint32_t idle_ = 0;  // set while sleeping; the rank's published() clears it and writes wake_
   std::vector<peer> peers_;
   bool failed_ = false, abort_sent_ = false;
   std::atomic<bool> stop_{false};

@@ -134,6 +134,8 @@ struct simple {
           if constexpr (S && requires { view_.posted(0, 0, 0, std::uint64_t{}, std::uint32_t{}); })
             view_.posted(rank_, to, channel_, out->step, static_cast<std::uint32_t>(k * sizeof(T)));
           if constexpr (S) detail::store_release(&out->fifo.ctrl->tail, out->step + 1);
+          // ... and wakes the proxy if it sleeps: a counter moved.
+          if constexpr (requires { view_.published(); }) view_.published();
           if constexpr (R) ex_.notify(from);
           if constexpr (S) ex_.notify(to);
         }

@@ -30,6 +30,9 @@
 #include <collx/transport/shm.hpp>
 #include <collx/transport/shm_join.hpp>
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -45,6 +48,9 @@ struct socket_view {
   /// The proxy's account of a failure that rank `rank` caused, or "".
   const void* proxy = nullptr;
   std::string (*failure_text)(const void* proxy, int rank) = nullptr;
+  /// Non-zero while the proxy sleeps (or is about to); its eventfd wakes it.
+  std::uint32_t* proxy_idle = nullptr;
+  int proxy_wake_fd = -1;
 
   COLLX_HOST_DEVICE shm_header* header() const { return local.header(); }
   COLLX_HOST_DEVICE std::uint32_t* abort_word() const { return local.abort_word(); }
@@ -73,6 +79,21 @@ struct socket_view {
     const std::size_t i =
         (std::size_t(dst) * local.layout.nchannels + std::size_t(ch)) * slots + step % slots;
     detail::store_relaxed(&step_bytes[i], bytes);
+  }
+
+  /// After the rank published a counter (a step's tail, a consumed head):
+  /// wakes the proxy if it is about to sleep or sleeps. The proxy sets
+  /// *proxy_idle, then (seq_cst fence) looks at the counters once more
+  /// before it sleeps; this fence orders the rank's counter store before its
+  /// load of the flag, so one of the two sees the other's store.
+  void published() const {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (detail::load_relaxed(proxy_idle) == 0) return;
+    std::uint32_t one = 1;
+    if (detail::compare_exchange(proxy_idle, one, 0u)) {
+      const std::uint64_t n = 1;
+      (void)!::write(proxy_wake_fd, &n, sizeof n);
+    }
   }
 
   /// What the proxy knows about a failure rank `rank` caused (a closed

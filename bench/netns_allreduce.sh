@@ -1,0 +1,57 @@
+#!/bin/bash
+# all_reduce fp32 8 B..64 MiB between two hosts played by network namespaces
+# joined by a veth pair (one rank per namespace): collx's socket transport
+# (tests/net/net_rank bench) and Open MPI's TCP BTL (bench/net_allreduce_mpi.c,
+# started in the second namespace through an rsh agent that runs
+# `ip netns exec`), alternating ROUNDS times in the same run. Needs root.
+#
+#   bench/netns_allreduce.sh NET_RANK MPI_BENCH [ROUNDS] > raw.txt
+set -u
+bin=$1 mpibin=$2 rounds=${3:-2}
+[ "$(id -u)" = 0 ] || { echo "needs root (network namespaces)"; exit 77; }
+tag=$(printf '%04x%04x' $$ $RANDOM | tail -c 8)
+nsa=collx-$tag-a nsb=collx-$tag-b
+work=$(mktemp -d)
+cleanup() {
+  ip netns del "$nsa" 2> /dev/null
+  ip netns del "$nsb" 2> /dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+ip netns add "$nsa" && ip netns add "$nsb" || exit 1
+ip link add "cxv${tag}a" type veth peer name "cxv${tag}b" || exit 1
+ip link set "cxv${tag}a" netns "$nsa" && ip link set "cxv${tag}b" netns "$nsb" || exit 1
+ip -n "$nsa" addr add 10.77.0.1/24 dev "cxv${tag}a" && ip -n "$nsb" addr add 10.77.0.2/24 dev "cxv${tag}b"
+for ns in "$nsa" "$nsb"; do ip -n "$ns" link set lo up; done
+ip -n "$nsa" link set "cxv${tag}a" up && ip -n "$nsb" link set "cxv${tag}b" up || exit 1
+
+cat > "$work/agent.sh" << AGENT
+#!/bin/bash
+# Open MPI's rsh agent: "agent HOST COMMAND...": run COMMAND in HOST's namespace.
+host=\$1
+shift
+case \$host in
+  10.77.0.1) ns=$nsa ;;
+  10.77.0.2) ns=$nsb ;;
+  *) echo "agent: unknown host \$host" >&2; exit 1 ;;
+esac
+exec ip netns exec \$ns /bin/bash -c "\$*"
+AGENT
+chmod +x "$work/agent.sh"
+
+echo "# $(date -u +%FT%TZ) $(uname -r), $(nproc) CPUs, load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# columns: bytes  us_per_call  busbw_GB/s  variant"
+secret=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+for round in $(seq "$rounds"); do
+  echo "## round $round: collx socket transport (COLLX_SOCKET_NSTREAMS=${COLLX_SOCKET_NSTREAMS:-1})"
+  common=(COLLX_SIZE=2 COLLX_ROOT_ADDR=10.77.0.1:$((29500 + round)) COLLX_SECRET=$secret COLLX_SOCKET_IFNAME=cxv)
+  ip netns exec "$nsb" env "${common[@]}" COLLX_RANK=1 "$bin" bench > /dev/null 2>&1 &
+  ip netns exec "$nsa" env "${common[@]}" COLLX_RANK=0 "$bin" bench
+  wait
+  echo "## round $round: Open MPI $(mpirun --version 2> /dev/null | head -1 | awk '{print $NF}'), btl tcp,self"
+  ip netns exec "$nsa" mpirun --allow-run-as-root -np 2 --host 10.77.0.1,10.77.0.2 \
+    --mca plm_rsh_agent "$work/agent.sh" --mca plm_rsh_no_tree_spawn 1 \
+    --mca btl tcp,self --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24 \
+    --mca pml ob1 "$mpibin" 2>&1
+done
