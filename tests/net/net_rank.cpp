@@ -6,9 +6,10 @@
 //                            automatic choice, sizes 1 element to 1 Mi, checked
 //                            against a reference computed here and guard words
 //                            around every output; LL and nvls refused
-//   net_rank fault FILE      all_reduce in a loop, FILE touched once running;
-//                            the script kills rank 1: rank 0 must fail within
-//                            the deadline naming rank 1
+//   net_rank fault|abort|linkdown FILE
+//                            all_reduce in a loop, FILE touched once running;
+//                            then a fault (see until_failure): every rank that
+//                            survives must fail within the deadline, as named
 //   net_rank bench           all_reduce fp32 8 B..64 MiB: size, time, busbw
 //
 // Ranks come from the environment (COLLX_RANK/SIZE/ROOT_ADDR/SECRET).
@@ -167,25 +168,41 @@ int check(collx::net_communicator& c) {
   return failures ? 1 : 0;
 }
 
-int fault(collx::net_communicator& c, const char* marker) {
+/// all_reduce in a loop until it fails; FILE is written once running. What
+/// the failure must look like depends on `mode`:
+///   fault     rank 1 is SIGKILLed by the script: rank 0 fails within the
+///             deadline, naming rank 1 and its address
+///   abort     rank 1 calls abort() after 20 calls: both fail at once, rank 0
+///             with "aborted by communicator::abort()" (the abort crossed hosts)
+///   linkdown  the script takes the link down: both fail with a timeout at
+///             the deadline (COLLX_TIMEOUT), not later
+int until_failure(collx::net_communicator& c, const std::string& mode, const char* marker) {
   std::vector<float> x(1 << 18, 1.0f), y(x.size());
-  const auto start = std::chrono::steady_clock::now();
+  const double deadline_s = static_cast<double>(c.options().timeout.count()) / 1000.0;
+  auto start = std::chrono::steady_clock::now();
   for (int it = 0;; ++it) {
     try {
+      if (mode == "abort" && c.rank() == 1 && it == 20) {
+        start = std::chrono::steady_clock::now();
+        c.abort();
+      }
       c.all_reduce(x.data(), y.data(), x.size(), collx::reduce_op::sum);
     } catch (const collx::error& e) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       const std::string msg = e.what();
-      std::printf("rank %d failed after %d iterations, %.2f s: %s\n", c.rank(), it, s, msg.c_str());
-      const bool names_peer = msg.find("rank 1 (") != std::string::npos;
-      const bool quick = s < static_cast<double>(c.options().timeout.count()) / 1000.0;
-      if (c.rank() == 0 && names_peer && quick) {
-        std::printf("FAULT_OK\n");
-        return 0;
-      }
-      return 1;
+      std::printf("rank %d failed after %d calls, %.2f s: %s\n", c.rank(), it, s, msg.c_str());
+      bool ok = false;
+      if (mode == "fault") ok = c.rank() == 0 && msg.find("rank 1 (") != std::string::npos && s < deadline_s;
+      if (mode == "abort")
+        ok = msg.find("aborted by communicator::abort()") != std::string::npos && s < deadline_s / 2;
+      if (mode == "linkdown") ok = e.code() == collx::status::timeout && s < deadline_s + 2.0;
+      std::printf("%s\n", ok ? "FAILED_AS_EXPECTED" : "UNEXPECTED_FAILURE");
+      return ok ? 0 : 1;
     }
-    if (it == 20) std::ofstream(marker) << "running\n";
+    if (it == 20) {
+      std::ofstream(marker) << "running\n";
+      start = std::chrono::steady_clock::now();  // the fault comes after this
+    }
     if (std::chrono::steady_clock::now() - start > std::chrono::seconds(60)) break;
   }
   std::printf("rank %d: no failure seen\n", c.rank());
@@ -221,7 +238,8 @@ int main(int argc, char** argv) {
     collx::net_communicator c = collx::net::from_env();
     int rc = 0;
     if (mode == "check") rc = check(c);
-    else if (mode == "fault") rc = fault(c, argc > 2 ? argv[2] : "/dev/null");
+    else if (mode == "fault" || mode == "abort" || mode == "linkdown")
+      rc = until_failure(c, mode, argc > 2 ? argv[2] : "/dev/null");
     else if (mode == "bench") rc = bench(c);
     else {
       std::fprintf(stderr, "unknown mode %s\n", mode.c_str());

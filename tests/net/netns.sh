@@ -5,6 +5,9 @@
 #   netns.sh NET_RANK check v4|v6   every collective across the namespaces
 #   netns.sh NET_RANK fault v4      rank 1 SIGKILLed mid-run: rank 0 must fail
 #                                   within the deadline naming rank 1
+#   netns.sh NET_RANK abort v4      rank 1 calls abort(): rank 0 fails at once
+#   netns.sh NET_RANK linkdown v4   the veth taken down mid-run: both ranks
+#                                   fail with a timeout at the deadline
 #   netns.sh NET_RANK bench v4      all_reduce fp32 8 B..64 MiB (rank 0 prints)
 #
 # Needs root and ip(8) with netns: otherwise exit 77 (skipped) saying why.
@@ -80,6 +83,32 @@ case $mode in
     cat "$work/r0"
     exit $rc
     ;;
+  abort)
+    run 0 "$nsa" abort "$work/running"
+    run 1 "$nsb" abort "$work/running"
+    rc=0
+    for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    pids=()
+    cat "$work/r0" "$work/r1"
+    [ $rc -eq 0 ] && grep -q FAILED_AS_EXPECTED "$work/r0" && grep -q FAILED_AS_EXPECTED "$work/r1" || {
+      echo "FAIL"
+      exit 1
+    }
+    exit 0
+    ;;
+  linkdown)
+    run 0 "$nsa" linkdown "$work/running"
+    run 1 "$nsb" linkdown "$work/running"
+    for _ in $(seq 300); do [ -e "$work/running" ] && break; sleep 0.05; done
+    [ -e "$work/running" ] || { echo "FAIL: the ranks never started running"; cat "$work/r0" "$work/r1"; exit 1; }
+    ip -n "$nsb" link set "cxv${tag}b" down
+    rc=0
+    for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    pids=()
+    cat "$work/r0" "$work/r1"
+    [ $rc -eq 0 ] || { echo "FAIL"; exit 1; }
+    exit 0
+    ;;
   fault)
     run 0 "$nsa" fault "$work/running"
     run 1 "$nsb" fault "$work/running"
@@ -101,7 +130,7 @@ case $mode in
     took=$(echo "$(date +%s.%N) - $killed" | bc)
     cat "$work/r0"
     echo "rank 0 exited $rc, $took s after rank 1 was killed"
-    if [ $rc -ne 0 ] || ! grep -q FAULT_OK "$work/r0" || ! grep -q "rank 1 (10.77.0.2:" "$work/r0"; then
+    if [ $rc -ne 0 ] || ! grep -q FAILED_AS_EXPECTED "$work/r0" || ! grep -q "rank 1 (10.77.0.2:" "$work/r0"; then
       echo "FAIL: rank 0 did not fail naming rank 1 and its address"
       exit 1
     fi
