@@ -154,6 +154,13 @@ TEST_CASE("frames: limits of a channel", "[net][frame]") {
   CHECK(validate({frame_kind::credit, 3, 5, 0}, rx, 1).find("channel 3") != std::string::npos);
 }
 
+TEST_CASE("frames: an abort carries a known cause", "[net][frame]") {
+  CHECK(validate({frame_kind::abort, 0, 3 | (2ull << 16), 0}, nullptr, 1).empty());
+  CHECK(validate({frame_kind::abort, 0, 0, 0}, nullptr, 1).find("unknown cause") != std::string::npos);
+  CHECK(validate({frame_kind::abort, 0, 200, 0}, nullptr, 1).find("unknown cause") != std::string::npos);
+  CHECK(validate({frame_kind::bye, 0, 0, 0}, nullptr, 1).empty());
+}
+
 TEST_CASE("hello: the job's secret and who connects to whom", "[net][frame]") {
   bootstrap::secret_bytes secret{};
   for (std::size_t i = 0; i < secret.size(); ++i) secret[i] = std::uint8_t(i * 7 + 1);

@@ -109,7 +109,13 @@ struct channel_rx {
 /// Checks a decoded frame against channel `rx[f.channel]` (nchannels
 /// entries); returns an empty string, or what is wrong.
 inline std::string validate(const frame& f, const channel_rx* rx, std::uint32_t nchannels) {
-  if (f.kind == frame_kind::bye || f.kind == frame_kind::abort) return {};
+  if (f.kind == frame_kind::bye) return {};
+  if (f.kind == frame_kind::abort) {
+    // The packed cause (comm/watch.hpp's abort_cause): its low byte a failure status.
+    const std::uint64_t why = f.step & 0xff;
+    if (why == 0 || why > 9) return "an abort with an unknown cause (" + std::to_string(why) + ")";
+    return {};
+  }
   if (f.channel >= nchannels)
     return "a frame for channel " + std::to_string(f.channel) + " (it has " + std::to_string(nchannels) + ")";
   const channel_rx& c = rx[f.channel];

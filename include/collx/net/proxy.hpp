@@ -350,15 +350,16 @@ class proxy {
   bool on_header(peer& p, stream& s) {
     frame f;
     std::string bad = decode(s.hdr, f);
-    std::vector<channel_rx> rx(nch_);
-    if (bad.empty() && f.kind != frame_kind::bye && f.kind != frame_kind::abort) {
-      for (std::uint32_t c = 0; c < nch_; ++c) {
-        const transport::fifo_ref in = v_.fifo(p.rank, self_, static_cast<int>(c));
-        rx[c] = channel_rx{in.slots,       in.slot_bytes,
-                           s.expected[c],  detail::load_acquire(&in.ctrl->head),
-                           p.ch[c].queued, p.ch[c].credit_from_peer};
-      }
-      bad = validate(f, rx.data(), nch_);
+    if (bad.empty()) {
+      channel_rx rx[transport::max_channels];
+      if (f.kind == frame_kind::data || f.kind == frame_kind::credit)
+        for (std::uint32_t c = 0; c < nch_; ++c) {
+          const transport::fifo_ref in = v_.fifo(p.rank, self_, static_cast<int>(c));
+          rx[c] = channel_rx{in.slots,       in.slot_bytes,
+                             s.expected[c],  detail::load_acquire(&in.ctrl->head),
+                             p.ch[c].queued, p.ch[c].credit_from_peer};
+        }
+      bad = validate(f, rx, nch_);
     }
     if (!bad.empty()) {
       fail(p, status::system_error,
@@ -423,7 +424,22 @@ class proxy {
     return true;
   }
 
+  /// The thread: a failure it did not foresee (no memory) still reaches the
+  /// rank as an error instead of ending the process.
   void run() {
+    try {
+      loop();
+    } catch (const std::exception& e) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (failed_peer_ < 0) failure_ = std::string("the proxy thread failed: ") + e.what();
+      }
+      hooks_.raise(status::system_error, self_);
+      detail::ring(v_.doorbell(self_));
+    }
+  }
+
+  void loop() {
     epoll_event ev[64];
     std::uint64_t last_progress = now_ns();
     bool saying_bye = false;
