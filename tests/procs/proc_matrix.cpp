@@ -107,10 +107,11 @@ int probe_cross_memory_attach(communicator& comm) {
     iovec local{&got, sizeof got};
     iovec far{reinterpret_cast<void*>(static_cast<std::uintptr_t>(all[2 * static_cast<std::size_t>(q) + 1])),
               sizeof got};
-    const ssize_t n = ::process_vm_readv(static_cast<pid_t>(all[2 * static_cast<std::size_t>(q)]), &local, 1,
-                                         &far, 1, 0);
+    const ssize_t n =
+        ::process_vm_readv(static_cast<pid_t>(all[2 * static_cast<std::size_t>(q)]), &local, 1, &far, 1, 0);
     if (n < 0) return errno;
-    if (n != static_cast<ssize_t>(sizeof got) || got != 0xC011'0000'0000'0000ull + static_cast<std::uint64_t>(q))
+    if (n != static_cast<ssize_t>(sizeof got) ||
+        got != 0xC011'0000'0000'0000ull + static_cast<std::uint64_t>(q))
       return EFAULT;
   }
   return 0;
@@ -147,9 +148,10 @@ int main(int argc, char** argv) {
     if (!comm.single_copy_enabled()) {
       if (err == EPERM) {
         if (comm.rank() == 0)
-          std::printf("proc_matrix: SKIP: cross-memory attach is not permitted here (process_vm_readv: %s, "
-                      "errno %d)\n",
-                      std::strerror(err), err);
+          std::printf(
+              "proc_matrix: SKIP: cross-memory attach is not permitted here (process_vm_readv: %s, "
+              "errno %d)\n",
+              std::strerror(err), err);
         return 77;
       }
       std::fprintf(stderr,
@@ -224,8 +226,9 @@ int main(int argc, char** argv) {
       }
     }
     const std::uint64_t want_read =
-        single_copy && ran.algo == algo_id::nvls ? single_copy_bytes(c, comm.rank(), P, comm.options().single_copy_min_bytes)
-                                                    : 0;
+        single_copy && ran.algo == algo_id::nvls
+            ? single_copy_bytes(c, comm.rank(), P, comm.options().single_copy_min_bytes)
+            : 0;
     if (e.empty() && read != want_read)
       e = c.str(P) + " — " + name(ran.algo) + " read " + std::to_string(read) +
           " bytes from peers by cross-memory attach, expected " + std::to_string(want_read);

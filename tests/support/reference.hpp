@@ -131,7 +131,8 @@ T input(reduce_op op, int rank, std::size_t index, int nranks) {
         const std::size_t K = static_cast<double>(p) < bound ? p : static_cast<std::size_t>(bound);
         const auto m = static_cast<int>(std::min(10.0, bound / static_cast<double>(K)));
         const std::size_t slot = (static_cast<std::size_t>(rank) + p - index % p) % p;
-        v = slot < K ? static_cast<double>(static_cast<int>(h % static_cast<std::uint64_t>(2 * m + 1)) - m) : 0.0;
+        v = slot < K ? static_cast<double>(static_cast<int>(h % static_cast<std::uint64_t>(2 * m + 1)) - m)
+                     : 0.0;
       } else {
         v = is_signed ? static_cast<double>(static_cast<int>(h % 21) - 10) : static_cast<double>(h % 21);
       }

@@ -182,13 +182,14 @@ TEST_CASE("single copy: a failed read of a peer's buffer names the rank, pid and
   v.publish_user_buffers(1, data, data);
   CHECK(v.loadable_user_buffer(0, 1, false) == nullptr);  // another process: not loadable
   transport::last_peer_read_failure = {};
-  const std::uint64_t reads = transport::peer_read_counters.reads, bytes = transport::peer_read_counters.bytes;
+  const std::uint64_t reads = transport::peer_read_counters.reads,
+                      bytes = transport::peer_read_counters.bytes;
   const status st = v.read_user_buffer(1, false, 0, out, sizeof out);
   CHECK(st == status::system_error);
   CHECK(transport::last_peer_read_failure.rank == 1);
   CHECK(transport::last_peer_read_failure.pid == child);
   CHECK(transport::last_peer_read_failure.err == ESRCH);
-  for (std::uint64_t x : out) CHECK(x == 9);  // nothing written
+  for (std::uint64_t x : out) CHECK(x == 9);            // nothing written
   CHECK(transport::peer_read_counters.reads == reads);  // a failed read is not counted
   CHECK(transport::peer_read_counters.bytes == bytes);
   // The same process: loadable through the pointer, no read needed.
@@ -196,7 +197,8 @@ TEST_CASE("single copy: a failed read of a peer's buffer names the rank, pid and
   CHECK(v.loadable_user_buffer(0, 1, false) == data);
 }
 
-TEST_CASE("single copy: reads of a peer's buffer by cross-memory attach are counted", "[waits][single_copy]") {
+TEST_CASE("single copy: reads of a peer's buffer by cross-memory attach are counted",
+          "[waits][single_copy]") {
   // Rank 1's record names this process: read_user_buffer still reads it by
   // process_vm_readv (what a peer process's read does), which the ptrace rules
   // always permit on one's own process; only a seccomp filter refuses it
