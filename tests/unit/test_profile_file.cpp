@@ -135,6 +135,8 @@ TEST_CASE("profile file: bad profiles are rejected naming the problem", "[tune][
   check_rejected(edited("\"peer_gbps\": ", "\"peer_gbps\": 0, \"x_gbps\": "),
                  "'model.peer_gbps' must be a positive number");
   check_rejected(edited("\"efficiency\": 1", "\"efficiency\": 1.5"), "at most 1");
+  check_rejected(edited("\"ranks_per_node\": 8", "\"ranks_per_node\": 2.5"),
+                 "'model.ranks_per_node' must be a whole number");
   check_rejected(edited("\"model\": {", "\"model\": 3, \"m\": {"), "'model' must be an object, not a number");
   // A missing file.
   CHECK_THROWS_WITH(tune::load_profile("/nonexistent/collx.json"),

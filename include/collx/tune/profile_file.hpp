@@ -103,6 +103,12 @@ class reader {
            std::to_string(d));
     return d;
   }
+  int integer(const std::string& k, bool may_be_zero = true) {
+    const double d = number(k, may_be_zero);
+    if (d != std::floor(d) || d > 1e6)
+      fail("'" + key(k) + "' must be a whole number, got " + std::to_string(d));
+    return int(d);
+  }
   std::string text(const std::string& k, bool required_key = true) {
     const json::value* x = required_key ? &required(k, json::kind::string) : optional(k, json::kind::string);
     return x != nullptr ? x->str : std::string();
@@ -201,8 +207,8 @@ inline profile_doc from_json(const std::string& text, const std::string& origin)
     profile_detail::reader m = r.child("machine");
     d.machine.hostname = m.text("hostname", false);
     d.machine.cpu = m.text("cpu");
-    d.machine.cpus = int(m.number("cpus", false));
-    d.machine.numa_nodes = int(m.number("numa_nodes"));
+    d.machine.cpus = m.integer("cpus", false);
+    d.machine.numa_nodes = m.integer("numa_nodes");
     m.finish();
   }
   d.measured = r.text("measured", false);
@@ -211,7 +217,7 @@ inline profile_doc from_json(const std::string& text, const std::string& origin)
   profile_detail::reader m = r.child("model");
   d.model.intra = profile_detail::read_link(m.child("intra"));
   d.model.inter = profile_detail::read_link(m.child("inter"));
-  d.model.ranks_per_node = int(m.number("ranks_per_node"));
+  d.model.ranks_per_node = m.integer("ranks_per_node");
   {
     profile_detail::reader ps = m.child("protocols");
     for (int c = 0; c < proto::channel_count; ++c) {
