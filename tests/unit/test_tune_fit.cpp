@@ -1,6 +1,9 @@
 // Calibration (tune/fit.hpp): the fit collx-probe uses recovers known α and
 // β from synthetic sweeps with noise, and reports how well a line fits.
+#include <collx/transport/shm.hpp>
 #include <collx/tune/fit.hpp>
+#include <collx/tune/presets.hpp>
+#include <collx/tune/select.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -78,6 +81,76 @@ TEST_CASE("fit: a curve is reported as a bad fit", "[tune][fit]") {
   CHECK_FALSE(collx::tune::fit_line({8}, {1.0}).ok);
   CHECK_FALSE(collx::tune::fit_line({8, 8, 8}, {1.0, 1.1, 0.9}).ok);
   CHECK_FALSE(collx::tune::fit_line({8, 16}, {1.0, -1.0}).ok);
+}
+
+// Timed calls of every variant of all_reduce, all_gather and reduce_scatter
+// on 2 and 4 ranks (4 also oversubscribed), 8 B to 16 MiB, as the model
+// prices them under `truth`, with relative noise ±amp.
+std::vector<collx::tune::timed_call> synthetic_calls(const collx::tune::profile& truth, double amp,
+                                                     std::uint64_t seed) {
+  using namespace collx;
+  noise n{seed};
+  std::vector<tune::timed_call> calls;
+  for (coll c : {coll::all_reduce, coll::all_gather, coll::reduce_scatter})
+    for (int P : {2, 4})
+      for (bool over : {false, true})
+        for (double b = 8; b <= 16 << 20; b *= 8) {
+          if (over && P == 2) continue;
+          const tune::problem q{c, P, b, b >= 256 * 1024, over};
+          tune::select_detail::for_each_variant<false>([&]<class A, class Pr>() {
+            if (!tune::select_detail::candidate<A, Pr, transport::shm, exec::host>(c, {})) return;
+            constexpr int ch = proto::channel_of<Pr>;
+            const algo::cost_terms t = A::cost(c, P, b, {q.chunks[ch], q.single_copy});
+            calls.push_back({t, ch, over, tune::predict_us<A, Pr>(truth, q) * (1 + amp * n.next())});
+          });
+        }
+  return calls;
+}
+
+TEST_CASE("fit: a whole profile from timed calls of every variant", "[tune][fit]") {
+  using namespace collx;
+  const tune::profile& truth = tune::shm_host;
+  // Start far from the truth: the fit must not lean on it.
+  tune::profile start = tune::shm_host;
+  start.intra = {tune::link_kind::shm, 5.0, 50.0};
+  start.barrier_us = 9, start.peer_gbps = 40, start.copy_gbps = 3, start.reduce_gbps = 2,
+  start.oversub_step_us = 1;
+  for (double amp : {0.0, 0.05}) {
+    const auto calls = synthetic_calls(truth, amp, 7);
+    const tune::profile_fit f = tune::fit_profile(calls, start);
+    INFO("noise " << amp << ", " << calls.size() << " calls, residual " << f.rms_rel_residual);
+    const double tol = amp == 0 ? 1e-6 : 0.05;
+    CHECK(f.identified == 2 * proto::channel_count + 5);
+    for (int ch = 0; ch < proto::channel_count; ++ch) {
+      INFO("channel " << ch);
+      CHECK(f.model.alpha_us(f.model.intra, ch) == Approx(truth.alpha_us(truth.intra, ch)).epsilon(tol));
+      CHECK(f.model.gbps(f.model.intra, ch) == Approx(truth.gbps(truth.intra, ch)).epsilon(tol));
+    }
+    CHECK(f.model.barrier_us == Approx(truth.barrier_us).epsilon(tol));
+    CHECK(f.model.peer_gbps == Approx(truth.peer_gbps).epsilon(tol));
+    CHECK(f.model.copy_gbps == Approx(truth.copy_gbps).epsilon(amp == 0 ? tol : 0.15));
+    CHECK(f.model.reduce_gbps == Approx(truth.reduce_gbps).epsilon(tol));
+    CHECK(f.model.oversub_step_us == Approx(truth.oversub_step_us).epsilon(tol));
+    CHECK(f.rms_rel_residual <= amp + 1e-9);
+  }
+}
+
+TEST_CASE("fit: parameters no call exercises keep the start's values", "[tune][fit]") {
+  using namespace collx;
+  // Only ring all_gather on Simple: no barrier, peer, copy, reduction or
+  // oversubscribed step in any call.
+  std::vector<tune::timed_call> calls;
+  for (double b = 8; b <= 16 << 20; b *= 4) {
+    const algo::cost_terms t = algo::ring::cost(coll::all_gather, 2, b);
+    calls.push_back({t, proto::channel_of<proto::simple>, false, 0.8 + t.bytes_sent / 7e3});
+  }
+  const tune::profile_fit f = tune::fit_profile(calls, tune::h100_nvswitch);
+  CHECK(f.identified == 2);
+  CHECK(f.model.alpha_us(f.model.intra, proto::channel_of<proto::simple>) == Approx(0.8));
+  CHECK(f.model.gbps(f.model.intra, proto::channel_of<proto::simple>) == Approx(7.0));
+  CHECK(f.model.barrier_us == tune::h100_nvswitch.barrier_us);
+  CHECK(f.model.reduce_gbps == tune::h100_nvswitch.reduce_gbps);
+  CHECK(f.rms_rel_residual < 1e-9);
 }
 
 }  // namespace tune_fit_test

@@ -6,9 +6,22 @@
 // least squares would let the largest sizes decide a and leave the latency
 // to noise. The fit reports its root-mean-square relative residual, so a
 // reader can tell a line from a curve (a protocol whose bandwidth changes
-// with size fits badly and says so). Host only.
+// with size fits badly and says so).
+//
+// fit_profile() fits a whole one-node profile (tune/model.hpp) at once to
+// timed calls of any variants: the model is linear in (α per protocol, 1/bw
+// per protocol, barrier, 1/peer, 1/copy, 1/γ, oversubscribed step) once each
+// call's cost terms are known, so non-negative least squares (Lawson-Hanson,
+// same 1/t² weights) finds the parameters that explain every measurement
+// together, instead of each from the one schedule that isolates it. Host only.
 #pragma once
 
+#include <collx/algo/cost.hpp>
+#include <collx/proto/list.hpp>
+#include <collx/tune/model.hpp>
+
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <vector>
@@ -44,6 +57,198 @@ inline line_fit fit_line(const std::vector<double>& x, const std::vector<double>
   }
   f.rms_rel_residual = std::sqrt(ss / double(f.points));
   f.ok = std::isfinite(f.a) && std::isfinite(f.b);
+  return f;
+}
+
+/// One measured call: what its schedule did (A::cost with the call's
+/// context), on which protocol channel, whether ranks outnumbered CPUs, and
+/// its time in µs.
+struct timed_call {
+  algo::cost_terms terms;
+  int channel = 0;
+  bool oversubscribed = false;
+  double us = 0;
+};
+
+/// A fitted profile and how well it explains the calls.
+struct profile_fit {
+  profile model{};
+  double rms_rel_residual = 0;
+  std::size_t points = 0;
+  int identified = 0;  // parameters some call exercised (the others kept start's)
+};
+
+namespace fit_detail {
+
+// Solves the n×n system M x = v (Gaussian elimination, partial pivoting);
+// false if singular.
+inline bool solve(std::vector<double> M, std::vector<double> v, std::size_t n, std::vector<double>& x) {
+  for (std::size_t c = 0; c < n; ++c) {
+    std::size_t p = c;
+    for (std::size_t r = c + 1; r < n; ++r)
+      if (std::fabs(M[r * n + c]) > std::fabs(M[p * n + c])) p = r;
+    if (!(std::fabs(M[p * n + c]) > 1e-12)) return false;
+    if (p != c) {
+      for (std::size_t k = 0; k < n; ++k) std::swap(M[c * n + k], M[p * n + k]);
+      std::swap(v[c], v[p]);
+    }
+    for (std::size_t r = c + 1; r < n; ++r) {
+      const double f = M[r * n + c] / M[c * n + c];
+      for (std::size_t k = c; k < n; ++k) M[r * n + k] -= f * M[c * n + k];
+      v[r] -= f * v[c];
+    }
+  }
+  x.assign(n, 0);
+  for (std::size_t c = n; c-- > 0;) {
+    double acc = v[c];
+    for (std::size_t k = c + 1; k < n; ++k) acc -= M[c * n + k] * x[k];
+    x[c] = acc / M[c * n + c];
+  }
+  return true;
+}
+
+// Non-negative least squares: argmin |A x − b| with x ≥ 0 (A is m×n, row
+// major), by Lawson and Hanson's active set method.
+inline std::vector<double> nnls(const std::vector<double>& A, const std::vector<double>& b, std::size_t m,
+                                std::size_t n) {
+  std::vector<double> x(n, 0), AtA(n * n, 0), Atb(n, 0);
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < n; ++j) {
+      Atb[j] += A[i * n + j] * b[i];
+      for (std::size_t k = 0; k < n; ++k) AtA[j * n + k] += A[i * n + j] * A[i * n + k];
+    }
+  std::vector<bool> passive(n, false);
+  auto gradient = [&] {  // Aᵀ(b − A x) = Aᵀb − AᵀA x
+    std::vector<double> w(n);
+    for (std::size_t j = 0; j < n; ++j) {
+      w[j] = Atb[j];
+      for (std::size_t k = 0; k < n; ++k) w[j] -= AtA[j * n + k] * x[k];
+    }
+    return w;
+  };
+  // The unconstrained solution on the passive set (zeros elsewhere).
+  auto solve_passive = [&](std::vector<double>& z) {
+    std::vector<std::size_t> idx;
+    for (std::size_t j = 0; j < n; ++j)
+      if (passive[j]) idx.push_back(j);
+    std::vector<double> M(idx.size() * idx.size()), v(idx.size()), y;
+    for (std::size_t r = 0; r < idx.size(); ++r) {
+      v[r] = Atb[idx[r]];
+      for (std::size_t c = 0; c < idx.size(); ++c) M[r * idx.size() + c] = AtA[idx[r] * n + idx[c]];
+    }
+    z.assign(n, 0);
+    if (!solve(M, v, idx.size(), y)) return false;
+    for (std::size_t r = 0; r < idx.size(); ++r) z[idx[r]] = y[r];
+    return true;
+  };
+  constexpr double tol = 1e-10;
+  for (std::size_t outer = 0; outer < 3 * n; ++outer) {
+    const std::vector<double> w = gradient();
+    std::size_t best = n;
+    for (std::size_t j = 0; j < n; ++j)
+      if (!passive[j] && w[j] > tol && (best == n || w[j] > w[best])) best = j;
+    if (best == n) break;
+    passive[best] = true;
+    for (std::size_t inner = 0; inner < 3 * n; ++inner) {
+      std::vector<double> z;
+      if (!solve_passive(z)) {
+        passive[best] = false;  // a column dependent on the others: leave it out
+        break;
+      }
+      bool feasible = true;
+      for (std::size_t j = 0; j < n; ++j) feasible = feasible && (!passive[j] || z[j] > tol);
+      if (feasible) {
+        x = z;
+        break;
+      }
+      double step = 1;
+      for (std::size_t j = 0; j < n; ++j)
+        if (passive[j] && z[j] <= tol) step = std::min(step, x[j] / (x[j] - z[j]));
+      for (std::size_t j = 0; j < n; ++j) {
+        x[j] += step * (z[j] - x[j]);
+        if (passive[j] && x[j] <= tol) passive[j] = false, x[j] = 0;
+      }
+    }
+  }
+  return x;
+}
+
+}  // namespace fit_detail
+
+/// Fits a one-node profile to `calls` (see the header comment); parameters
+/// that no call exercises, or that come out 0 (an infinite rate), keep
+/// `start`'s values. The link is the fastest protocol's α and bandwidth, the
+/// other protocols offsets and shares of them.
+inline profile_fit fit_profile(const std::vector<timed_call>& calls, const profile& start) {
+  constexpr std::size_t C = proto::channel_count;
+  // Columns: α[C], 1/bw[C], barrier, 1/peer, 1/copy, 1/γ, oversubscribed step.
+  constexpr std::size_t n = 2 * C + 5;
+  const std::size_t m = calls.size();
+  std::vector<double> A(m * n, 0), b(m, 0);
+  for (std::size_t i = 0; i < m; ++i) {
+    const timed_call& c = calls[i];
+    const algo::cost_terms& t = c.terms;
+    double* row = &A[i * n];
+    const std::size_t ch = static_cast<std::size_t>(c.channel);
+    if (c.oversubscribed) {
+      row[2 * C + 4] = t.steps + t.barriers;
+    } else {
+      row[ch] = t.steps;
+      row[2 * C] = t.barriers;
+    }
+    row[C + ch] = t.bytes_sent / 1e3;
+    row[2 * C + 1] = t.peer_bytes / 1e3;
+    row[2 * C + 2] = t.staged_bytes / 1e3;
+    row[2 * C + 3] = t.bytes_reduced / 1e3;
+    const double w = c.us > 0 ? 1 / c.us : 0;  // relative residuals
+    for (std::size_t j = 0; j < n; ++j) row[j] *= w;
+    b[i] = c.us * w;
+  }
+  // Unit columns, so that steps (~1) and kilobytes (~1e4) weigh alike.
+  std::array<double, n> norm{};
+  for (std::size_t j = 0; j < n; ++j) {
+    for (std::size_t i = 0; i < m; ++i) norm[j] += A[i * n + j] * A[i * n + j];
+    norm[j] = std::sqrt(norm[j]);
+    for (std::size_t i = 0; i < m && norm[j] > 0; ++i) A[i * n + j] /= norm[j];
+  }
+  std::vector<double> x = fit_detail::nnls(A, b, m, n);
+  for (std::size_t j = 0; j < n; ++j) x[j] = norm[j] > 0 ? x[j] / norm[j] : 0;
+
+  profile_fit f;
+  f.points = m;
+  profile& p = f.model;
+  p = start;
+  auto known = [&](std::size_t j) { return norm[j] > 0 && x[j] > 0; };
+  std::array<double, C> alpha{}, gbps{};
+  for (std::size_t ch = 0; ch < C; ++ch) {
+    alpha[ch] = known(ch) ? x[ch] : start.alpha_us(start.intra, int(ch));
+    gbps[ch] = known(C + ch) ? 1 / x[C + ch] : start.gbps(start.intra, int(ch));
+  }
+  for (std::size_t j = 0; j < n; ++j) f.identified += known(j);
+  const double a0 = *std::min_element(alpha.begin(), alpha.end());
+  const double g0 = *std::max_element(gbps.begin(), gbps.end());
+  p.intra = {start.intra.kind, a0, g0};
+  for (std::size_t ch = 0; ch < C; ++ch) p.proto[ch] = {alpha[ch] - a0, g0 > 0 ? gbps[ch] / g0 : 0};
+  if (known(2 * C)) p.barrier_us = x[2 * C];
+  if (known(2 * C + 1)) p.peer_gbps = 1 / x[2 * C + 1];
+  if (known(2 * C + 2)) p.copy_gbps = 1 / x[2 * C + 2];
+  if (known(2 * C + 3)) p.reduce_gbps = 1 / x[2 * C + 3];
+  if (known(2 * C + 4)) p.oversub_step_us = x[2 * C + 4];
+  // How well the fitted profile explains the calls (the model's own formula).
+  double ss = 0;
+  for (const timed_call& c : calls) {
+    const algo::cost_terms& t = c.terms;
+    const int ch = c.channel;
+    const double step = c.oversubscribed ? p.oversub_step_us : p.alpha_us(p.intra, ch);
+    const double bar = c.oversubscribed ? p.oversub_step_us : p.barrier_us;
+    auto over = [](double bytes, double gbps) { return bytes > 0 ? bytes / gbps / 1e3 : 0.0; };
+    const double pred = t.steps * step + t.barriers * bar + over(t.bytes_sent, p.gbps(p.intra, ch)) +
+                        over(t.peer_bytes, p.peer_gbps) + over(t.staged_bytes, p.copy_gbps) +
+                        over(t.bytes_reduced, p.reduce_gbps);
+    const double r = c.us > 0 ? (pred - c.us) / c.us : 0;
+    ss += r * r;
+  }
+  f.rms_rel_residual = m > 0 ? std::sqrt(ss / double(m)) : 0;
   return f;
 }
 
