@@ -97,6 +97,12 @@ for c in d["compare"]:
     details.append("")
     details.append(f"The communicator given the saved profile ran: {c['communicator_variants']}; the model picks: {c['model_picks']}.")
 lines += ["", f"Overall: **{'MET' if all_met else 'NOT MET'}** (both criteria at 80 % of the sizes for every row)."]
+rf = d.get("refit")
+if rf:
+    lines += ["", f"One profile fitted to all {rf['calls']} compared measurements at once (`tune::fit_profile`): rms relative "
+              f"residual {100*rf['rms_rel_residual']:.1f} % against {100*rf['sweep_profile_rms_rel_residual']:.1f} % for the "
+              f"sweep-based profile; under it the pick would be within 10 % of the fastest at "
+              f"{rf['pick_within_10pct_in_sample']} of {rf['sizes']} sizes (in sample: judged on the data it was fitted to)."]
 fits = d["measure"]["fits"]
 lines += ["", "Measured parameters (fit t = a + b·bytes over the ring all_gather sweep):", "",
           "| protocol | α µs | GB/s | rms relative residual |", "|---|---:|---:|---:|"]

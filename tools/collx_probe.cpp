@@ -70,7 +70,7 @@ using tune::json::value;
 
 constexpr const char* usage_text =
     "usage: collx-probe [--colls LIST] [--ranks LIST] [-b MIN -e MAX -f FACTOR] [--repeats N]\n"
-    "                   [--quick] [--json] [--save [FILE]] [--plot PREFIX] [--perf PATH]\n"
+    "                   [--quick] [--json] [--save [FILE]] [--refit] [--plot PREFIX] [--perf PATH]\n"
     "  look at this machine, measure the model's parameters on local process ranks,\n"
     "  compare the model's predictions and the tuner's picks with measured times.\n"
     "  --colls     collectives to compare (default all_reduce; all_reduce, all_gather,\n"
@@ -82,6 +82,8 @@ constexpr const char* usage_text =
     "  --json      the report as JSON (tools/collx-probe.schema.json) instead of tables\n"
     "  --save      write the measured profile to FILE, or to the default location\n"
     "              ($XDG_CONFIG_HOME or ~/.config)/collx/profile.json\n"
+    "  --refit     save the profile refitted to every compared measurement at once\n"
+    "              (tune::fit_profile) instead of the one from the isolating sweeps\n"
     "  --plot      write PREFIX_<collective>_<ranks>.svg: measured and predicted time per variant\n"
     "  --perf      the collx-perf binary (default: next to this one)\n";
 
@@ -95,7 +97,7 @@ struct settings {
   std::vector<int> ranks{2};
   double lo = 8, hi = 2.0 * 1024 * 1024, factor = 8;
   int repeats = 3;
-  bool quick = false, json = false, save = false;
+  bool quick = false, json = false, save = false, refit = false;
   std::string save_path, perf, plot;
 };
 
@@ -311,6 +313,7 @@ struct comparison {
   std::map<std::string, std::map<double, double>> measured_us, predicted_us;  // variant → size → µs
   std::string auto_variants;  // what the communicator reported with the new profile
   std::string auto_expected;
+  std::vector<tune::timed_call> calls;  // every measurement with its cost terms (fit_profile)
 };
 
 std::string vname(variant_choice v) { return std::string(name(v.algo)) + "/" + name(v.proto); }
@@ -344,7 +347,17 @@ comparison compare(const settings& s, const tune::profile& m, coll c, int P,
     size_row r;
     r.bytes = b;
     const std::vector<tune::explained> ex = tune::explain<transport::shm>(m, problem_at(b));
-    for (const tune::explained& e : ex) out.predicted_us[vname(e.variant)][b] = e.time.total_us();
+    const tune::problem q = problem_at(b);
+    for (const tune::explained& e : ex) {
+      out.predicted_us[vname(e.variant)][b] = e.time.total_us();
+      const auto mi = out.measured_us.find(vname(e.variant));
+      if (mi == out.measured_us.end() || mi->second.count(b) == 0) continue;
+      visit_variant<transport::shm>(c, e.variant.algo, e.variant.proto, [&]<class A, class Pr>() {
+        constexpr int ch = proto::channel_of<Pr>;
+        out.calls.push_back(
+            {A::cost(c, P, b, {q.chunks[ch], q.single_copy}), ch, q.oversubscribed, mi->second.at(b)});
+      });
+    }
     r.pick = ex.front().variant;
     r.pick_pred_us = ex.front().time.total_us();
     // collx-perf skips sizes smaller than one element per rank (all_gather,
@@ -497,6 +510,8 @@ int main(int argc, char** argv) {
       if (a == "-h" || a == "--help") {
         std::fputs(usage_text, stdout);
         return 0;
+      } else if (a == "--refit") {
+        s.refit = true;
       } else if (a == "--quick") {
         s.quick = true;
       } else if (a == "--json") {
@@ -585,6 +600,26 @@ int main(int argc, char** argv) {
     for (int P2 : s.ranks)
       for (coll c : s.colls) cs.push_back(compare(s, m.model, c, P2, tmp));
     std::remove(tmp.c_str());
+    // compute, again: the profile that explains every compared measurement at
+    // once, and how the picks would fare under it (in sample: judged on the
+    // measurements it was fitted to).
+    std::vector<tune::timed_call> calls;
+    for (const comparison& c : cs) calls.insert(calls.end(), c.calls.begin(), c.calls.end());
+    const tune::profile_fit refit = tune::fit_profile(calls, m.model);
+    const double sweep_residual = tune::rms_rel_residual(m.model, calls);
+    int refit_within = 0, refit_sizes = 0;
+    for (const comparison& c : cs)
+      for (const size_row& r : c.rows) {
+        const bool oversub = c.P > t.machine.cpus;
+        const comm_options defaults;
+        const tune::problem q{c.c, c.P, r.bytes, r.bytes >= double(defaults.single_copy_min_bytes), oversub};
+        const variant_choice v = tune::fastest<transport::shm>(refit.model, q);
+        const auto mi = c.measured_us.find(vname(v));
+        if (mi == c.measured_us.end() || mi->second.count(r.bytes) == 0) continue;
+        ++refit_sizes;
+        refit_within += mi->second.at(r.bytes) <= 1.1 * r.fastest_us;
+      }
+    if (s.refit) doc.model = refit.model;
     if (!s.plot.empty())
       for (const comparison& c : cs) {
         std::vector<probe::svg_series> series;
@@ -625,10 +660,40 @@ int main(int argc, char** argv) {
       out.set("profile", *tune::json::parse(tune::to_json(doc)).find("model"));
       value& cj = out.set("compare", value::array());
       for (const comparison& c : cs) cj.push(comparison_json(c));
+      value& rj = out.set("refit", value::object());
+      rj.set("profile", *tune::json::parse(tune::to_json([&] {
+                           tune::profile_doc x = doc;
+                           x.model = refit.model;
+                           return x;
+                         }()))
+                             .find("model"));
+      rj.set("calls", int(calls.size()));
+      rj.set("rms_rel_residual", refit.rms_rel_residual);
+      rj.set("sweep_profile_rms_rel_residual", sweep_residual);
+      rj.set("sizes", refit_sizes);
+      rj.set("pick_within_10pct_in_sample", refit_within);
+      rj.set("saved", s.refit && s.save);
       if (s.save) out.set("saved", s.save_path);
       std::fputs(out.dump().c_str(), stdout);
     } else {
       print_tables(t, m, cs, P);
+      const tune::profile& r = refit.model;
+      std::printf(
+          "\n# compute again: one profile fitted to all %zu compared measurements (tune::fit_profile)\n",
+          calls.size());
+      std::printf("  rms relative residual %.1f %% (the sweep-based profile: %.1f %%)\n",
+                  100 * refit.rms_rel_residual, 100 * sweep_residual);
+      std::printf("  alpha us:");
+      for (int ch = 0; ch < proto::channel_count; ++ch)
+        std::printf(" %s %.3f", proto::channel_names[std::size_t(ch)], r.alpha_us(r.intra, ch));
+      std::printf("; GB/s:");
+      for (int ch = 0; ch < proto::channel_count; ++ch)
+        std::printf(" %s %.3f", proto::channel_names[std::size_t(ch)], r.gbps(r.intra, ch));
+      std::printf(
+          "\n  barrier %.3f us, peer %.3f, copy %.2f, reduce %.2f GB/s, oversubscribed step %.2f us\n",
+          r.barrier_us, r.peer_gbps, r.copy_gbps, r.reduce_gbps, r.oversub_step_us);
+      std::printf("  under it the pick is within 10 %% of the fastest at %d of %d sizes (in sample)%s\n",
+                  refit_within, refit_sizes, s.refit ? "; this is the profile saved" : "");
       if (s.save)
         std::printf("\nprofile saved to %s (communicators load it from there%s)\n", s.save_path.c_str(),
                     s.save_path == tune::default_profile_path() ? "" : " with COLLX_TUNE_FILE");
