@@ -43,15 +43,25 @@ chmod +x "$work/agent.sh"
 echo "# $(date -u +%FT%TZ) $(uname -r), $(nproc) CPUs, load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# columns: bytes  us_per_call  busbw_GB/s  variant"
 secret=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+# collx with its defaults and with the rank's spin cut to 1 us (COLLX_SPIN_US=1:
+# on a host whose CPUs are all busy, a spinning rank delays its own proxy);
+# Open MPI with its defaults and with mpi_yield_when_idle (its ranks yield
+# while they poll).
 for round in $(seq "$rounds"); do
-  echo "## round $round: collx socket transport (COLLX_SOCKET_NSTREAMS=${COLLX_SOCKET_NSTREAMS:-1})"
-  common=(COLLX_SIZE=2 COLLX_ROOT_ADDR=10.77.0.1:$((29500 + round)) COLLX_SECRET=$secret COLLX_SOCKET_IFNAME=cxv)
-  ip netns exec "$nsb" env "${common[@]}" COLLX_RANK=1 "$bin" bench > /dev/null 2>&1 &
-  ip netns exec "$nsa" env "${common[@]}" COLLX_RANK=0 "$bin" bench
-  wait
-  echo "## round $round: Open MPI $(mpirun --version 2> /dev/null | head -1 | awk '{print $NF}'), btl tcp,self"
-  ip netns exec "$nsa" mpirun --allow-run-as-root -np 2 --host 10.77.0.1,10.77.0.2 \
-    --mca plm_rsh_agent "$work/agent.sh" --mca plm_rsh_no_tree_spawn 1 \
-    --mca btl tcp,self --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24 \
-    --mca pml ob1 "$mpibin" 2>&1
+  for spin in default 1; do
+    echo "## round $round: collx socket transport (COLLX_SOCKET_NSTREAMS=${COLLX_SOCKET_NSTREAMS:-1}, COLLX_SPIN_US=$spin)"
+    common=(COLLX_SIZE=2 COLLX_ROOT_ADDR=10.77.0.1:$((29500 + 2 * round + ${#spin})) COLLX_SECRET=$secret COLLX_SOCKET_IFNAME=cxv)
+    [ "$spin" = default ] || common+=(COLLX_SPIN_US=$spin)
+    ip netns exec "$nsb" env "${common[@]}" COLLX_RANK=1 "$bin" bench > /dev/null 2>&1 &
+    ip netns exec "$nsa" env "${common[@]}" COLLX_RANK=0 "$bin" bench
+    wait
+  done
+  for extra in "" "--mca mpi_yield_when_idle 1"; do
+    echo "## round $round: Open MPI $(mpirun --version 2> /dev/null | head -1 | awk '{print $NF}'), btl tcp,self ${extra}"
+    # shellcheck disable=SC2086
+    ip netns exec "$nsa" mpirun --allow-run-as-root -np 2 --host 10.77.0.1,10.77.0.2 \
+      --mca plm_rsh_agent "$work/agent.sh" --mca plm_rsh_no_tree_spawn 1 \
+      --mca btl tcp,self --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24 \
+      --mca pml ob1 $extra "$mpibin" 2>&1
+  done
 done
