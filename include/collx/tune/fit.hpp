@@ -175,6 +175,25 @@ inline std::vector<double> nnls(const std::vector<double>& A, const std::vector<
 
 }  // namespace fit_detail
 
+/// How well profile p explains the calls: the rms of (predicted − measured) /
+/// measured, predicted by the model's one-node formula (tune/model.hpp).
+inline double rms_rel_residual(const profile& p, const std::vector<timed_call>& calls) {
+  double ss = 0;
+  for (const timed_call& c : calls) {
+    const algo::cost_terms& t = c.terms;
+    const int ch = c.channel;
+    const double step = c.oversubscribed ? p.oversub_step_us : p.alpha_us(p.intra, ch);
+    const double bar = c.oversubscribed ? p.oversub_step_us : p.barrier_us;
+    auto over = [](double bytes, double gbps) { return bytes > 0 ? bytes / gbps / 1e3 : 0.0; };
+    const double pred = t.steps * step + t.barriers * bar + over(t.bytes_sent, p.gbps(p.intra, ch)) +
+                        over(t.peer_bytes, p.peer_gbps) + over(t.staged_bytes, p.copy_gbps) +
+                        over(t.bytes_reduced, p.reduce_gbps);
+    const double r = c.us > 0 ? (pred - c.us) / c.us : 0;
+    ss += r * r;
+  }
+  return calls.empty() ? 0 : std::sqrt(ss / double(calls.size()));
+}
+
 /// Fits a one-node profile to `calls` (see the header comment); parameters
 /// that no call exercises, or that come out 0 (an infinite rate), keep
 /// `start`'s values. The link is the fastest protocol's α and bandwidth, the
@@ -234,21 +253,7 @@ inline profile_fit fit_profile(const std::vector<timed_call>& calls, const profi
   if (known(2 * C + 2)) p.copy_gbps = 1 / x[2 * C + 2];
   if (known(2 * C + 3)) p.reduce_gbps = 1 / x[2 * C + 3];
   if (known(2 * C + 4)) p.oversub_step_us = x[2 * C + 4];
-  // How well the fitted profile explains the calls (the model's own formula).
-  double ss = 0;
-  for (const timed_call& c : calls) {
-    const algo::cost_terms& t = c.terms;
-    const int ch = c.channel;
-    const double step = c.oversubscribed ? p.oversub_step_us : p.alpha_us(p.intra, ch);
-    const double bar = c.oversubscribed ? p.oversub_step_us : p.barrier_us;
-    auto over = [](double bytes, double gbps) { return bytes > 0 ? bytes / gbps / 1e3 : 0.0; };
-    const double pred = t.steps * step + t.barriers * bar + over(t.bytes_sent, p.gbps(p.intra, ch)) +
-                        over(t.peer_bytes, p.peer_gbps) + over(t.staged_bytes, p.copy_gbps) +
-                        over(t.bytes_reduced, p.reduce_gbps);
-    const double r = c.us > 0 ? (pred - c.us) / c.us : 0;
-    ss += r * r;
-  }
-  f.rms_rel_residual = m > 0 ? std::sqrt(ss / double(m)) : 0;
+  f.rms_rel_residual = rms_rel_residual(p, calls);
   return f;
 }
 
