@@ -174,6 +174,7 @@ struct net_access {
                              h->step_bytes.data(),
                              h->px.get(),
                              &net::proxy::failure_text_of,
+                             &net::proxy::try_progress_of,
                              h->px->idle_flag(),
                              h->px->wake_fd()};
     net_communicator c(h, v, rank, nranks, opt);

@@ -287,7 +287,7 @@ TEST_CASE("proxy: a valid step lands in its slot, nothing past it", "[net][proxy
   CHECK((f.kind == frame_kind::credit && f.step == 1));
 }
 
-TEST_CASE("proxy: a posted step goes out with the bytes it holds; credits reach head", "[net][proxy]") {
+TEST_CASE("proxy: a posted step goes out with the bytes it holds, credits reach head", "[net][proxy]") {
   proxy_rig r;
   const transport::fifo_ref out = r.v.fifo(0, 1, 0);
   const auto payload = bytes(40, 2);

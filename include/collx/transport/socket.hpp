@@ -48,6 +48,9 @@ struct socket_view {
   /// The proxy's account of a failure that rank `rank` caused, or "".
   const void* proxy = nullptr;
   std::string (*failure_text)(const void* proxy, int rank) = nullptr;
+  /// Sends what is posted from the calling thread unless the proxy thread is
+  /// working (net::proxy::try_progress); false: it was.
+  bool (*progress)(const void* proxy) = nullptr;
   /// Non-zero while the proxy sleeps (or is about to); its eventfd wakes it.
   std::uint32_t* proxy_idle = nullptr;
   int proxy_wake_fd = -1;
@@ -88,6 +91,7 @@ struct socket_view {
   /// load of the flag, so one of the two sees the other's store.
   void published() const {
     std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (progress != nullptr && progress(proxy)) return;  // sent from this thread
     if (detail::load_relaxed(proxy_idle) == 0) return;
     std::uint32_t one = 1;
     if (detail::compare_exchange(proxy_idle, one, 0u)) {
