@@ -1,7 +1,10 @@
 // Unit tests of the socket transport's parts that need no second host:
 // interface selection (net/ifname.hpp), frame and hello checks
 // (net/frame.hpp), and one proxy (net/proxy.hpp) fed hostile, truncated and
-// valid bytes through a socketpair, with guard bytes around the FIFO slots.
+// valid bytes through a socketpair, with guard bytes around the FIFO slots;
+// net::init_rank with two thread ranks over loopback; socket_options.
+#include <collx/bootstrap/root.hpp>
+#include <collx/net.hpp>
 #include <collx/net/frame.hpp>
 #include <collx/net/ifname.hpp>
 #include <collx/net/proxy.hpp>
@@ -377,4 +380,66 @@ TEST_CASE("proxy: hostile or truncated bytes fail the communicator, write nothin
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     CHECK(r.raised == 0);
   }
+}
+
+// net::init_rank end to end on loopback: two ranks as two threads of this
+// process, each with its own proxy; values against a reference, guard words
+// past the output, then a clean destroy (goodbyes, no error).
+
+TEST_CASE("net::init_rank: two ranks over loopback, all_reduce and all_gather", "[net][init]") {
+  const unique_id id = get_unique_id();
+  net::socket_options so;
+  so.ifname = "lo";
+  so.nstreams = 2;
+  comm_options opt;
+  opt.timeout = std::chrono::seconds(20);
+  constexpr std::size_t n = 100000, guard = 8;
+  std::vector<std::string> errors(2);
+  std::vector<std::vector<float>> out(2), gathered(2);
+  auto rank = [&](int r) {
+    try {
+      net_communicator c = net::init_rank(2, id, r, opt, so);
+      std::vector<float> x(n), y(n + guard, -7.0f), g(2 * n + guard, -7.0f);
+      for (std::size_t i = 0; i < n; ++i) x[i] = float((r + 1) * (i % 17));
+      c.all_reduce(x.data(), y.data(), n, reduce_op::sum);
+      c.all_gather(x.data(), g.data(), n);
+      out[r] = y;
+      gathered[r] = g;
+      c.destroy();
+    } catch (const std::exception& e) {
+      errors[r] = e.what();
+    }
+  };
+  std::thread t1(rank, 1);
+  rank(0);
+  t1.join();
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r << ": " << errors[r]);
+    REQUIRE(errors[r].empty());
+    bool ok = true;
+    for (std::size_t i = 0; i < n; ++i) ok = ok && out[r][i] == float(3 * (i % 17));
+    for (std::size_t i = n; i < n + guard; ++i) ok = ok && out[r][i] == -7.0f;
+    for (int q = 0; q < 2; ++q)
+      for (std::size_t i = 0; i < n; ++i) ok = ok && gathered[r][q * n + i] == float((q + 1) * (i % 17));
+    for (std::size_t i = 2 * n; i < 2 * n + guard; ++i) ok = ok && gathered[r][i] == -7.0f;
+    CHECK(ok);
+  }
+}
+
+TEST_CASE("net options: COLLX_NET=ib is not supported, bad stream counts refused", "[net][init]") {
+  ::setenv("COLLX_NET", "ib", 1);
+  try {
+    net::socket_options::from_env();
+    FAIL("no error");
+  } catch (const error& e) {
+    CHECK(e.code() == status::not_supported);
+    CHECK(std::string(e.what()).find("InfiniBand") != std::string::npos);
+  }
+  ::setenv("COLLX_NET", "socket", 1);
+  ::setenv("COLLX_SOCKET_NSTREAMS", "17", 1);
+  CHECK_THROWS_AS(net::socket_options::from_env(), error);
+  ::setenv("COLLX_SOCKET_NSTREAMS", "4", 1);
+  CHECK(net::socket_options::from_env().nstreams == 4);
+  ::unsetenv("COLLX_SOCKET_NSTREAMS");
+  ::unsetenv("COLLX_NET");
 }
