@@ -30,7 +30,9 @@
 #                   the bytes read from the peer, own half copied)
 #   copy bandwidth  copy-bench at 16 MiB
 #   oversubscribed step   ring all_gather on 4 ranks (2 per CPU), 16 B: t / 3
-# Then it prints the profile initializer to paste into tune/model.hpp.
+# Then it prints the profile initializer to paste into tune/model.hpp
+# (collx-probe --save measures the same and writes a profile file that
+# communicators load at run time instead).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -188,7 +190,14 @@ out=bench/results/tuner.md
   echo "As \`tune::profile\`:"
   echo
   echo '```cpp'
-  echo ".proto = {{${alpha[simple]}, ${bw[simple]}}, {${alpha[ll]}, ${bw[ll]}}, {${alpha[ll128]}, ${bw[ll128]}}},"
+  # The link: the lowest protocol α and Simple's bandwidth; each protocol an
+  # extra α and a share of that bandwidth (tune/model.hpp).
+  awk -v as="${alpha[simple]}" -v al="${alpha[ll]}" -v a8="${alpha[ll128]}" \
+    -v bs="${bw[simple]}" -v bl="${bw[ll]}" -v b8="${bw[ll128]}" 'BEGIN {
+      m = as; if (al < m) m = al; if (a8 < m) m = a8
+      printf ".intra = {link_kind::shm, %.4g, %.4g},\n", m, bs
+      printf ".proto = {{%.4g, 1.0}, {%.4g, %.4g / %.4g}, {%.4g, %.4g / %.4g}},\n", as - m, al - m, bl, bs, a8 - m, b8, bs
+    }'
   echo ".barrier_us = $barrier, .peer_gbps = $peer, .copy_gbps = $copy_gbps, .reduce_gbps = $gamma, .oversub_step_us = $oversub,"
   echo '```'
 } >"$out"
