@@ -176,6 +176,9 @@ int check(collx::net_communicator& c) {
 ///             with "aborted by communicator::abort()" (the abort crossed hosts)
 ///   linkdown  the script takes the link down: both fail with a timeout at
 ///             the deadline (COLLX_TIMEOUT), not later
+///   mismatch  from call 21 on rank 1 reduces with max, rank 0 with sum: both
+///             fail with status::mismatch naming the reduce_op within 3 calls
+///             (rank 1 compares its calls with rank 0's forwarded records)
 int until_failure(collx::net_communicator& c, const std::string& mode, const char* marker) {
   std::vector<float> x(1 << 18, 1.0f), y(x.size());
   const double deadline_s = static_cast<double>(c.options().timeout.count()) / 1000.0;
@@ -186,7 +189,9 @@ int until_failure(collx::net_communicator& c, const std::string& mode, const cha
         start = std::chrono::steady_clock::now();
         c.abort();
       }
-      c.all_reduce(x.data(), y.data(), x.size(), collx::reduce_op::sum);
+      // mismatch: from call 21 on, rank 1 asks for max where rank 0 asks for sum.
+      const bool differ = mode == "mismatch" && c.rank() == 1 && it > 20;
+      c.all_reduce(x.data(), y.data(), x.size(), differ ? collx::reduce_op::max : collx::reduce_op::sum);
     } catch (const collx::error& e) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       const std::string msg = e.what();
@@ -196,6 +201,9 @@ int until_failure(collx::net_communicator& c, const std::string& mode, const cha
       if (mode == "abort")
         ok = msg.find("aborted by communicator::abort()") != std::string::npos && s < deadline_s / 2;
       if (mode == "linkdown") ok = e.code() == collx::status::timeout && s < deadline_s + 2.0;
+      if (mode == "mismatch")
+        ok = e.code() == collx::status::mismatch && msg.find("the reduce_op differs") != std::string::npos &&
+             it <= 24;
       std::printf("%s\n", ok ? "FAILED_AS_EXPECTED" : "UNEXPECTED_FAILURE");
       return ok ? 0 : 1;
     }
@@ -238,7 +246,7 @@ int main(int argc, char** argv) {
     collx::net_communicator c = collx::net::from_env();
     int rc = 0;
     if (mode == "check") rc = check(c);
-    else if (mode == "fault" || mode == "abort" || mode == "linkdown")
+    else if (mode == "fault" || mode == "abort" || mode == "linkdown" || mode == "mismatch")
       rc = until_failure(c, mode, argc > 2 ? argv[2] : "/dev/null");
     else if (mode == "bench") rc = bench(c);
     else {

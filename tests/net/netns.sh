@@ -6,6 +6,8 @@
 #   netns.sh NET_RANK fault v4      rank 1 SIGKILLed mid-run: rank 0 must fail
 #                                   within the deadline naming rank 1
 #   netns.sh NET_RANK abort v4      rank 1 calls abort(): rank 0 fails at once
+#   netns.sh NET_RANK mismatch v4   the ranks' calls differ in reduce_op: both
+#                                   fail with status::mismatch
 #   netns.sh NET_RANK linkdown v4   the veth taken down mid-run: both ranks
 #                                   fail with a timeout at the deadline
 #   netns.sh NET_RANK bench v4      all_reduce fp32 8 B..64 MiB (rank 0 prints)
@@ -83,9 +85,9 @@ case $mode in
     cat "$work/r0"
     exit $rc
     ;;
-  abort)
-    run 0 "$nsa" abort "$work/running"
-    run 1 "$nsb" abort "$work/running"
+  abort | mismatch)
+    run 0 "$nsa" "$mode" "$work/running"
+    run 1 "$nsb" "$mode" "$work/running"
     rc=0
     for p in "${pids[@]}"; do wait "$p" || rc=1; done
     pids=()

@@ -132,7 +132,10 @@ TEST_CASE("frames: round trip, and hostile bytes refused", "[net][frame]") {
     random_refused += decode(c, g).empty() ? 0 : 1;
   }
   CHECK(random_refused == 100000);
-  // A control frame may not announce a payload.
+  // A call record is exactly 16 bytes; a control frame may not announce a payload.
+  encode(frame{frame_kind::call, 0, 1, 17}, b);
+  CHECK(decode(b, g).find("call record of 17 bytes") != std::string::npos);
+  CHECK(validate({frame_kind::call, 0, 0, call_bytes}, nullptr, 1).find("numbered 0") != std::string::npos);
   encode(frame{frame_kind::credit, 0, 1, 8}, b);
   CHECK(decode(b, g).find("control frame") != std::string::npos);
 }
@@ -310,6 +313,35 @@ TEST_CASE("proxy: a posted step goes out with the bytes it holds, credits reach 
   r.send(frame{frame_kind::credit, 0, 2, 0});
   CHECK(r.failed_with("only 1 steps were sent"));
   CHECK(detail::load_acquire(&out.ctrl->head) == 1);
+}
+
+TEST_CASE("proxy: the previous rank's call records land in its record, in order only", "[net][proxy]") {
+  proxy_rig r;
+  std::vector<std::byte> rec(call_bytes);
+  frame_detail::put64(rec.data(), 0x1234);
+  frame_detail::put64(rec.data() + 8, 777);
+  r.send(frame{frame_kind::call, 0, 5, call_bytes}, rec);
+  const auto& e = r.v.record(1)->calls[5 % transport::call_history];
+  REQUIRE(r.within([&] { return detail::load_acquire(&e.seq) == 5; }));
+  CHECK((e.signature == 0x1234 && e.count == 777));
+  r.send(frame{frame_kind::call, 0, 5, call_bytes}, rec);  // the same call again
+  CHECK(r.failed_with("out of turn"));
+  // The rank's own records go to the next rank (rank 1 here).
+  proxy_rig q;
+  auto& mine = q.v.record(0)->calls[1];
+  detail::store_release(&mine.signature, std::uint64_t{42});
+  detail::store_release(&mine.count, std::uint64_t{9});
+  detail::store_release(&mine.seq, std::uint64_t{1});
+  detail::store_release(&q.v.fifo(1, 0, 0).ctrl->head, std::uint64_t{0});
+  const std::uint64_t one = 1;
+  REQUIRE(::write(q.px->wake_fd(), &one, sizeof one) == sizeof one);
+  std::byte b[frame_bytes + call_bytes];
+  REQUIRE(q.within([&] { return ::recv(q.peer.get(), b, sizeof b, MSG_PEEK) == ssize_t(sizeof b); }));
+  REQUIRE(::recv(q.peer.get(), b, sizeof b, 0) == ssize_t(sizeof b));
+  frame f;
+  REQUIRE(decode(b, f).empty());
+  CHECK((f.kind == frame_kind::call && f.step == 1 && f.bytes == call_bytes));
+  CHECK((frame_detail::get64(b + frame_bytes) == 42 && frame_detail::get64(b + frame_bytes + 8) == 9));
 }
 
 TEST_CASE("proxy: hostile or truncated bytes fail the communicator, write nothing, never hang",

@@ -11,6 +11,8 @@
 //   credit  the receiver has consumed steps below `step` (its FIFO head)
 //   bye     the sender closes its communicator: an end of stream is expected
 //   abort   the sender's communicator failed; `step` holds the packed cause
+//   call    the sender's call number `step` (16 bytes: signature, count), so
+//           that the next rank compares its calls with it (comm/watch.hpp)
 //
 // `check` is a function of the other fields, so bytes that are not a frame
 // (a stray client, a desynchronised stream) fail at once instead of being
@@ -37,7 +39,11 @@ enum class frame_kind : std::uint32_t {
   credit = 0x434c5802,
   bye = 0x434c5803,
   abort = 0x434c5804,
+  call = 0x434c5805,  // a call record: 16 payload bytes (signature, count) of call number `step`
 };
+
+/// Payload bytes of a call frame.
+inline constexpr std::uint32_t call_bytes = 16;
 
 inline constexpr std::size_t frame_bytes = 24;
 
@@ -83,7 +89,7 @@ inline void encode(const frame& f, std::byte* out) {
 /// Decodes 24 bytes; returns an empty string, or what is wrong with them.
 inline std::string decode(const std::byte* in, frame& f) {
   const std::uint32_t k = frame_detail::get32(in);
-  if (k < static_cast<std::uint32_t>(frame_kind::data) || k > static_cast<std::uint32_t>(frame_kind::abort))
+  if (k < static_cast<std::uint32_t>(frame_kind::data) || k > static_cast<std::uint32_t>(frame_kind::call))
     return "bytes that are not a collx frame (kind word " + std::to_string(k) + ")";
   f.kind = static_cast<frame_kind>(k);
   f.channel = frame_detail::get32(in + 4);
@@ -91,7 +97,10 @@ inline std::string decode(const std::byte* in, frame& f) {
   f.bytes = frame_detail::get32(in + 16);
   if (frame_detail::get32(in + 20) != frame_detail::check_of(f))
     return "a frame header whose check word does not match its fields";
-  if (f.kind != frame_kind::data && f.bytes != 0)
+  if (f.kind == frame_kind::call && f.bytes != call_bytes)
+    return "a call record of " + std::to_string(f.bytes) + " bytes (it has " + std::to_string(call_bytes) +
+           ")";
+  if (f.kind != frame_kind::data && f.kind != frame_kind::call && f.bytes != 0)
     return "a control frame announcing " + std::to_string(f.bytes) + " payload bytes";
   return {};
 }
@@ -110,6 +119,7 @@ struct channel_rx {
 /// entries); returns an empty string, or what is wrong.
 inline std::string validate(const frame& f, const channel_rx* rx, std::uint32_t nchannels) {
   if (f.kind == frame_kind::bye) return {};
+  if (f.kind == frame_kind::call) return f.step == 0 ? "a call record numbered 0" : std::string();
   if (f.kind == frame_kind::abort) {
     // The packed cause (comm/watch.hpp's abort_cause): its low byte a failure status.
     const std::uint64_t why = f.step & 0xff;

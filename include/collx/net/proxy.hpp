@@ -16,6 +16,10 @@
 //   abort    the local abort word raised: its cause goes to every peer, whose
 //            proxies raise theirs, so abort(), a timeout or a failure on one
 //            host fails the calls on every host.
+//   calls    each call record the rank publishes (comm/watch.hpp) goes to the
+//            next rank, whose proxy stores it in its copy of this rank's
+//            record: the next rank's end-of-call check then compares the
+//            two calls as on shared memory (a mismatch fails the call).
 // Sockets are non-blocking, watched by epoll. The thread busy-polls while
 // there is traffic and, after `spin` without progress, sleeps in epoll_wait
 // on the sockets and an eventfd, at most 10 ms at a time. After publishing a
@@ -187,7 +191,8 @@ class proxy {
   struct out_item {
     std::byte hdr[frame_bytes];
     const std::byte* payload = nullptr;
-    std::size_t len = 0;  // payload bytes
+    std::size_t len = 0;        // payload bytes
+    std::byte own[call_bytes];  // a call record's payload (deque elements do not move)
   };
   struct stream {
     bootstrap::socket_fd fd;
@@ -200,6 +205,7 @@ class proxy {
     std::size_t payload_got = 0;
     bool in_payload = false;
     std::vector<std::uint64_t> expected;  // next data step per channel
+    std::byte call[call_bytes];           // a call record's payload as it arrives
     bool bye_sent = false, bye_seen = false, eof = false, dead = false, shut = false;
   };
   struct channel {
@@ -214,7 +220,8 @@ class proxy {
     std::string where;
     std::vector<channel> ch;
     std::vector<stream> streams;
-    bool left = false;  // said bye on every stream
+    bool left = false;            // said bye on every stream
+    std::uint64_t last_call = 0;  // the last call record received
   };
 
   static std::uint64_t now_ns() {
@@ -244,9 +251,50 @@ class proxy {
     s.out.push_back(it);
   }
 
+  /// Forwards this rank's newly published call records (up to the last
+  /// call_history) to the next rank, which compares its calls with them at
+  /// the end of each call, as shm ranks compare records in shared memory.
+  bool queue_calls() {
+    const int P = v_.nranks();
+    peer& next = peers_[static_cast<std::size_t>((self_ + 1) % P)];
+    if (P < 2 || next.rank < 0 || next.left || next.streams.empty() || next.streams[0].dead) return false;
+    const transport::rank_record* me = v_.record(self_);
+    bool progress = false;
+    for (;;) {  // oldest unsent first
+      std::uint64_t best = 0;
+      std::size_t at = 0;
+      for (std::size_t k = 0; k < transport::call_history; ++k) {
+        const std::uint64_t q = detail::load_acquire(&me->calls[k].seq);
+        if (q > calls_sent_ && (best == 0 || q < best)) best = q, at = k;
+      }
+      if (best == 0) return progress;
+      const auto& e = me->calls[at];
+      const std::uint64_t sig = detail::load_acquire(&e.signature), count = detail::load_acquire(&e.count);
+      if (detail::load_relaxed(&e.seq) != best) return progress;  // being rewritten: next time
+      calls_sent_ = best;
+      stream& s = next.streams[0];
+      push(s, frame{frame_kind::call, 0, best, call_bytes}, nullptr, call_bytes);
+      frame_detail::put64(s.out.back().own, sig);
+      frame_detail::put64(s.out.back().own + 8, count);
+      s.out.back().payload = s.out.back().own;
+      progress = true;
+    }
+  }
+
+  /// A call record of the previous rank: stored as that rank would store it
+  /// in shared memory (comm/watch.hpp's publish_call: seq invalid while the
+  /// fields change, seq last with release).
+  void store_call(peer& p, const frame& f, const std::byte* payload) {
+    auto& e = v_.record(p.rank)->calls[f.step % transport::call_history];
+    detail::store_relaxed(&e.seq, std::uint64_t{0});
+    detail::store_release(&e.signature, frame_detail::get64(payload));
+    detail::store_release(&e.count, frame_detail::get64(payload + 8));
+    detail::store_release(&e.seq, f.step);
+  }
+
   /// Queues posted steps and new credits; forwards a local abort once.
   bool queue_work() {
-    bool progress = false;
+    bool progress = queue_calls();
     if (!abort_sent_ && detail::load_acquire(v_.abort_word()) != 0) {
       abort_sent_ = true;
       const std::uint64_t cause = hooks_.cause();
@@ -332,6 +380,9 @@ class proxy {
       if (!s.in_payload) {
         dst = s.hdr + s.hdr_got;
         want = frame_bytes - s.hdr_got;
+      } else if (s.cur.kind == frame_kind::call) {
+        dst = s.call + s.payload_got;
+        want = s.cur.bytes - s.payload_got;
       } else {
         const transport::fifo_ref in = v_.fifo(p.rank, self_, static_cast<int>(s.cur.channel));
         dst = in.slot(s.cur.step) + s.payload_got;
@@ -363,7 +414,12 @@ class proxy {
         if (!on_header(p, s)) return true;
       } else {
         s.payload_got += static_cast<std::size_t>(r);
-        if (s.payload_got == s.cur.bytes) on_payload(p, s);
+        if (s.payload_got == s.cur.bytes && s.cur.kind == frame_kind::call) {
+          s.in_payload = false;
+          store_call(p, s.cur, s.call);
+        } else if (s.payload_got == s.cur.bytes) {
+          on_payload(p, s);
+        }
       }
     }
     return progress;
@@ -396,6 +452,18 @@ class proxy {
         s.bye_seen = true;
         p.left = true;
         for (const stream& o : p.streams) p.left = p.left && o.bye_seen;
+        return true;
+      case frame_kind::call:
+        if (p.rank != (self_ + v_.nranks() - 1) % v_.nranks() || f.step <= p.last_call) {
+          fail(p, status::system_error,
+               "sent a call record out of turn (call " + std::to_string(f.step) + ")");
+          s.dead = true;
+          return false;
+        }
+        p.last_call = f.step;
+        s.cur = f;
+        s.in_payload = true;
+        s.payload_got = 0;
         return true;
       case frame_kind::abort:
         hooks_.adopt(f.step);
@@ -542,6 +610,7 @@ class proxy {
   std::uint32_t idle_ = 0;  // set while sleeping; the rank's published() clears it and writes wake_
   std::mutex work_mu_;      // held by whichever thread moves bytes: the proxy's loop or try_progress
   bool saying_bye_ = false;
+  std::uint64_t calls_sent_ = 0;  // the last own call record forwarded
   std::vector<peer> peers_;
   bool failed_ = false, abort_sent_ = false;
   std::atomic<bool> stop_{false};

@@ -20,8 +20,13 @@
 // not load/store-able (no direct_load_store: LL and LL128, whose readers poll
 // flags the writer stores into the peer's memory, are refused by the
 // composition gate; Simple runs), no peer buffers, no user-buffer access, no
-// switch channel (nvls is refused). Calls are not compared across hosts (a
-// peer's records live on its host): mismatched calls end in the deadline.
+// switch channel (nvls is refused). Call records: the proxy forwards each
+// call this rank publishes to the next rank and stores the previous rank's
+// into its local copy of that record, so the end-of-call comparison with the
+// previous rank (comm/watch.hpp) works across hosts; the other peers'
+// records stay empty here, so the slow waits' periodic check compares only
+// that one and probes no remote pid (a dead remote rank is seen by its
+// connection instead).
 #pragma once
 
 #include <collx/config.hpp>
