@@ -14,7 +14,7 @@
 // Every rank, whichever host it runs on, talks to every other rank through
 // the network (same-host peers over loopback): there is no intra-node
 // shared memory and no hierarchical schedule yet. Algorithms: those that
-// need only FIFOs (ring, tree, rhd, rabenseifner, bruck, direct) with the
+// need only FIFOs (ring, tree, rhd, rabenseifner, bruck, bruck_a2a, direct) with the
 // Simple protocol; LL and LL128 are refused by the composition gate (a proxy
 // cannot store a line into a peer's memory whole), nvls for want of peer
 // memory. The automatic choice prices the socket variants with the profile a
@@ -34,9 +34,12 @@
 // Errors: as collx/process.hpp's, plus status::not_supported for COLLX_NET=ib
 // or no matching interface, status::mismatch for ranks that disagree on the
 // stream count, status::timeout naming the ranks whose connections are
-// missing. During calls, a peer that dies or closes its connections fails
-// the pending call on every surviving rank with a message naming it and its
-// address; a failure on one host (timeout, abort()) reaches the others.
+// missing or the FIFO geometry differs. During calls, a peer that dies or
+// closes its connections fails the pending call on every surviving rank
+// with status::peer_dead naming it (with its address where this rank's own
+// connection saw it go); a failure on one host (timeout, abort()) reaches
+// the others; calls that differ between neighbouring ranks fail with
+// status::mismatch (the proxies forward call records).
 #pragma once
 
 #include <collx/bootstrap/env.hpp>
