@@ -334,12 +334,16 @@ class proxy {
   bool flush(peer& p, stream& s) {
     bool progress = false;
     while (!s.out.empty() && !s.dead) {
-      out_item& it = s.out.front();
-      iovec iov[2];
+      // Several queued frames in one call (a call record and the step after
+      // it, a credit and a step): fewer system calls and TCP segments.
+      iovec iov[32];
       int n = 0;
-      if (s.out_off < frame_bytes) iov[n++] = {it.hdr + s.out_off, frame_bytes - s.out_off};
-      const std::size_t pdone = s.out_off > frame_bytes ? s.out_off - frame_bytes : 0;
-      if (it.len > pdone) iov[n++] = {const_cast<std::byte*>(it.payload) + pdone, it.len - pdone};
+      std::size_t off = s.out_off;
+      for (auto it = s.out.begin(); it != s.out.end() && n + 2 <= 32; ++it, off = 0) {
+        if (off < frame_bytes) iov[n++] = {it->hdr + off, frame_bytes - off};
+        const std::size_t pdone = off > frame_bytes ? off - frame_bytes : 0;
+        if (it->len > pdone) iov[n++] = {const_cast<std::byte*>(it->payload) + pdone, it->len - pdone};
+      }
       msghdr m{};
       m.msg_iov = iov;
       m.msg_iovlen = static_cast<std::size_t>(n);
@@ -353,8 +357,13 @@ class proxy {
         return true;
       }
       progress = true;
-      s.out_off += static_cast<std::size_t>(w);
-      if (s.out_off == frame_bytes + it.len) {
+      for (std::size_t left = static_cast<std::size_t>(w); left > 0;) {
+        const std::size_t rest = frame_bytes + s.out.front().len - s.out_off;
+        if (left < rest) {
+          s.out_off += left;
+          break;
+        }
+        left -= rest;
         s.out.pop_front();
         s.out_off = 0;
       }
