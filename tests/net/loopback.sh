@@ -3,7 +3,9 @@
 #   loopback.sh NET_RANK P MODE
 set -u
 bin=$1 P=$2 mode=$3
-port=$((20000 + $$ % 20000))
+# A port the kernel says is free now (another job may still take it first: rare).
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' \
+  2> /dev/null || echo $((20000 + $$ % 20000)))
 export COLLX_SIZE=$P COLLX_ROOT_ADDR=127.0.0.1:$port COLLX_SOCKET_IFNAME=lo COLLX_TIMEOUT=${COLLX_TIMEOUT:-15}
 export COLLX_SECRET=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 work=$(mktemp -d)
