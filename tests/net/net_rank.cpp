@@ -145,6 +145,23 @@ int check(collx::net_communicator& c) {
       run_all<float>(c, a, n, "float32");
       if (n <= 65537) run_all<std::int32_t>(c, a, n, "int32");
     }
+  // Point to point: a ring exchange and a message to self in one group.
+  for (std::size_t n : {std::size_t{1}, std::size_t{1000}, std::size_t{300000}}) {
+    const int P = c.size(), me = c.rank(), right = (me + 1) % P, left = (me + P - 1) % P;
+    std::vector<std::int32_t> x(n), self_in(n);
+    for (std::size_t i = 0; i < n; ++i) x[i] = input(me, i), self_in[i] = input(me + 7, i);
+    guarded<std::int32_t> from_left(n), from_self(n);
+    c.group_start();
+    c.send(x.data(), n, right);
+    c.send(self_in.data(), n, me);
+    c.recv(from_left.data(), n, left);
+    c.recv(from_self.data(), n, me);
+    c.group_end();
+    bool ok = from_left.guards_intact(n) && from_self.guards_intact(n);
+    for (std::size_t i = 0; i < n && ok; ++i)
+      ok = from_left.data()[i] == input(left, i) && from_self.data()[i] == input(me + 7, i);
+    expect(ok, "send/recv ring and self n=" + std::to_string(n));
+  }
   c.barrier();
   // Refused by capability, before any byte moves; the communicator stays usable.
   for (auto v : {collx::variant_choice{algo_id::ring, collx::proto_id::ll},
