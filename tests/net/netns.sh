@@ -12,6 +12,9 @@
 #                                   fail with a timeout at the deadline
 #   netns.sh NET_RANK bench v4      all_reduce fp32 8 B..64 MiB (rank 0 prints)
 #
+# NETEM="delay 1ms loss 1%" (any tc netem arguments) shapes both ends of the
+# link; not registered with ctest: this machine's kernel has no netem, so it
+# is unmeasured here (exit 77 where tc netem is missing).
 # Needs root and ip(8) with netns: otherwise exit 77 (skipped) saying why.
 # Names are unique per run (parallel runs do not clash); the namespaces (and
 # the veth pair with them) are removed on exit by a trap, also on failure.
@@ -53,6 +56,16 @@ for ns in "$nsa" "$nsb"; do
   ip -n "$ns" link set lo up
 done
 ip -n "$nsa" link set "cxv${tag}a" up && ip -n "$nsb" link set "cxv${tag}b" up || exit 1
+# NETEM="delay 1ms loss 1%": the same on both ends of the link (tc netem).
+if [ -n "${NETEM:-}" ]; then
+  for end in "$nsa:cxv${tag}a" "$nsb:cxv${tag}b"; do
+    # shellcheck disable=SC2086
+    if ! ip netns exec "${end%%:*}" tc qdisc add dev "${end#*:}" root netem $NETEM 2> "$work/err"; then
+      echo "SKIP: tc netem not available here: $(cat "$work/err")"
+      exit 77
+    fi
+  done
+fi
 
 common=(COLLX_SIZE=2 COLLX_ROOT_ADDR=$root COLLX_SECRET=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
         COLLX_SOCKET_IFNAME=cxv COLLX_SOCKET_FAMILY=$fam COLLX_TIMEOUT=${COLLX_TIMEOUT:-15})
