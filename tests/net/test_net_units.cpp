@@ -414,6 +414,22 @@ TEST_CASE("proxy: hostile or truncated bytes fail the communicator, write nothin
   }
 }
 
+TEST_CASE("proxy: a step posted to a peer that said goodbye fails, naming the peer", "[net][proxy]") {
+  // The peer closed its communicator: whatever this rank posts to it now is
+  // never read, so the call must fail at once instead of waiting for the
+  // deadline (or, for a send alone, returning as if delivered).
+  proxy_rig r;
+  r.send(frame{frame_kind::bye, 0, 0, 0});
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the proxy reads the bye
+  REQUIRE(r.raised == 0);
+  const transport::fifo_ref out = r.v.fifo(0, 1, 0);
+  r.step_bytes[(1 * 1 + 0) * slots + 0] = 8;
+  detail::store_release(&out.ctrl->tail, std::uint64_t{1});
+  const std::uint64_t one = 1;
+  REQUIRE(::write(r.px->wake_fd(), &one, sizeof one) == sizeof one);
+  CHECK(r.failed_with("said goodbye"));
+}
+
 // net::init_rank end to end on loopback: two ranks as two threads of this
 // process, each with its own proxy; values against a reference, guard words
 // past the output, then a clean destroy (goodbyes, no error).

@@ -304,7 +304,25 @@ class proxy {
       progress = true;
     }
     for (peer& p : peers_) {
-      if (p.rank < 0 || p.left) continue;
+      if (p.rank < 0) continue;
+      if (p.left) {
+        // The peer said goodbye on every stream after reading every step
+        // queued before it; a step posted since is never read: fail now
+        // (a receive would otherwise wait for the deadline, a send return
+        // as if delivered).
+        for (std::uint32_t c = 0; c < nch_; ++c) {
+          channel& k = p.ch[c];
+          const std::uint64_t tail =
+              detail::load_acquire(&v_.fifo(self_, p.rank, static_cast<int>(c)).ctrl->tail);
+          if (tail <= k.queued) continue;
+          fail(p, status::peer_dead,
+               "closed its communicator (said goodbye) while this rank still sends to it (step " +
+                   std::to_string(k.queued) + " of channel " + std::to_string(c) + ")");
+          k.queued = tail;
+          progress = true;
+        }
+        continue;
+      }
       for (std::uint32_t c = 0; c < nch_; ++c) {
         channel& k = p.ch[c];
         const transport::fifo_ref out = v_.fifo(self_, p.rank, static_cast<int>(c));
