@@ -18,6 +18,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -428,6 +429,43 @@ TEST_CASE("proxy: a step posted to a peer that said goodbye fails, naming the pe
   const std::uint64_t one = 1;
   REQUIRE(::write(r.px->wake_fd(), &one, sizeof one) == sizeof one);
   CHECK(r.failed_with("said goodbye"));
+}
+
+TEST_CASE("proxy: a failure of the proxy thread itself keeps its text for the rank", "[net][proxy]") {
+  // Anything the thread did not foresee (here: a hook that throws) reaches
+  // the rank as an error whose text says what happened.
+  auto seg = transport::shm_segment::create_anonymous(transport::shm_layout::make(2, slots, {slot_bytes}));
+  const transport::shm_view v = seg->view();
+  std::vector<std::uint32_t> step_bytes(2 * slots, 0);
+  int sv[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) == 0);
+  bootstrap::socket_fd peer(sv[1]);
+  std::vector<peer_link> links(1);
+  links[0].rank = 1;
+  links[0].where = "rank 1 (test peer)";
+  links[0].streams.emplace_back(sv[0]);
+  std::atomic<int> raised{0}, raised_rank{-2};
+  proxy::hooks h;
+  h.raise = [&](status, int q) {
+    raised_rank = q;
+    raised = 1;
+  };
+  h.adopt = [](std::uint64_t) { throw std::runtime_error("hook out of order"); };
+  h.cause = [] { return std::uint64_t{0}; };
+  proxy px(v, 0, std::move(links), 1, step_bytes.data(), 1000, std::move(h));
+  std::byte b[frame_bytes];
+  encode(frame{frame_kind::abort, 0, 5, 0}, b);
+  REQUIRE(::send(peer.get(), b, frame_bytes, MSG_NOSIGNAL) == ssize_t(frame_bytes));
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (raised == 0 && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  REQUIRE(raised == 1);
+  CHECK(raised_rank == 0);
+  const std::string t = px.failure_text(0);
+  INFO(t);
+  CHECK(t.find("the proxy thread failed: hook out of order") != std::string::npos);
+  peer.reset();
+  px.stop(std::chrono::milliseconds(200));
 }
 
 // net::init_rank end to end on loopback: two ranks as two threads of this

@@ -550,7 +550,10 @@ class proxy {
     } catch (const std::exception& e) {
       {
         std::lock_guard<std::mutex> lock(mu_);
-        if (failed_peer_ < 0) failure_ = std::string("the proxy thread failed: ") + e.what();
+        if (failed_peer_ < 0) {
+          failed_peer_ = self_;  // the cause's rank: failure_text(self_) returns this text
+          failure_ = "rank " + std::to_string(self_) + ": the proxy thread failed: " + e.what();
+        }
       }
       hooks_.raise(status::system_error, self_);
       detail::ring(v_.doorbell(self_));
