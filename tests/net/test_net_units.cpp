@@ -431,6 +431,23 @@ TEST_CASE("proxy: a step posted to a peer that said goodbye fails, naming the pe
   CHECK(r.failed_with("said goodbye"));
 }
 
+TEST_CASE("proxy: a step the peer left unread when it said goodbye fails, naming the peer", "[net][proxy]") {
+  // The step went out before the goodbye arrived, but the peer's last credit
+  // (sent before its goodbye) says it never read it: lost, not delivered.
+  proxy_rig r;
+  const transport::fifo_ref out = r.v.fifo(0, 1, 0);
+  r.step_bytes[(1 * 1 + 0) * slots + 0] = 8;
+  detail::store_release(&out.ctrl->tail, std::uint64_t{1});
+  const std::uint64_t one = 1;
+  REQUIRE(::write(r.px->wake_fd(), &one, sizeof one) == sizeof one);
+  std::byte b[frame_bytes + 8];
+  REQUIRE(r.within([&] { return ::recv(r.peer.get(), b, sizeof b, MSG_PEEK) == ssize_t(sizeof b); }));
+  REQUIRE(::recv(r.peer.get(), b, sizeof b, 0) == ssize_t(sizeof b));
+  r.send(frame{frame_kind::bye, 0, 0, 0});
+  CHECK(r.failed_with("said goodbye"));
+  CHECK(r.px->failure_text(1).find("1 step") != std::string::npos);
+}
+
 TEST_CASE("proxy: a failure of the proxy thread itself keeps its text for the rank", "[net][proxy]") {
   // Anything the thread did not foresee (here: a hook that throws) reaches
   // the rank as an error whose text says what happened.

@@ -221,6 +221,7 @@ class proxy {
     std::vector<channel> ch;
     std::vector<stream> streams;
     bool left = false;            // said bye on every stream
+    bool lost = false;            // left with steps of this rank unread (failed once)
     std::uint64_t last_call = 0;  // the last call record received
   };
 
@@ -306,19 +307,20 @@ class proxy {
     for (peer& p : peers_) {
       if (p.rank < 0) continue;
       if (p.left) {
-        // The peer said goodbye on every stream after reading every step
-        // queued before it; a step posted since is never read: fail now
-        // (a receive would otherwise wait for the deadline, a send return
-        // as if delivered).
-        for (std::uint32_t c = 0; c < nch_; ++c) {
-          channel& k = p.ch[c];
+        // The peer said goodbye on every stream, after its last credit (on
+        // stream 0, before that stream's bye): every step this rank posted
+        // beyond that credit, sent or not, is never read. Fail now (a
+        // receive would otherwise wait for the deadline, a send return as if
+        // delivered).
+        for (std::uint32_t c = 0; c < nch_ && !p.lost; ++c) {
+          const channel& k = p.ch[c];
           const std::uint64_t tail =
               detail::load_acquire(&v_.fifo(self_, p.rank, static_cast<int>(c)).ctrl->tail);
-          if (tail <= k.queued) continue;
+          if (tail <= k.credit_from_peer) continue;
+          p.lost = true;
           fail(p, status::peer_dead,
-               "closed its communicator (said goodbye) while this rank still sends to it (step " +
-                   std::to_string(k.queued) + " of channel " + std::to_string(c) + ")");
-          k.queued = tail;
+               "closed its communicator (said goodbye) with " + std::to_string(tail - k.credit_from_peer) +
+                   " step(s) of channel " + std::to_string(c) + " this rank sent it unread");
           progress = true;
         }
         continue;
