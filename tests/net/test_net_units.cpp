@@ -10,6 +10,7 @@
 #include <collx/net/proxy.hpp>
 #include <collx/transport/shm_segment.hpp>
 
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <catch2/catch.hpp>
@@ -446,6 +447,27 @@ TEST_CASE("proxy: a step the peer left unread when it said goodbye fails, naming
   r.send(frame{frame_kind::bye, 0, 0, 0});
   CHECK(r.failed_with("said goodbye"));
   CHECK(r.px->failure_text(1).find("1 step") != std::string::npos);
+}
+
+TEST_CASE("proxy: waiting for a peer's end of stream at destruction sleeps, bounded", "[net][proxy]") {
+  // The peer never closes: stop() gives up at its limit, and meanwhile the
+  // proxy thread sleeps in epoll_wait instead of spinning on a CPU its
+  // rank's peers may need.
+  proxy_rig r;
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  rusage before{}, after{};
+  ::getrusage(RUSAGE_SELF, &before);
+  const auto start = std::chrono::steady_clock::now();
+  r.px->stop(std::chrono::milliseconds(600));
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ::getrusage(RUSAGE_SELF, &after);
+  auto secs = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) * 1e-6; };
+  const double cpu =
+      secs(after.ru_utime) - secs(before.ru_utime) + secs(after.ru_stime) - secs(before.ru_stime);
+  INFO("stop took " << wall << " s of wall time, " << cpu << " s of CPU");
+  CHECK(wall >= 0.5);
+  CHECK(wall < 3.0);
+  CHECK(cpu < 0.15);
 }
 
 TEST_CASE("proxy: a failure of the proxy thread itself keeps its text for the rank", "[net][proxy]") {

@@ -608,6 +608,8 @@ class proxy {
         std::atomic_thread_fence(std::memory_order_seq_cst);
         if (queue_work()) progress = true;
         else sleep_ms = 10;  // bounds how late a local abort is forwarded
+      } else if (!progress && stopping) {
+        sleep_ms = 1;  // waiting for the peers' end of stream (which wakes it) or the stop deadline
       }
       lock.unlock();
       const int n = ::epoll_wait(ep_.get(), ev, 64, sleep_ms);
