@@ -180,6 +180,8 @@ struct net_access {
                              &net::proxy::try_progress_of,
                              h->px->idle_flag(),
                              h->px->wake_fd()};
+    v.peer_left = h->px->left_flags();
+    v.on_departed = &net::proxy::departed_of;
     net_communicator c(h, v, rank, nranks, opt);
     c.s_->keepalive = std::make_shared<bootstrap::session>(std::move(s));
     return c;

@@ -601,6 +601,58 @@ TEST_CASE("net::init_rank: a call after a peer closed its communicator fails at 
   CHECK(took0 < 5.0);
 }
 
+TEST_CASE("net::init_rank: a receive from a peer that closed its communicator fails at once, naming it",
+          "[net][init]") {
+  // Rank 0 only receives in a broadcast from rank 1, which has left: it
+  // posts nothing, so only its wait can see that the step never comes.
+  const unique_id id = get_unique_id();
+  net::socket_options so;
+  so.ifname = "lo";
+  comm_options opt;
+  opt.timeout = std::chrono::seconds(20);
+  constexpr std::size_t n = 1000;
+  std::atomic<bool> left{false};
+  std::string error1, msg0;
+  status code0 = status::ok;
+  double took0 = 0;
+  std::thread t1([&] {
+    try {
+      net_communicator c = net::init_rank(2, id, 1, opt, so);
+      std::vector<float> x(n, 1.0f), y(n);
+      c.all_reduce(x.data(), y.data(), n, reduce_op::sum);
+      c.destroy();
+    } catch (const std::exception& e) {
+      error1 = e.what();
+    }
+    left = true;
+  });
+  try {
+    net_communicator c = net::init_rank(2, id, 0, opt, so);
+    std::vector<float> x(n, 1.0f), y(n);
+    c.all_reduce(x.data(), y.data(), n, reduce_op::sum);
+    while (!left) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the goodbye has arrived
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      c.broadcast(x.data(), y.data(), n, 1);
+      msg0 = "no error";
+    } catch (const error& e) {
+      code0 = e.code();
+      msg0 = e.what();
+    }
+    took0 = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  } catch (const std::exception& e) {
+    msg0 = std::string("setup: ") + e.what();
+  }
+  t1.join();
+  INFO("rank 0: " << msg0 << " after " << took0 << " s; rank 1: " << error1);
+  REQUIRE(error1.empty());
+  CHECK(code0 == status::peer_dead);
+  CHECK(msg0.find("rank 1 (127.0.0.1:") != std::string::npos);
+  CHECK(msg0.find("said goodbye") != std::string::npos);
+  CHECK(took0 < 5.0);
+}
+
 TEST_CASE("net options: COLLX_NET=ib is not supported, bad stream counts refused", "[net][init]") {
   ::setenv("COLLX_NET", "ib", 1);
   try {

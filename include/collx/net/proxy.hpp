@@ -105,6 +105,7 @@ class proxy {
     if (::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, wake_.get(), &we) != 0)
       bootstrap::detail::throw_errno("socket transport: epoll_ctl", errno);
     peers_.resize(static_cast<std::size_t>(v_.nranks()));
+    left_.assign(static_cast<std::size_t>(v_.nranks()), 0u);
     for (peer_link& l : links) {
       peer& p = peers_[static_cast<std::size_t>(l.rank)];
       p.rank = l.rank;
@@ -177,6 +178,29 @@ class proxy {
   /// What the rank's view uses to wake the proxy (transport::socket_view::published).
   std::uint32_t* idle_flag() { return &idle_; }
   int wake_fd() const { return wake_.get(); }
+
+  /// Per rank: non-zero once it said goodbye on every stream, stored after
+  /// every step it sent was published (transport::socket_view::has_left).
+  const std::uint32_t* left_flags() const { return left_.data(); }
+
+  /// The rank waits for step `step` of channel ch from `rank`, which left:
+  /// fails the communicator naming it (from the rank's thread).
+  void departed(int rank, int ch, std::uint64_t step) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (failed_peer_ < 0) {
+        failed_peer_ = rank;
+        failure_ = peers_[static_cast<std::size_t>(rank)].where +
+                   ": closed its communicator (said goodbye) while this rank waits for its step " +
+                   std::to_string(step) + " of channel " + std::to_string(ch);
+      }
+    }
+    hooks_.raise(status::peer_dead, rank);
+    detail::ring(v_.doorbell(self_));
+  }
+  static void departed_of(const void* self, int rank, int ch, std::uint64_t step) {
+    const_cast<proxy*>(static_cast<const proxy*>(self))->departed(rank, ch, step);
+  }
 
   /// The text of the failure peer `rank` caused, or "".
   std::string failure_text(int rank) const {
@@ -481,6 +505,8 @@ class proxy {
         s.bye_seen = true;
         p.left = true;
         for (const stream& o : p.streams) p.left = p.left && o.bye_seen;
+        // Every step it sent came before its byes and is published by now.
+        if (p.left) detail::store_release(&left_[static_cast<std::size_t>(p.rank)], 1u);
         return true;
       case frame_kind::call:
         if (p.rank != (self_ + v_.nranks() - 1) % v_.nranks() || f.step <= p.last_call) {
@@ -646,6 +672,7 @@ class proxy {
   bool saying_bye_ = false;
   std::uint64_t calls_sent_ = 0;  // the last own call record forwarded
   std::vector<peer> peers_;
+  std::vector<std::uint32_t> left_;  // per rank: said bye on every stream (read by the rank)
   bool failed_ = false, abort_sent_ = false;
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> stop_deadline_ns_{0};

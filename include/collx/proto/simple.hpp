@@ -90,7 +90,16 @@ struct simple {
 
       for (std::size_t done = 0; done < n;) {
         const std::size_t k = n - done < per_slot ? n - done : per_slot;
-        if constexpr (R) {
+        if constexpr (R && requires { view_.departed(0, 0, std::uint64_t{}); }) {
+          // A transport whose peers can leave (transport/socket.hpp): a peer
+          // that closed its communicator never sends this step; say so.
+          const std::uint64_t want = in->step;
+          const transport::fifo_ctrl* ctrl = in->fifo.ctrl;
+          const status st =
+              ex_.wait([&] { return detail::load_acquire(&ctrl->tail) > want || view_.has_left(from); });
+          if (st != status::ok) return st;
+          if (detail::load_acquire(&ctrl->tail) <= want) return view_.departed(from, channel_, want);
+        } else if constexpr (R) {
           const std::uint64_t want = in->step;
           const transport::fifo_ctrl* ctrl = in->fifo.ctrl;
           const status st = ex_.wait([&] { return detail::load_acquire(&ctrl->tail) > want; });

@@ -59,6 +59,12 @@ struct socket_view {
   /// Non-zero while the proxy sleeps (or is about to); its eventfd wakes it.
   std::uint32_t* proxy_idle = nullptr;
   int proxy_wake_fd = -1;
+  /// Per rank: non-zero once it said goodbye on every stream (closed its
+  /// communicator), stored (release) after every step it sent was published.
+  const std::uint32_t* peer_left = nullptr;
+  /// Fails the communicator: this rank waits for step `step` of channel ch
+  /// from rank `rank`, which left without sending it (net::proxy::departed).
+  void (*on_departed)(const void* proxy, int rank, int ch, std::uint64_t step) = nullptr;
 
   COLLX_HOST_DEVICE shm_header* header() const { return local.header(); }
   COLLX_HOST_DEVICE std::uint32_t* abort_word() const { return local.abort_word(); }
@@ -103,6 +109,15 @@ struct socket_view {
       const std::uint64_t n = 1;
       (void)!::write(proxy_wake_fd, &n, sizeof n);
     }
+  }
+
+  /// Whether rank q closed its communicator (then its tails are final).
+  bool has_left(int q) const { return peer_left != nullptr && detail::load_acquire(&peer_left[q]) != 0; }
+  /// Rank q left while this rank waits for its step `step` of channel ch:
+  /// raises the abort word naming q; the caller fails with the cause.
+  status departed(int q, int ch, std::uint64_t step) const {
+    if (on_departed != nullptr) on_departed(proxy, q, ch, step);
+    return status::aborted;
   }
 
   /// What the proxy knows about a failure rank `rank` caused (a closed
