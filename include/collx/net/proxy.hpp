@@ -34,6 +34,9 @@
 // frame raise the local abort word with {peer_dead / system_error, peer}
 // and keep a text naming the peer, its address and what happened
 // (failure_text()); the rank's pending wait sees the abort word at once.
+// A peer that said goodbye (closed its communicator) fails the call with
+// peer_dead too when this rank posted steps it never read (its last credit
+// says so) or waits for a step it never sent (socket_view::has_left).
 // Nothing is written for a refused frame. stop() (the communicator's
 // destruction) sends what the rank posted, a bye on every stream, and waits
 // for the peers' end of stream, each within a bounded deadline.
@@ -506,7 +509,10 @@ class proxy {
         p.left = true;
         for (const stream& o : p.streams) p.left = p.left && o.bye_seen;
         // Every step it sent came before its byes and is published by now.
-        if (p.left) detail::store_release(&left_[static_cast<std::size_t>(p.rank)], 1u);
+        if (p.left) {
+          detail::store_release(&left_[static_cast<std::size_t>(p.rank)], 1u);
+          detail::ring(v_.doorbell(self_));  // a rank asleep waiting for its step looks again
+        }
         return true;
       case frame_kind::call:
         if (p.rank != (self_ + v_.nranks() - 1) % v_.nranks() || f.step <= p.last_call) {
