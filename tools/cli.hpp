@@ -1,4 +1,4 @@
-// tools/cli.hpp — command-line helpers shared by collx-explain and
+// tools/cli.hpp — command-line helpers shared by collx-explain, collx-model and
 // collx-probe: sizes with K/M/G suffixes, comma lists, size labels, and the
 // collective named on the command line.
 #pragma once

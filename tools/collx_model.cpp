@@ -49,6 +49,8 @@
 #include <collx/tune/select.hpp>
 #include <collx/variants.hpp>
 
+#include "cli.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -60,6 +62,9 @@
 #include <vector>
 
 namespace {
+
+using collx::cli::parse_size;
+using collx::cli::split;
 
 using namespace collx;
 
@@ -88,21 +93,6 @@ int bad(const std::string& what) {
   return 2;
 }
 
-bool parse_size(const std::string& s, double& out) {
-  if (s.empty() || s[0] == '-') return false;
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (end == s.c_str() || !(v >= 0)) return false;
-  double unit = 1;
-  if (*end == 'k' || *end == 'K') unit = 1024.0, ++end;
-  else if (*end == 'm' || *end == 'M') unit = 1024.0 * 1024, ++end;
-  else if (*end == 'g' || *end == 'G') unit = 1024.0 * 1024 * 1024, ++end;
-  if (unit != 1 && (*end == 'B' || *end == 'b')) ++end;
-  if (*end != '\0') return false;
-  out = v * unit;
-  return true;
-}
-
 bool parse_seconds(const std::string& s, double& out) {
   if (s.empty()) return false;
   char* end = nullptr;
@@ -110,16 +100,6 @@ bool parse_seconds(const std::string& s, double& out) {
   return *end == '\0' && out >= 0;
 }
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> v;
-  std::size_t p = 0;
-  while (p <= s.size()) {
-    const std::size_t c = s.find(',', p);
-    v.push_back(s.substr(p, c == std::string::npos ? std::string::npos : c - p));
-    p = c == std::string::npos ? s.size() + 1 : c + 1;
-  }
-  return v;
-}
 
 // ---- the tuner ------------------------------------------------------------------
 
