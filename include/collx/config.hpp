@@ -24,11 +24,17 @@
 #define COLLX_RESTRICT __restrict__
 #define COLLX_LIKELY(x) __builtin_expect(!!(x), 1)
 #define COLLX_UNLIKELY(x) __builtin_expect(!!(x), 0)
+// Host code that runs once per process or only on failure (loading a profile,
+// parsing options, building an error message): the compiler optimizes it for
+// size and keeps it out of hot paths, which also keeps every translation unit
+// that includes it quicker to compile.
+#define COLLX_COLD __attribute__((cold))
 #else
 #define COLLX_ALWAYS_INLINE inline
 #define COLLX_RESTRICT
 #define COLLX_LIKELY(x) (x)
 #define COLLX_UNLIKELY(x) (x)
+#define COLLX_COLD
 #endif
 
 // libcu++ gives one memory model for host and device; without the CUDA

@@ -63,18 +63,29 @@ class error : public std::runtime_error {
   status code_;
 };
 
-[[noreturn]] inline void throw_error(status code, const std::string& what) { throw error(code, what); }
+[[noreturn]] COLLX_COLD inline void throw_error(status code, const std::string& what) {
+  throw error(code, what);
+}
 
 /// Throws collx::error(invalid_argument) naming the argument when cond is false.
 inline void require(bool cond, const char* op, const std::string& detail) {
-  if (!cond) throw_error(status::invalid_argument, std::string(op) + ": " + detail);
+  if (!cond) [[unlikely]]
+    throw_error(status::invalid_argument, std::string(op) + ": " + detail);
 }
+
+namespace error_detail {
+template <class MakeDetail>
+[[noreturn]] COLLX_COLD void refuse(const char* op, MakeDetail& detail) {
+  throw_error(status::invalid_argument, std::string(op) + ": " + detail());
+}
+}  // namespace error_detail
 
 /// Same, with the message built only on failure (for per-call checks on hot paths).
 template <class MakeDetail>
   requires std::is_invocable_r_v<std::string, MakeDetail>
 inline void require(bool cond, const char* op, MakeDetail&& detail) {
-  if (!cond) throw_error(status::invalid_argument, std::string(op) + ": " + detail());
+  if (!cond) [[unlikely]]
+    error_detail::refuse(op, detail);
 }
 #endif
 

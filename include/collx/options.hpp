@@ -106,7 +106,7 @@ struct comm_options {
   std::string tune_file;
 
   /// Defaults overridden by COLLX_* environment variables.
-  static comm_options from_env() {
+  COLLX_COLD static comm_options from_env() {
     comm_options o;
     if (const char* v = std::getenv("COLLX_TIMEOUT")) {
       char* end = nullptr;
@@ -144,7 +144,7 @@ struct comm_options {
   }
 
   /// Throws collx::error if the geometry cannot work.
-  void validate() const {
+  COLLX_COLD void validate() const {
     require(timeout.count() > 0, "comm_options", "timeout must be positive");
     require(fifo_slots >= 2 && fifo_slots <= 1024, "comm_options",
             "fifo_slots must be in [2, 1024], got " + std::to_string(fifo_slots));
@@ -169,8 +169,8 @@ struct comm_options {
 
   // A FIFO size from the environment: total bytes, split into `slots` slots of
   // whole lines of `line` bytes.
-  static std::uint32_t buffsize_env(const char* var, std::uint32_t slots, std::uint32_t line,
-                                    std::uint32_t fallback) {
+  COLLX_COLD static std::uint32_t buffsize_env(const char* var, std::uint32_t slots, std::uint32_t line,
+                                               std::uint32_t fallback) {
     const char* v = std::getenv(var);
     if (v == nullptr) return fallback;
     const std::uint32_t b = parse_u32(var, v, std::uint64_t(slots) * line, 1u << 30);
@@ -180,7 +180,8 @@ struct comm_options {
     return b / slots;
   }
 
-  static std::uint32_t parse_u32(const char* var, const char* v, std::uint64_t lo, std::uint64_t hi) {
+  COLLX_COLD static std::uint32_t parse_u32(const char* var, const char* v, std::uint64_t lo,
+                                            std::uint64_t hi) {
     char* end = nullptr;
     const unsigned long long x = std::strtoull(v, &end, 10);
     require(end != v && *end == '\0' && x >= lo && x <= hi && v[0] != '-', var,

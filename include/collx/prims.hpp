@@ -70,7 +70,11 @@ class prims {
   /// object's lifetime. The destructor ends that use with a group sync, so
   /// every worker of the group must construct and destroy it together.
   COLLX_HOST_DEVICE prims(const Exec& ex, const View& view, int rank, const Red& red)
-      : ex_(ex), view_(view), engine_(ex_, view_, rank, proto::channel_of<Proto>), red_(red), rank_(rank) {}
+      : prims(ex, view, rank, red, proto::channel_of<Proto>) {}
+  /// The same on channel `channel`: for proto::runtime<Ps...> (proto/runtime.hpp),
+  /// the channel of the protocol chosen for this call.
+  COLLX_HOST_DEVICE prims(const Exec& ex, const View& view, int rank, const Red& red, int channel)
+      : ex_(ex), view_(view), engine_(ex_, view_, rank, channel), red_(red), rank_(rank) {}
   COLLX_HOST_DEVICE ~prims() { engine_.finish(); }
   prims(const prims&) = delete;
   prims& operator=(const prims&) = delete;

@@ -55,16 +55,16 @@ struct selection {
     return (protos[static_cast<int>(c)] >> static_cast<int>(p)) & 1u;
   }
   /// Applies an algorithm list (COLLX_ALGO syntax) on top of this selection.
-  void restrict_algos(std::string_view spec, const char* var = "COLLX_ALGO") {
+  COLLX_COLD void restrict_algos(std::string_view spec, const char* var = "COLLX_ALGO") {
     apply<algo_id>(spec, var, algos);
   }
   /// Applies a protocol list (COLLX_PROTO syntax) on top of this selection.
-  void restrict_protos(std::string_view spec, const char* var = "COLLX_PROTO") {
+  COLLX_COLD void restrict_protos(std::string_view spec, const char* var = "COLLX_PROTO") {
     apply<proto_id>(spec, var, protos);
   }
 
  private:
-  static std::string canon(std::string_view s) {
+  COLLX_COLD static std::string canon(std::string_view s) {
     std::string out;
     for (char ch : s)
       if (!std::isspace(static_cast<unsigned char>(ch)))
@@ -77,7 +77,7 @@ struct selection {
       if (ch != '_') out += ch;
     return out;
   }
-  static int find_coll(const std::string& n) {
+  COLLX_COLD static int find_coll(const std::string& n) {
     for (int c = 0; c < coll_count; ++c)
       if (no_underscores(name(static_cast<coll>(c))) == no_underscores(n)) return c;
     return -1;
@@ -110,7 +110,7 @@ struct selection {
   }
 
   template <class Id>
-  static void apply(std::string_view spec, const char* var, std::uint32_t (&sets)[coll_count]) {
+  COLLX_COLD static void apply(std::string_view spec, const char* var, std::uint32_t (&sets)[coll_count]) {
     const std::string all = canon(spec);
     auto bad = [&](const std::string& why) {
       throw_error(status::invalid_argument, std::string(var) + "='" + std::string(spec) + "': " + why);

@@ -23,4 +23,24 @@ struct index_in<T, type_list<Ts...>> {
   static_assert(value >= 0, "the type is not in the list");
 };
 
+/// The types of L for which Keep<T>::value is true, in order.
+template <template <class> class Keep, class L>
+struct filter;
+template <template <class> class Keep>
+struct filter<Keep, type_list<>> {
+  using type = type_list<>;
+};
+template <template <class> class Keep, class T, class... Ts>
+struct filter<Keep, type_list<T, Ts...>> {
+ private:
+  template <class... Us>
+  static type_list<T, Us...> prepend(type_list<Us...>);
+
+ public:
+  using rest = typename filter<Keep, type_list<Ts...>>::type;
+  using type = std::conditional_t<Keep<T>::value, decltype(prepend(rest{})), rest>;
+};
+template <template <class> class Keep, class L>
+using filter_t = typename filter<Keep, L>::type;
+
 }  // namespace collx

@@ -12,6 +12,7 @@
 #include <collx/algo/rabenseifner.hpp>
 #include <collx/algo/rhd.hpp>
 #include <collx/algo/tree.hpp>
+#include <collx/proto/runtime.hpp>
 
 namespace collx::test {
 
@@ -27,6 +28,30 @@ __global__ void algo_kernel(transport::shm_view view, exec::cuda ex, const T* se
   schedule_args<T> a{send, recv, count, 0, rank, view.nranks(), layout, plan, report};
   const status st = Algo::template run<C>(p, a);
   if (threadIdx.x == 0) status_out[rank] = static_cast<int>(st);
+}
+
+/// A schedule over proto::runtime (the protocol chosen per call, as the
+/// host dispatch runs it), with the channel of the protocol to run.
+template <class Algo, coll C, class T, reduce_op Op>
+__global__ void runtime_protocol_kernel(transport::shm_view view, exec::cuda ex, const T* send, T* recv,
+                                        std::size_t count, int channel, int* status_out) {
+  const int rank = static_cast<int>(blockIdx.x);
+  reducer<T, Op> red{static_cast<std::uint32_t>(view.nranks())};
+  prims<proto::runtime<proto::simple, proto::ll, proto::ll128>, exec::cuda, transport::shm_view, T,
+        reducer<T, Op>>
+      p(ex, view, rank, red, channel);
+  schedule_args<T> a{send, recv, count, 0, rank, view.nranks(), nullptr, nullptr, nullptr};
+  const status st = Algo::template run<C>(p, a);
+  if (threadIdx.x == 0) status_out[rank] = static_cast<int>(st);
+}
+template <class T, reduce_op Op>
+void instantiate_runtime_protocol() {
+  transport::shm_view v{};
+  exec::cuda ex{};
+  runtime_protocol_kernel<algo::ring, coll::all_reduce, T, Op>
+      <<<1, 1>>>(v, ex, nullptr, nullptr, 0, 0, nullptr);
+  runtime_protocol_kernel<algo::tree, coll::all_reduce, T, Op>
+      <<<1, 1>>>(v, ex, nullptr, nullptr, 0, 0, nullptr);
 }
 
 template <class Proto, class T, reduce_op Op>
@@ -80,7 +105,8 @@ void instantiate_if_implemented() {
   if constexpr (Algo::implements(C)) {
     transport::shm_view v{};
     exec::cuda ex{};
-    algo_kernel<Algo, Proto, C, T, Op><<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
+    algo_kernel<Algo, Proto, C, T, Op>
+        <<<1, 1>>>(v, ex, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr);
   }
 }
 

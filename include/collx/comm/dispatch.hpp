@@ -6,9 +6,12 @@
 //
 // Compile-time shape: dispatch<Transport, Exec, C, Elem> instantiates only
 // algorithms that implement C and protocols composable with them on Transport
-// (visit_serving below, on the type lists of variants.hpp), each variant once:
-// an algorithm without a protocol axis (peer memory) under Simple only, also
-// when composed explicitly with another protocol (launch). A typed reduction
+// (visit_serving below, on the type lists of variants.hpp): each algorithm's
+// schedule once, over proto::runtime<its serving protocols> (proto/runtime.hpp),
+// whose engine runs the protocol resolved for the call; each protocol's steps
+// are compiled once per primitive shape. An algorithm without a protocol axis
+// (peer memory) runs under Simple only, also when composed explicitly with
+// another protocol (launch). A typed reduction
 // passes its element type: one schedule width (word<sizeof(T)>) and the
 // reduction kernels of T alone. The type-erased entry points pass any_dtype:
 // four widths and the kernels of every dtype, chosen at run time. Collectives
@@ -37,6 +40,8 @@
 #include <collx/exec/host.hpp>
 #include <collx/prims.hpp>
 #include <collx/proto/ids.hpp>
+#include <collx/proto/list.hpp>
+#include <collx/proto/runtime.hpp>
 #include <collx/reduce_op.hpp>
 #include <collx/selection.hpp>
 #include <collx/tune/active.hpp>
@@ -91,24 +96,46 @@ template <class A, class P, class Transport, class Exec>
 inline constexpr bool serves = composable<A, P, Transport, Exec>;
 
 namespace dispatch_detail {
+template <class A, class Transport, class Exec>
+struct serving_of {
+  template <class P>
+  using keep = std::bool_constant<serves<A, P, Transport, Exec>>;
+};
+/// The protocols with which A serves on Transport for Exec, in list order.
+template <class A, class Transport, class Exec>
+using serving_protocols = filter_t<serving_of<A, Transport, Exec>::template keep, protocols_of<A>>;
+
+/// The protocol type a launch of A uses: the one serving protocol, or
+/// proto::runtime over all of them.
+template <class L>
+struct launch_protocol;
+template <class P>
+struct launch_protocol<type_list<P>> {
+  using type = P;
+};
+template <class... Ps>
+struct launch_protocol<type_list<Ps...>> {
+  using type = proto::runtime<Ps...>;
+};
+
 template <class Transport, class Exec, class A, class F>
 bool visit_protocols(proto_id p, F& f) {
-  return [&]<class... Ps>(type_list<Ps...>) {
-    return ([&] {
-      if constexpr (serves<A, Ps, Transport, Exec>) {
-        if (Ps::id != p) return false;
-        f.template operator()<A, Ps>();
-        return true;
-      } else {
-        return false;
-      }
-    }() || ...);
-  }(protocols_of<A>{});
+  using serving = serving_protocols<A, Transport, Exec>;
+  if constexpr (serving::size == 0) {
+    return false;
+  } else {
+    const bool served = [&]<class... Ps>(type_list<Ps...>) { return ((Ps::id == p) || ...); }(serving{});
+    if (!served) return false;
+    f.template operator()<A, typename launch_protocol<serving>::type>(p);
+    return true;
+  }
 }
 }  // namespace dispatch_detail
 
-/// Calls f.template operator()<Algo, Proto>() for the compiled variant named
+/// Calls f.template operator()<Algo, Proto>(p) for the compiled variant named
 /// (a, p) if it serves collective C on Transport; returns whether one did.
+/// Proto is p's protocol, or proto::runtime over every protocol that serves
+/// Algo (one schedule instantiation for all of them), which runs p.
 /// Only algorithms implementing C are instantiated (visit_variant in
 /// variants.hpp instantiates every algorithm for a collective known at run time).
 template <class Transport, class Exec, coll C, class F>
@@ -232,27 +259,30 @@ struct executor_for<exec::host> {
 };
 
 template <class Algo, class Proto, coll C, class Transport, class Exec, class T, class Red>
-status run_schedule(state<Transport>& s, const Exec& ex, const Red& red, const T* send, T* recv,
+status run_schedule(state<Transport>& s, int channel, const Exec& ex, const Red& red, const T* send, T* recv,
                     std::size_t count, int root, const extra_args& extra) {
-  prims<Proto, Exec, typename Transport::view, T, Red> p(ex, s.view, s.rank, red);
+  prims<Proto, Exec, typename Transport::view, T, Red> p(ex, s.view, s.rank, red, channel);
   schedule_args<T> a{send, recv, count, root, s.rank, s.size, extra.layout, extra.plan, extra.report};
   return Algo::template run<C>(p, a);
 }
 
 inline std::string no_detail() { return {}; }
 
+/// Runs <Algo, protocol `pid`> with primitives on Proto: pid's protocol, or a
+/// proto::runtime list that contains it.
 template <class Algo, class Proto, coll C, class Elem, class Transport, class Exec, class Detail>
-void launch_variant(state<Transport>& s, const call_args& a, const extra_args& extra,
+void launch_variant(state<Transport>& s, proto_id pid, const call_args& a, const extra_args& extra,
                     Detail mismatch_detail) {
-  s.last = variant_choice{Algo::id, Proto::id};
+  s.last = variant_choice{Algo::id, pid};
   begin_call(s, C, a.count, a.dt, a.op, a.root, s.last);
   const Exec ex = executor_for<Exec>::make(s);
+  const int channel = proto::channel_of_id(pid);
   status st = status::ok;
   if constexpr (is_reduction(C)) {
     // One schedule per element size; the (dtype, op) kernels sit behind the erased reducer.
     auto go = [&]<std::size_t N>(const detail::erased_reducer& red) {
       using word = detail::word<N>;
-      st = run_schedule<Algo, Proto, C>(s, ex, red, static_cast<const word*>(a.send),
+      st = run_schedule<Algo, Proto, C>(s, channel, ex, red, static_cast<const word*>(a.send),
                                         static_cast<word*>(a.recv), a.count, a.root, extra);
     };
     const auto nranks = static_cast<std::uint32_t>(s.size);
@@ -271,7 +301,7 @@ void launch_variant(state<Transport>& s, const call_args& a, const extra_args& e
     // Data movement only: one instantiation for every element size.
     const std::size_t bytes = a.count * size_of(a.dt);
     reducer<std::uint8_t, reduce_op::sum> red{};
-    st = run_schedule<Algo, Proto, C>(s, ex, red, static_cast<const std::uint8_t*>(a.send),
+    st = run_schedule<Algo, Proto, C>(s, channel, ex, red, static_cast<const std::uint8_t*>(a.send),
                                       static_cast<std::uint8_t*>(a.recv), bytes, a.root, extra);
   }
   if (st == status::mismatch) fail(s, C, st, mismatch_detail());
@@ -288,7 +318,8 @@ void launch(state<Transport>& s, const call_args& a, const extra_args& extra = {
             Detail mismatch_detail = &no_detail) {
   // Where Algo has no protocol axis, explicit composition may still name any
   // protocol: the variant that runs (and is reported) is the one with Simple.
-  launch_variant<Algo, protocol_of<Algo, Proto>, C, Elem, Transport, Exec>(s, a, extra, mismatch_detail);
+  using P = protocol_of<Algo, Proto>;
+  launch_variant<Algo, P, C, Elem, Transport, Exec>(s, P::id, a, extra, mismatch_detail);
 }
 
 /// The one dispatch path: resolve `v` (remembered per size where the call has
@@ -297,8 +328,8 @@ template <class Transport, class Exec, coll C, class Elem, class Detail = declty
 void dispatch(state<Transport>& s, variant_choice v, const call_args& a, const extra_args& extra = {},
               Detail mismatch_detail = &no_detail) {
   v = resolve_remembered<Transport, Exec, C>(s, v, a);
-  const bool found = visit_serving<Transport, Exec, C>(v.algo, v.proto, [&]<class A, class P>() {
-    launch<A, P, C, Elem, Transport, Exec>(s, a, extra, mismatch_detail);
+  const bool found = visit_serving<Transport, Exec, C>(v.algo, v.proto, [&]<class A, class P>(proto_id p) {
+    launch_variant<A, P, C, Elem, Transport, Exec>(s, p, a, extra, mismatch_detail);
   });
   if (!found) no_variant<Transport>(C, v);
 }

@@ -33,17 +33,23 @@ namespace collx::comm {
 /// Refuses work on a communicator in the error state, and collectives while
 /// a point-to-point group is open.
 template <class Transport>
-void check_usable(state<Transport>& s, const char* cn, bool collective) {
+[[noreturn]] COLLX_COLD void refuse_unusable(state<Transport>& s, const char* cn) {
   if (s.err != status::ok || detail::load_relaxed(s.view.abort_word()) != 0) {
     sync_error(s);
     throw_error(s.err, std::string(cn) + " (rank " + std::to_string(s.rank) +
                            "): communicator is in the error state after an earlier failure: " + s.err_msg);
   }
-  if (collective && s.group_depth > 0)
-    throw_error(status::invalid_argument,
-                std::string(cn) +
-                    ": called inside group_start()/group_end(); only send and recv may be "
-                    "grouped");
+  throw_error(status::invalid_argument,
+              std::string(cn) +
+                  ": called inside group_start()/group_end(); only send and recv may be "
+                  "grouped");
+}
+
+template <class Transport>
+void check_usable(state<Transport>& s, const char* cn, bool collective) {
+  if (s.err != status::ok || detail::load_relaxed(s.view.abort_word()) != 0 ||
+      (collective && s.group_depth > 0)) [[unlikely]]
+    refuse_unusable(s, cn);
 }
 
 inline void check_dtype(dtype dt, const char* cn) {

@@ -85,7 +85,7 @@ struct call_desc {
     return d;
   }
 
-  std::string str() const {
+  COLLX_COLD std::string str() const {
     std::string s = std::string(name(c)) + "(count " + std::to_string(count) + ", " + name(dt);
     if (is_reduction(c)) s += std::string(", ") + name(op);
     if (c == coll::broadcast || c == coll::reduce) s += ", root " + std::to_string(root);
@@ -200,7 +200,7 @@ void raise_abort(state<Transport>& s, status why, int rank) {
 }
 
 template <class Transport>
-std::string describe(const state<Transport>& s, const abort_cause& c) {
+COLLX_COLD std::string describe(const state<Transport>& s, const abort_cause& c) {
   if (c.rank < 0) return "aborted by communicator::abort()";
   // A network transport knows more than a pid: the peer's address and what
   // its connection did (transport/socket.hpp).
@@ -245,6 +245,17 @@ void begin_call(state<Transport>& s, coll c, std::size_t count, dtype dt, reduce
   publish_call(s.view.record(s.rank), ++s.seq, call_desc{c, dt, op, root, v.algo, v.proto, count});
 }
 
+/// Records why call #seq differs from `peer`'s and raises the abort word.
+template <class Transport>
+COLLX_COLD status report_mismatch(state<Transport>& s, int peer, std::uint64_t seq, const call_desc& mine,
+                                  const call_desc& theirs, call_field f) {
+  s.watch_what = "call #" + std::to_string(seq) + " differs between ranks: rank " + std::to_string(s.rank) +
+                 " called " + mine.str() + ", rank " + std::to_string(peer) + " called " + theirs.str() +
+                 " (the " + name(f) + " differs)";
+  raise_abort(s.view.header(), abort_cause{status::mismatch, f, s.rank, peer});
+  return status::mismatch;
+}
+
 /// Compares this rank's last `depth` calls with `peer`'s calls of the same
 /// sequence numbers, where the peer has published them (one cache line).
 template <class Transport>
@@ -256,11 +267,7 @@ status compare_with(state<Transport>& s, int peer, std::uint64_t depth) {
       continue;
     const call_field f = differing_field(mine, theirs);
     if (f == call_field::none) continue;
-    s.watch_what = "call #" + std::to_string(seq) + " differs between ranks: rank " + std::to_string(s.rank) +
-                   " called " + mine.str() + ", rank " + std::to_string(peer) + " called " + theirs.str() +
-                   " (the " + name(f) + " differs)";
-    raise_abort(s.view.header(), abort_cause{status::mismatch, f, s.rank, peer});
-    return status::mismatch;
+    return report_mismatch(s, peer, seq, mine, theirs, f);
   }
   return status::ok;
 }
@@ -268,7 +275,7 @@ status compare_with(state<Transport>& s, int peer, std::uint64_t depth) {
 /// Puts the communicator in the error state, raises the abort word for every
 /// rank, and throws the call's error with the cause spelled out.
 template <class Transport>
-[[noreturn]] void fail(state<Transport>& s, coll c, status st, const std::string& extra = {}) {
+[[noreturn]] COLLX_COLD void fail(state<Transport>& s, coll c, status st, const std::string& extra = {}) {
   std::string msg =
       std::string(name(c)) + " (rank " + std::to_string(s.rank) + " of " + std::to_string(s.size) + "): ";
   if (st == status::aborted) {

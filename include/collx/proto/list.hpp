@@ -6,6 +6,7 @@
 #pragma once
 
 #include <collx/proto/channel.hpp>
+#include <collx/proto/ids.hpp>
 #include <collx/proto/ll.hpp>
 #include <collx/proto/ll128.hpp>
 #include <collx/proto/simple.hpp>
@@ -22,6 +23,15 @@ inline constexpr int channel_count = compiled::size;
 /// The channel protocol P runs on.
 template <class P>
 inline constexpr int channel_of = index_in<P, compiled>::value;
+
+/// The channel of the compiled protocol with id `id`, or -1 (not compiled).
+constexpr int channel_of_id(proto_id id) {
+  return []<class... Ps>(proto_id x, type_list<Ps...>) {
+    int i = 0, found = -1;
+    ((found = (found < 0 && Ps::id == x) ? i : found, ++i), ...);
+    return found;
+  }(id, compiled{});
+}
 
 /// Every channel's spec, in channel order.
 inline constexpr std::array<channel_spec, channel_count> channels = []<class... Ps>(type_list<Ps...>) {

@@ -23,6 +23,7 @@
 // A profile is loaded once per process and setting, then shared (immutable).
 #pragma once
 
+#include <collx/config.hpp>
 #include <collx/error.hpp>
 #include <collx/tune/machine_id.hpp>
 #include <collx/tune/model.hpp>
@@ -33,8 +34,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <map>
-#include <memory>
 #include <mutex>
 #include <string>
 
@@ -56,7 +55,7 @@ struct active_profile {
 
 /// The default location of this machine's profile ("" when neither
 /// XDG_CONFIG_HOME nor HOME is set).
-inline std::string default_profile_path() {
+COLLX_COLD inline std::string default_profile_path() {
   const char* xdg = std::getenv("XDG_CONFIG_HOME");
   if (xdg != nullptr && *xdg != '\0') return std::string(xdg) + "/collx/profile.json";
   const char* home = std::getenv("HOME");
@@ -67,8 +66,8 @@ inline std::string default_profile_path() {
 /// Resolves `setting` (comm_options::tune_file; empty: COLLX_TUNE_FILE, then
 /// the default location) to a profile without caching; `builtin` and
 /// `builtin_name` are the transport's preset. Throws collx::error as above.
-inline active_profile resolve_profile(std::string setting, const profile& builtin, const char* builtin_name,
-                                      const machine_info& here) {
+COLLX_COLD inline active_profile resolve_profile(std::string setting, const profile& builtin,
+                                                 const char* builtin_name, const machine_info& here) {
   bool from_default = false;
   if (setting.empty()) {
     if (const char* v = std::getenv("COLLX_TUNE_FILE"); v != nullptr && *v != '\0') setting = v;
@@ -109,24 +108,46 @@ inline active_profile resolve_profile(std::string setting, const profile& builti
                        d.machine.topology() + ")"};
 }
 
+namespace active_detail {
+/// One loaded profile; the list only grows and its nodes live as long as
+/// the process, so references handed out stay valid.
+struct loaded_profile {
+  std::string key;
+  active_profile profile;
+  const loaded_profile* next = nullptr;
+};
+inline std::mutex& loaded_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+inline const loaded_profile*& loaded_head() {
+  static const loaded_profile* head = nullptr;
+  return head;
+}
+COLLX_COLD inline const loaded_profile* load(std::string key, const std::string& setting,
+                                             const profile& builtin, const char* builtin_name) {
+  auto* p = new loaded_profile{
+      std::move(key), resolve_profile(setting, builtin, builtin_name, this_machine()), loaded_head()};
+  if (const char* dbg = std::getenv("COLLX_DEBUG"); dbg != nullptr && *dbg != '\0' && std::string(dbg) != "0")
+    std::fprintf(stderr, "collx: tuner profile: %s\n", p->profile.origin.c_str());
+  loaded_head() = p;
+  return p;
+}
+}  // namespace active_detail
+
 /// The profile for `setting`, loaded once per process and setting and kept
 /// for its lifetime; prints it once when COLLX_DEBUG is set (not "0").
 inline const active_profile& profile_for(const std::string& setting, const profile& builtin,
                                          const char* builtin_name = "shm_host") {
-  static std::mutex mu;
-  static std::map<std::string, std::unique_ptr<const active_profile>> loaded;
   std::string key = setting;
   if (key.empty())
     if (const char* v = std::getenv("COLLX_TUNE_FILE"); v != nullptr) key = v;
-  key += std::string("\n") + builtin_name;
-  const std::lock_guard<std::mutex> lock(mu);
-  auto it = loaded.find(key);
-  if (it != loaded.end()) return *it->second;
-  auto p =
-      std::make_unique<const active_profile>(resolve_profile(setting, builtin, builtin_name, this_machine()));
-  if (const char* dbg = std::getenv("COLLX_DEBUG"); dbg != nullptr && *dbg != '\0' && std::string(dbg) != "0")
-    std::fprintf(stderr, "collx: tuner profile: %s\n", p->origin.c_str());
-  return *loaded.emplace(key, std::move(p)).first->second;
+  key += '\n';
+  key += builtin_name;
+  const std::lock_guard<std::mutex> lock(active_detail::loaded_mutex());
+  for (const active_detail::loaded_profile* p = active_detail::loaded_head(); p != nullptr; p = p->next)
+    if (p->key == key) return p->profile;
+  return active_detail::load(std::move(key), setting, builtin, builtin_name)->profile;
 }
 
 }  // namespace collx::tune

@@ -9,12 +9,12 @@
 // nesting bounded at 64 levels. Host only.
 #pragma once
 
+#include <collx/config.hpp>
+
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
-#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -168,7 +168,7 @@ class parser {
  public:
   explicit parser(const std::string& text) : s_(text) {}
 
-  value document() {
+  COLLX_COLD value document() {
     value v = parse_value(0);
     skip_ws();
     if (i_ != s_.size()) fail("unexpected text after the value");
@@ -179,7 +179,7 @@ class parser {
   const std::string& s_;
   std::size_t i_ = 0;
 
-  [[noreturn]] void fail(const std::string& what) const {
+  [[noreturn]] COLLX_COLD void fail(const std::string& what) const {
     int line = 1, col = 1;
     for (std::size_t k = 0; k < i_ && k < s_.size(); ++k) {
       if (s_[k] == '\n') ++line, col = 1;
@@ -210,7 +210,7 @@ class parser {
     return true;
   }
 
-  value parse_value(int depth) {
+  COLLX_COLD value parse_value(int depth) {
     if (depth > 64) fail("nesting deeper than 64 levels");
     skip_ws();
     if (i_ >= s_.size()) fail("unexpected end of the text (truncated?)");
@@ -225,7 +225,7 @@ class parser {
     fail(std::string("unexpected character '") + c + "'");
   }
 
-  value parse_object(int depth) {
+  COLLX_COLD value parse_object(int depth) {
     ++i_;
     value v = value::object();
     if (eat('}')) return v;
@@ -241,7 +241,7 @@ class parser {
     return v;
   }
 
-  value parse_array(int depth) {
+  COLLX_COLD value parse_array(int depth) {
     ++i_;
     value v = value::array();
     if (eat(']')) return v;
@@ -251,7 +251,7 @@ class parser {
     return v;
   }
 
-  value parse_number() {
+  COLLX_COLD value parse_number() {
     const std::size_t start = i_;
     if (s_[i_] == '-') ++i_;
     auto digits = [&] {
@@ -269,7 +269,7 @@ class parser {
     return value(std::strtod(s_.substr(start, i_ - start).c_str(), nullptr));
   }
 
-  static void utf8(std::string& out, std::uint32_t cp) {
+  COLLX_COLD static void utf8(std::string& out, std::uint32_t cp) {
     if (cp < 0x80) {
       out += static_cast<char>(cp);
     } else if (cp < 0x800) {
@@ -286,7 +286,7 @@ class parser {
       out += static_cast<char>(0x80 | (cp & 0x3F));
     }
   }
-  std::uint32_t hex4() {
+  COLLX_COLD std::uint32_t hex4() {
     if (i_ + 4 > s_.size()) fail("a \\u escape needs four hex digits");
     std::uint32_t cp = 0;
     for (int k = 0; k < 4; ++k) {
@@ -300,7 +300,7 @@ class parser {
     return cp;
   }
 
-  std::string parse_string() {
+  COLLX_COLD std::string parse_string() {
     ++i_;  // the opening quote
     std::string out;
     while (true) {
@@ -342,6 +342,6 @@ class parser {
 }  // namespace detail
 
 /// Parses a whole JSON text; throws parse_error.
-inline value parse(const std::string& text) { return detail::parser(text).document(); }
+COLLX_COLD inline value parse(const std::string& text) { return detail::parser(text).document(); }
 
 }  // namespace collx::tune::json

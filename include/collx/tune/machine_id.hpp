@@ -8,6 +8,8 @@
 // zero fields where those are absent.
 #pragma once
 
+#include <collx/config.hpp>
+
 #include <dirent.h>
 #include <unistd.h>
 
@@ -24,7 +26,7 @@ struct machine_info {
   int numa_nodes = 0;  // /sys/devices/system/node/node*
 
   /// The fingerprint a profile must match, for messages.
-  std::string topology() const {
+  COLLX_COLD std::string topology() const {
     return "'" + cpu + "', " + std::to_string(cpus) + " CPUs, " + std::to_string(numa_nodes) + " NUMA node" +
            (numa_nodes == 1 ? "" : "s");
   }
@@ -35,7 +37,7 @@ struct machine_info {
 };
 
 /// This machine, read once per call.
-inline machine_info this_machine() {
+COLLX_COLD inline machine_info this_machine() {
   machine_info m;
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) == 0) m.hostname = host;

@@ -28,6 +28,7 @@
 // profile belongs to this machine is tune/active.hpp's check.
 #pragma once
 
+#include <collx/config.hpp>
 #include <collx/error.hpp>
 #include <collx/proto/list.hpp>
 #include <collx/tune/json.hpp>
@@ -38,8 +39,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -60,7 +59,7 @@ struct profile_doc {
 
 namespace profile_detail {
 
-inline json::value link_json(const link& l) {
+COLLX_COLD inline json::value link_json(const link& l) {
   json::value v = json::value::object();
   v.set("kind", name(l.kind));
   v.set("alpha_us", l.alpha_us);
@@ -73,50 +72,50 @@ inline json::value link_json(const link& l) {
 // asked for (finish()).
 class reader {
  public:
-  reader(const json::value& v, std::string path, const std::string& origin,
-         std::vector<std::string>& warnings)
+  COLLX_COLD reader(const json::value& v, std::string path, const std::string& origin,
+                    std::vector<std::string>& warnings)
       : v_(v), path_(std::move(path)), origin_(origin), warnings_(warnings) {
     if (v.type != json::kind::object)
       fail(path_.empty() ? "the profile must be a JSON object"
                          : "'" + path_ + "' must be an object, not " + json::name(v.type));
   }
-  [[noreturn]] void fail(const std::string& what) const {
+  [[noreturn]] COLLX_COLD void fail(const std::string& what) const {
     throw_error(status::invalid_argument, "profile " + origin_ + ": " + what);
   }
-  std::string key(const std::string& k) const { return path_.empty() ? k : path_ + "." + k; }
-  const json::value* optional(const std::string& k, json::kind t) {
+  COLLX_COLD std::string key(const std::string& k) const { return path_.empty() ? k : path_ + "." + k; }
+  COLLX_COLD const json::value* optional(const std::string& k, json::kind t) {
     seen_.push_back(k);
     const json::value* x = v_.find(k);
     if (x != nullptr && x->type != t)
       fail("'" + key(k) + "' must be " + json::name(t) + ", not " + json::name(x->type));
     return x;
   }
-  const json::value& required(const std::string& k, json::kind t) {
+  COLLX_COLD const json::value& required(const std::string& k, json::kind t) {
     const json::value* x = optional(k, t);
     if (x == nullptr) fail("missing key '" + key(k) + "' (a partial or truncated profile?)");
     return *x;
   }
-  double number(const std::string& k, bool may_be_zero = true) {
+  COLLX_COLD double number(const std::string& k, bool may_be_zero = true) {
     const double d = required(k, json::kind::number).num;
     if (!std::isfinite(d) || d < 0 || (!may_be_zero && d == 0))
       fail("'" + key(k) + "' must be a " + (may_be_zero ? "non-negative" : "positive") + " number, got " +
            std::to_string(d));
     return d;
   }
-  int integer(const std::string& k, bool may_be_zero = true) {
+  COLLX_COLD int integer(const std::string& k, bool may_be_zero = true) {
     const double d = number(k, may_be_zero);
     if (d != std::floor(d) || d > 1e6)
       fail("'" + key(k) + "' must be a whole number, got " + std::to_string(d));
     return int(d);
   }
-  std::string text(const std::string& k, bool required_key = true) {
+  COLLX_COLD std::string text(const std::string& k, bool required_key = true) {
     const json::value* x = required_key ? &required(k, json::kind::string) : optional(k, json::kind::string);
     return x != nullptr ? x->str : std::string();
   }
-  reader child(const std::string& k) {
+  COLLX_COLD reader child(const std::string& k) {
     return reader(required(k, json::kind::object), key(k), origin_, warnings_);
   }
-  void finish() const {
+  COLLX_COLD void finish() const {
     for (const auto& [k, x] : v_.members) {
       bool known = false;
       for (const std::string& s : seen_) known = known || s == k;
@@ -132,7 +131,7 @@ class reader {
   std::vector<std::string> seen_;
 };
 
-inline link read_link(reader r) {
+COLLX_COLD inline link read_link(reader r) {
   link l;
   const std::string k = r.text("kind");
   bool found = false;
@@ -154,7 +153,7 @@ inline link read_link(reader r) {
 }  // namespace profile_detail
 
 /// The profile as JSON text (format above).
-inline std::string to_json(const profile_doc& d) {
+COLLX_COLD inline std::string to_json(const profile_doc& d) {
   json::value v = json::value::object();
   v.set("format", profile_format);
   v.set("version", profile_version);
@@ -186,7 +185,7 @@ inline std::string to_json(const profile_doc& d) {
 
 /// Reads a profile from JSON text; `origin` names it in messages (a path).
 /// Throws collx::error (invalid_argument) naming the problem.
-inline profile_doc from_json(const std::string& text, const std::string& origin) {
+COLLX_COLD inline profile_doc from_json(const std::string& text, const std::string& origin) {
   json::value v;
   try {
     v = json::parse(text);
@@ -244,24 +243,32 @@ inline profile_doc from_json(const std::string& text, const std::string& origin)
 
 /// Reads the profile file at `path` (from_json's errors, or one naming the
 /// file when it cannot be read).
-inline profile_doc load_profile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
+COLLX_COLD inline profile_doc load_profile(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr)
     throw_error(status::invalid_argument, "profile " + path + ": cannot read it: " + std::strerror(errno));
-  std::ostringstream s;
-  s << in.rdbuf();
-  return from_json(s.str(), path);
+  std::string text;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+  const bool failed = std::ferror(f) != 0;
+  const int err = errno;
+  std::fclose(f);
+  if (failed)
+    throw_error(status::invalid_argument, "profile " + path + ": cannot read it: " + std::strerror(err));
+  return from_json(text, path);
 }
 
 /// Writes `d` to `path` (via a temporary file, so a reader never sees half of it).
-inline void save_profile(const profile_doc& d, const std::string& path) {
+COLLX_COLD inline void save_profile(const profile_doc& d, const std::string& path) {
   const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      throw_error(status::system_error, "profile " + path + ": cannot write it: " + std::strerror(errno));
-    out << to_json(d);
-    if (!out.flush()) throw_error(status::system_error, "profile " + path + ": write failed");
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr)
+    throw_error(status::system_error, "profile " + path + ": cannot write it: " + std::strerror(errno));
+  const std::string text = to_json(d);
+  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !written) {
+    std::remove(tmp.c_str());
+    throw_error(status::system_error, "profile " + path + ": write failed");
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
     throw_error(status::system_error,
