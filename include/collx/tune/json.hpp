@@ -38,15 +38,18 @@ inline const char* name(kind k) {
   return names[static_cast<int>(k)];
 }
 
-/// A JSON value. Objects are key/value lists in file order (duplicates are a
-/// parse error), so what is written reads back in the same order.
+/// A JSON value. Objects are lists of members in file order (duplicates are
+/// a parse error), so what is written reads back in the same order; a
+/// member is a value with its key (one container type for both kinds keeps
+/// the parser small to compile).
 struct value {
   kind type = kind::null;
   bool b = false;
   double num = 0;
   std::string str;
-  std::vector<value> items;                            // array
-  std::vector<std::pair<std::string, value>> members;  // object
+  std::string key;             // as a member of an object
+  std::vector<value> items;    // array
+  std::vector<value> members;  // object: each with its key
 
   value() = default;
   value(double d) : type(kind::number), num(d) {}
@@ -66,17 +69,18 @@ struct value {
   }
 
   /// The member `key` of an object, or nullptr.
-  const value* find(const std::string& key) const {
-    for (const auto& [k, v] : members)
-      if (k == key) return &v;
+  const value* find(const std::string& k) const {
+    for (const value& m : members)
+      if (m.key == k) return &m;
     return nullptr;
   }
   /// Sets (or adds, at the end) member `key`; returns it.
-  value& set(const std::string& key, value v) {
-    for (auto& [k, x] : members)
-      if (k == key) return x = std::move(v);
-    members.emplace_back(key, std::move(v));
-    return members.back().second;
+  value& set(const std::string& k, value v) {
+    v.key = k;
+    for (value& m : members)
+      if (m.key == k) return m = std::move(v);
+    members.push_back(std::move(v));
+    return members.back();
   }
   value& push(value v) {
     items.push_back(std::move(v));
@@ -151,9 +155,9 @@ struct value {
         for (std::size_t i = 0; i < members.size(); ++i) {
           if (i > 0) out += ',';
           newline(depth + 1);
-          write_string(out, members[i].first);
+          write_string(out, members[i].key);
           out += indent > 0 ? ": " : ":";
-          members[i].second.write(out, indent, depth + 1);
+          members[i].write(out, indent, depth + 1);
         }
         if (!members.empty()) newline(depth);
         out += '}';
@@ -235,7 +239,8 @@ class parser {
       std::string key = parse_string();
       if (v.find(key) != nullptr) fail("duplicate key '" + key + "'");
       expect(':', "after a key");
-      v.members.emplace_back(std::move(key), parse_value(depth + 1));
+      v.members.push_back(parse_value(depth + 1));
+      v.members.back().key = std::move(key);
     } while (eat(','));
     expect('}', "or ',' in the object");
     return v;

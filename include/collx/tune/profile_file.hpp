@@ -116,10 +116,10 @@ class reader {
     return reader(required(k, json::kind::object), key(k), origin_, warnings_);
   }
   COLLX_COLD void finish() const {
-    for (const auto& [k, x] : v_.members) {
+    for (const json::value& m : v_.members) {
       bool known = false;
-      for (const std::string& s : seen_) known = known || s == k;
-      if (!known) warnings_.push_back("profile " + origin_ + ": unknown key '" + key(k) + "' ignored");
+      for (const std::string& s : seen_) known = known || s == m.key;
+      if (!known) warnings_.push_back("profile " + origin_ + ": unknown key '" + key(m.key) + "' ignored");
     }
   }
 
@@ -194,6 +194,16 @@ COLLX_COLD inline profile_doc from_json(const std::string& text, const std::stri
                 "profile " + origin + ": not valid JSON (corrupt or truncated?): " + e.what());
   }
   profile_doc d;
+  // The probe's evidence is kept as it is: moved out (not copied), leaving an
+  // empty object for the reader to accept.
+  if (v.type == json::kind::object)
+    for (json::value& m : v.members)
+      if (m.key == "probe" && m.type == json::kind::object) {
+        d.probe = std::move(m);
+        d.probe.key.clear();
+        m = json::value::object();
+        m.key = "probe";
+      }
   profile_detail::reader r(v, "", origin, d.warnings);
   if (const std::string f = r.text("format"); f != profile_format)
     r.fail("'format' is '" + f + "', not '" + profile_format + "'");
@@ -212,7 +222,7 @@ COLLX_COLD inline profile_doc from_json(const std::string& text, const std::stri
   }
   d.measured = r.text("measured", false);
   d.source = r.text("source", false);
-  if (const json::value* p = r.optional("probe", json::kind::object)) d.probe = *p;
+  r.optional("probe", json::kind::object);  // read above
   profile_detail::reader m = r.child("model");
   d.model.intra = profile_detail::read_link(m.child("intra"));
   d.model.inter = profile_detail::read_link(m.child("inter"));
