@@ -3,7 +3,24 @@
 // schedules over proto::runtime, the protocol chosen per call.
 #include "instantiate_kernels.cuh"
 
+#include <collx/tune/presets.hpp>
+#include <collx/tune/select.hpp>
+
+#include <type_traits>
+
 namespace collx::test {
+
+// The compile-time choice in a CUDA translation unit, for a device executor:
+// a kernel takes its variant as types (tune/select.hpp). The same decision as
+// tests/unit/test_tune_presets.cpp's for the host.
+using h100_large = tune::best_t<coll::all_reduce, std::size_t{256} << 20, 8, tune::h100_nvswitch,
+                                transport::shm, exec::cuda>;
+static_assert(std::is_same_v<h100_large::algorithm, algo::nvls> &&
+              std::is_same_v<h100_large::protocol, proto::simple>);
+template __global__ void algo_kernel<h100_large::algorithm, h100_large::protocol, coll::all_reduce, float,
+                                     reduce_op::sum>(transport::shm_view, exec::cuda, const float*, float*,
+                                                     std::size_t, const peer_layout*, const p2p_plan*,
+                                                     mismatch_report*, int*);
 
 // The other algorithms add schedules, not element paths: two element types
 // (a native one, and a converted one with a post-free op) cover them.
