@@ -8,6 +8,7 @@
 // so step counters carry over from call to call.
 #include <collx/exec/host_team.hpp>
 #include <collx/prims.hpp>
+#include <collx/proto/runtime.hpp>
 #include <collx/reduce_op.hpp>
 #include <collx/transport/shm.hpp>
 #include <collx/transport/shm_segment.hpp>
@@ -22,6 +23,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 using namespace collx;
@@ -184,12 +186,19 @@ void check(const case_desc& c, int q, int P, const rank_buffers<T>& b, std::vect
   if (!c.in_place && b.send != b.send_before) fail("the send buffer of an out-of-place call changed");
 }
 
-/// What every worker runs: the schedule of <A, Pr> for case c.
+/// The channel Pr runs on: its own, or -1 for proto::runtime (the caller names one).
+template <class Pr>
+constexpr int own_channel() {
+  if constexpr (requires { Pr::id; }) return proto::channel_of<Pr>;
+  else return -1;
+}
+
+/// What every worker runs: the schedule of <A, Pr> for case c, on `channel`.
 template <class A, class Pr, class Exec, class T, class Red>
-status run_one(const Exec& ex, const transport::shm_view& view, int rank, const case_desc& c, T* send,
-               T* recv, const Red& red, const peer_layout* layout = nullptr, const p2p_plan* plan = nullptr,
-               mismatch_report* report = nullptr) {
-  prims<Pr, Exec, transport::shm_view, T, Red> p(ex, view, rank, red);
+status run_one(int channel, const Exec& ex, const transport::shm_view& view, int rank, const case_desc& c,
+               T* send, T* recv, const Red& red, const peer_layout* layout = nullptr,
+               const p2p_plan* plan = nullptr, mismatch_report* report = nullptr) {
+  prims<Pr, Exec, transport::shm_view, T, Red> p(ex, view, rank, red, channel);
   schedule_args<T> a{send, recv, c.count, c.root, rank, view.nranks(), layout, plan, report};
   status st = status::invalid_argument;
   auto go = [&]<coll C>() {
@@ -348,7 +357,7 @@ struct run_result {
 
 /// Runs every case of <A, Pr> on P ranks of W workers, back to back.
 template <class A, class Pr>
-run_result run_matrix(int W, int P, std::uint64_t seed, bool single_copy) {
+run_result run_matrix(int W, int P, std::uint64_t seed, bool single_copy, int channel = own_channel<Pr>()) {
   const auto cases = cases_for<A>(P);
   run_result res;
   res.cases = cases.size();
@@ -397,16 +406,16 @@ run_result run_matrix(int W, int P, std::uint64_t seed, bool single_copy) {
           status st;
           if (c.kind == coll::all_to_allv || c.kind == coll::send_recv) {
             auto& b = bbufs[k][static_cast<std::size_t>(r)];
-            st = run_one<A, Pr>(ex, view, r, c, b.send.data(), b.recv.data() + guard,
+            st = run_one<A, Pr>(channel, ex, view, r, c, b.send.data(), b.recv.data() + guard,
                                 reducer<float, reduce_op::sum>{static_cast<std::uint32_t>(P)}, &b.layout,
                                 &b.plan, &b.report);
           } else if (c.is_float) {
             auto& b = fbufs[k][static_cast<std::size_t>(r)];
-            st = run_one<A, Pr>(ex, view, r, c, b.send_ptr, b.recv_ptr,
+            st = run_one<A, Pr>(channel, ex, view, r, c, b.send_ptr, b.recv_ptr,
                                 reducer<float, reduce_op::sum>{static_cast<std::uint32_t>(P)});
           } else {
             auto& b = ibufs[k][static_cast<std::size_t>(r)];
-            st = run_one<A, Pr>(ex, view, r, c, b.send_ptr, b.recv_ptr,
+            st = run_one<A, Pr>(channel, ex, view, r, c, b.send_ptr, b.recv_ptr,
                                 reducer<std::int32_t, reduce_op::max>{static_cast<std::uint32_t>(P)});
           }
           if (lane == 0) statuses[static_cast<std::size_t>(r)][k] = st;
@@ -507,3 +516,25 @@ TEST_CASE("team executor: single copy paths, 3 workers per rank", "[team]") {
 }
 
 TEST_CASE("team executor: one rank, 8 workers", "[team]") { run_all(8, 1, false); }
+
+// The communicator's dispatch runs a schedule over proto::runtime, the
+// protocol chosen per call (proto/runtime.hpp): the same matrix through it,
+// each protocol chosen in turn, with 8 workers (LL128's 8-lane tiles) and 3.
+TEST_CASE("team executor: the ring over proto::runtime, each protocol chosen at run time", "[team]") {
+  using any_protocol = proto::runtime<proto::simple, proto::ll, proto::ll128>;
+  const auto [W, P] = GENERATE(std::pair{8, 2}, std::pair{3, 3});
+  [&]<class... Ps>(type_list<Ps...>) {
+    (
+        [&]<class Pr>() {
+          INFO("ring over proto::runtime choosing " << Pr::name << ", W " << W << ", P " << P);
+          const run_result r =
+              run_matrix<algo::ring, any_protocol>(W, P, seed_from_env(), false, proto::channel_of<Pr>);
+          std::string all;
+          for (const auto& e : r.errors) all += "\n  " + e;
+          INFO("failures:" << all);
+          CHECK(r.errors.empty());
+          CHECK(r.cases > 0);
+        }.template operator()<Ps>(),
+        ...);
+  }(protocols{});
+}
