@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""The memory operations of the device instantiation check's PTX (no GPU needed).
+
+  check_ptx.py FILE.ptx...
+
+Rules, each a property of FIFO lines and step counters that the host tests
+cannot see:
+
+  no-nc        no non-coherent load (ld.*.nc, the read-only data cache): a
+               FIFO line or a counter another rank writes would be read stale.
+  sys-scope    every acquire load, release store and atomic with a scope uses
+               .sys: the peer writing or reading may be another GPU or the host.
+  posts        every kernel that waits with acquire loads also publishes with
+               release stores (a protocol step pairs them).
+  ll-volatile  every kernel of an LL or LL128 schedule polls its lines with
+               volatile global loads (the flag is in the line: no counter to
+               acquire, and the load must not be served from a cache); not
+               for algorithms on peer memory (nvls), which touch no FIFO
+               whatever protocol they are instantiated with.
+  simple-acq   every kernel of a Simple schedule waits on counters with
+               acquire loads.
+
+A kernel's operations include those of the device functions it calls. Exits
+non-zero naming the rule, the kernel and the instruction.
+"""
+import re
+import sys
+
+ENTRY = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+)?\.(entry|func)\s+(?:\([^)]*\)\s*)?([\w$]+)")
+CALL = re.compile(r"\bcall(?:\.uni)?\s[^;]*?([_A-Za-z][\w$]*)\s*,?\s*\(")
+CALL_SIMPLE = re.compile(r"\bcall(?:\.uni)?\s+([_A-Za-z][\w$]*)\s*;")
+MEMOP = re.compile(r"\b(ld|st|atom|red)((?:\.[a-z0-9_]+)+)")
+SCOPED = re.compile(r"\.(acquire|release|relaxed|acq_rel|sc)\b.*\.(cta|cluster|gpu|sys)\b|\.(cta|cluster|gpu|sys)\b")
+
+# As they appear in mangled kernel names (the namespace may be a substitution).
+PROTOCOLS = {"simple": "5proto6simpleE", "ll": "5proto2llE", "ll128": "5proto5ll128E"}
+# Algorithms on peer memory (no FIFO, no protocol axis).
+PEER_MEMORY = ("4algo4nvlsE",)
+
+
+def functions(text):
+    """name -> (kind, body lines), in file order."""
+    out, cur = {}, None
+    depth = 0
+    for line in text.splitlines():
+        m = ENTRY.match(line)
+        if m and depth == 0:
+            cur = m.group(2)
+            out[cur] = (m.group(1), [])
+            continue
+        if cur is None:
+            continue
+        depth += line.count("{") - line.count("}")
+        out[cur][1].append(line)
+        if depth == 0 and "}" in line:
+            cur = None
+    return out
+
+
+def reach(funcs, name, seen=None):
+    """The lines of `name` and of every function it calls."""
+    seen = set() if seen is None else seen
+    if name in seen or name not in funcs:
+        return []
+    seen.add(name)
+    lines = list(funcs[name][1])
+    for line in funcs[name][1]:
+        for m in list(CALL.finditer(line)) + list(CALL_SIMPLE.finditer(line)):
+            lines += reach(funcs, m.group(1), seen)
+    return lines
+
+
+def ops(lines):
+    for line in lines:
+        code = line.split("//")[0]
+        for m in MEMOP.finditer(code):
+            yield m.group(1) + m.group(2), code.strip()
+
+
+def check(path):
+    text = open(path).read()
+    funcs = functions(text)
+    entries = [n for n, (k, _) in funcs.items() if k == "entry"]
+    errors = []
+    if not entries:
+        errors.append(f"{path}: no kernel found (is this the instantiation check's PTX?)")
+    for name in entries:
+        lines = reach(funcs, name)
+        kinds = [op for op, _ in ops(lines)]
+        for op, code in ops(lines):
+            if "nc" in op.split(".")[1:]:
+                errors.append(f"no-nc: {name}: {code}")
+            scopes = [s for s in ("cta", "cluster", "gpu", "sys") if f".{s}" in op]
+            ordered = any(f".{o}" in op for o in ("acquire", "release", "acq_rel", "relaxed", "sc"))
+            if (ordered or op.startswith(("atom", "red"))) and scopes and scopes != ["sys"]:
+                errors.append(f"sys-scope: {name}: {code}")
+        acquires = [k for k in kinds if k.startswith("ld.") and ".acquire" in k]
+        releases = [k for k in kinds if k.startswith("st.") and ".release" in k]
+        if acquires and not releases:
+            errors.append(f"posts: {name}: {len(acquires)} acquire loads and no release store")
+        protos = [p for p, tag in PROTOCOLS.items() if tag in name]
+        runtime = "5proto7runtimeI" in name
+        peer_memory = any(tag in name for tag in PEER_MEMORY)
+        if (any(p in ("ll", "ll128") for p in protos) or runtime) and not peer_memory:
+            if not any(k.startswith("ld.volatile.global") for k in kinds):
+                errors.append(f"ll-volatile: {name}: no volatile global load (LL lines are polled with them)")
+        if "simple" in protos or runtime:
+            if not acquires:
+                errors.append(f"simple-acq: {name}: no acquire load (Simple waits on counters with them)")
+    return entries, errors
+
+
+def main(paths):
+    if not paths:
+        print(__doc__)
+        return 2
+    total, errors = 0, []
+    for p in paths:
+        entries, errs = check(p)
+        total += len(entries)
+        errors += errs
+        print(f"{p}: {len(entries)} kernels, {len(errs)} problems")
+    for e in errors[:50]:
+        print("  " + e)
+    if len(errors) > 50:
+        print(f"  ... and {len(errors) - 50} more")
+    print(f"{total} kernels checked: " + ("OK" if not errors else f"{len(errors)} problems"))
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    # CMake passes $<TARGET_OBJECTS:…> as one ';'-separated argument.
+    sys.exit(main([p for a in sys.argv[1:] for p in a.split(";") if p]))
