@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# scripts/gpu-check.sh OUT [BUILD] — the GPU checks, on a machine with a GPU,
+# from a build folder made beforehand (no compiling here: GPU time is for
+# running). BUILD defaults to build/cuda (the `cuda` preset, built with
+# `cmake --workflow --preset cuda` or `cmake --build --preset cuda`).
+#
+# Writes into OUT:
+#   summary.md            one line per step: PASS / FAIL / SKIP, its time
+#   nvidia-smi.txt        the GPU, driver and clocks
+#   ptx-check.log         tests/device/check_ptx.py on the instantiation check's PTX
+#   ring.log              the GPU ring test (P ranks as P blocks of one kernel)
+#   sanitizer-<tool>.log  compute-sanitizer memcheck, racecheck, synccheck on
+#                         the GPU ring test (small: the sanitizers are slow)
+# Exits non-zero if any step failed; a step whose tool is missing is SKIP.
+# Run from the repository root. With the device tool: build here first, then
+#   run(command='scripts/gpu-check.sh "$OUT"', carry=["build/cuda"], timeout_s=…)
+#
+# What exists on the device side today is the ring test and the compile-time
+# checks; the CUDA communicator, the GPU matrix, graph capture and the perf
+# sweep (issue: collx on GPUs) add their steps here.
+set -u
+out=${1:?usage: scripts/gpu-check.sh OUT [BUILD]}
+build=${2:-build/cuda}
+mkdir -p "$out"
+summary="$out/summary.md"
+: >"$summary"
+failed=0
+
+step() {  # step NAME LOG CMD...: runs CMD with its output in LOG, records the outcome
+  local name=$1 log=$2
+  shift 2
+  local t0=$SECONDS rc
+  "$@" >"$log" 2>&1
+  rc=$?
+  local dt=$((SECONDS - t0)) word=PASS
+  if [ $rc -eq 77 ]; then word=SKIP; elif [ $rc -ne 0 ]; then word=FAIL; failed=1; fi
+  echo "| $name | $word (exit $rc) | ${dt} s | \`$(basename "$log")\` |" >>"$summary"
+  echo "$word  $name [${dt} s]"
+}
+
+echo "| step | result | time | log |" >>"$summary"
+echo "|---|---|---|---|" >>"$summary"
+
+if command -v nvidia-smi >/dev/null; then
+  step "nvidia-smi" "$out/nvidia-smi.txt" nvidia-smi -q
+else
+  echo "| nvidia-smi | SKIP (not installed) | | |" >>"$summary"
+fi
+
+ring=$build/tests/device/collx_gpu_ring_test
+if [ ! -x "$ring" ]; then
+  echo "gpu-check: $ring not found: build the cuda preset first (cmake --workflow --preset cuda)" >&2
+  echo "| build | FAIL ($ring missing) | | |" >>"$summary"
+  exit 1
+fi
+
+# Run directly, not through ctest: the build folder may have been carried to
+# another machine, where the absolute paths ctest recorded do not exist.
+step "PTX check" "$out/ptx-check.log" \
+  python3 tests/device/check_ptx.py "$build"/tests/device/CMakeFiles/collx_device_instantiate.dir/*.ptx
+step "GPU ring test" "$out/ring.log" env COLLX_GPU_TIMEOUT_MS=5000 "$ring"
+
+sanitizer=""
+for s in compute-sanitizer /usr/local/cuda/bin/compute-sanitizer; do
+  if command -v "$s" >/dev/null; then sanitizer=$(command -v "$s"); break; fi
+done
+for tool in memcheck racecheck synccheck; do
+  if [ -z "$sanitizer" ]; then
+    echo "| compute-sanitizer $tool | SKIP (not installed) | | |" >>"$summary"
+    continue
+  fi
+  # Generous per-kernel budget: the sanitizers slow kernels by 10-100x.
+  step "compute-sanitizer $tool" "$out/sanitizer-$tool.log" \
+    env COLLX_GPU_TIMEOUT_MS=60000 "$sanitizer" --tool "$tool" --error-exitcode 3 "$ring"
+done
+
+cat "$summary"
+exit $failed
