@@ -50,9 +50,9 @@ struct simple {
     using group = decltype(std::declval<const Exec&>().workers());
 
    public:
-    /// `channel`: the number of this protocol's FIFO in every connection (proto/list.hpp).
-    COLLX_HOST_DEVICE engine(const Exec& ex, const View& view, int rank, int channel)
-        : ex_(ex), view_(view), rank_(rank), channel_(channel) {}
+    /// `ch`: the number of this protocol's FIFO in every connection (proto/list.hpp).
+    COLLX_HOST_DEVICE engine(const Exec& ex, const View& view, int rank, int ch)
+        : ex_(ex), view_(view), rank_(rank), channel_(ch) {}
     engine(const engine&) = delete;
     engine& operator=(const engine&) = delete;
 
