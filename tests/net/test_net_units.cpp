@@ -551,8 +551,15 @@ TEST_CASE("net::init_rank: two ranks over loopback, all_reduce and all_gather", 
   }
 }
 
-TEST_CASE("net::init_rank: a call after a peer closed its communicator fails at once, naming it",
-          "[net][init]") {
+namespace {
+
+/// Two ranks over loopback do one all_reduce; then rank 1 closes its
+/// communicator (after `linger`), and rank 0 runs `call` — once rank 1 has
+/// left, or at once when `wait_before` (so it is already waiting when the
+/// goodbye comes). Checks that rank 0's call fails promptly with peer_dead,
+/// naming rank 1 and its departure.
+template <class Call>
+void check_fails_after_peer_left(bool wait_before, std::chrono::milliseconds linger, Call call) {
   const unique_id id = get_unique_id();
   net::socket_options so;
   so.ifname = "lo";
@@ -568,7 +575,8 @@ TEST_CASE("net::init_rank: a call after a peer closed its communicator fails at 
       net_communicator c = net::init_rank(2, id, 1, opt, so);
       std::vector<float> x(n, 1.0f), y(n);
       c.all_reduce(x.data(), y.data(), n, reduce_op::sum);
-      c.destroy();  // says goodbye: rank 0's next call has no partner
+      std::this_thread::sleep_for(linger);
+      c.destroy();  // says goodbye: rank 0's next step has no partner
     } catch (const std::exception& e) {
       error1 = e.what();
     }
@@ -578,11 +586,13 @@ TEST_CASE("net::init_rank: a call after a peer closed its communicator fails at 
     net_communicator c = net::init_rank(2, id, 0, opt, so);
     std::vector<float> x(n, 1.0f), y(n);
     c.all_reduce(x.data(), y.data(), n, reduce_op::sum);
-    while (!left) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the goodbye has arrived
+    if (!wait_before) {
+      while (!left) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the goodbye has arrived
+    }
     const auto start = std::chrono::steady_clock::now();
     try {
-      c.all_reduce(x.data(), y.data(), n, reduce_op::sum);
+      call(c, x.data(), y.data(), n);
       msg0 = "no error";
     } catch (const error& e) {
       code0 = e.code();
@@ -601,6 +611,15 @@ TEST_CASE("net::init_rank: a call after a peer closed its communicator fails at 
   CHECK(took0 < 5.0);
 }
 
+}  // namespace
+
+TEST_CASE("net::init_rank: a call after a peer closed its communicator fails at once, naming it",
+          "[net][init]") {
+  check_fails_after_peer_left(
+      false, std::chrono::milliseconds(0),
+      [](net_communicator& c, float* x, float* y, std::size_t n) { c.all_reduce(x, y, n, reduce_op::sum); });
+}
+
 TEST_CASE("net::init_rank: a receive from a peer that closed its communicator fails at once, naming it",
           "[net][init]") {
   // Rank 0 only receives in a broadcast from rank 1, which has left (or
@@ -608,55 +627,9 @@ TEST_CASE("net::init_rank: a receive from a peer that closed its communicator fa
   // that the step never comes.
   const bool already_waiting = GENERATE(false, true);
   INFO("rank 0 " << (already_waiting ? "waits before" : "calls after") << " rank 1 leaves");
-  const unique_id id = get_unique_id();
-  net::socket_options so;
-  so.ifname = "lo";
-  comm_options opt;
-  opt.timeout = std::chrono::seconds(20);
-  constexpr std::size_t n = 1000;
-  std::atomic<bool> left{false};
-  std::string error1, msg0;
-  status code0 = status::ok;
-  double took0 = 0;
-  std::thread t1([&] {
-    try {
-      net_communicator c = net::init_rank(2, id, 1, opt, so);
-      std::vector<float> x(n, 1.0f), y(n);
-      c.all_reduce(x.data(), y.data(), n, reduce_op::sum);
-      if (already_waiting) std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      c.destroy();
-    } catch (const std::exception& e) {
-      error1 = e.what();
-    }
-    left = true;
-  });
-  try {
-    net_communicator c = net::init_rank(2, id, 0, opt, so);
-    std::vector<float> x(n, 1.0f), y(n);
-    c.all_reduce(x.data(), y.data(), n, reduce_op::sum);
-    if (!already_waiting) {
-      while (!left) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the goodbye has arrived
-    }
-    const auto start = std::chrono::steady_clock::now();
-    try {
-      c.broadcast(x.data(), y.data(), n, 1);
-      msg0 = "no error";
-    } catch (const error& e) {
-      code0 = e.code();
-      msg0 = e.what();
-    }
-    took0 = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  } catch (const std::exception& e) {
-    msg0 = std::string("setup: ") + e.what();
-  }
-  t1.join();
-  INFO("rank 0: " << msg0 << " after " << took0 << " s; rank 1: " << error1);
-  REQUIRE(error1.empty());
-  CHECK(code0 == status::peer_dead);
-  CHECK(msg0.find("rank 1 (127.0.0.1:") != std::string::npos);
-  CHECK(msg0.find("said goodbye") != std::string::npos);
-  CHECK(took0 < 5.0);
+  check_fails_after_peer_left(
+      already_waiting, std::chrono::milliseconds(already_waiting ? 300 : 0),
+      [](net_communicator& c, float* x, float* y, std::size_t n) { c.broadcast(x, y, n, 1); });
 }
 
 TEST_CASE("net options: COLLX_NET=ib is not supported, bad stream counts refused", "[net][init]") {
