@@ -20,6 +20,7 @@ packages=(
   iproute2         # ip netns / veth for multi-node tests
   clang-format
   libhwloc-dev     # CPU topology for collx-probe (optional in CMake)
+  libibverbs-dev   # rdma-core: the ib transport's real provider (optional in CMake)
   "$@"
 )
 

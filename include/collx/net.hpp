@@ -1,10 +1,10 @@
 // collx/net.hpp — communicators whose ranks are processes on different hosts,
-// over the TCP socket transport (transport/socket.hpp, net/).
+// over the TCP socket transport (transport/proxied.hpp, net/).
 //
 //   collx::net::init_rank(P, id, rank, opts)   as collx::init_rank, over sockets
 //   collx::net::from_env(opts)                 as collx::from_env, over sockets
 //
-// Both return a net_communicator (basic_communicator<transport::socket,
+// Both return a net_communicator (basic_communicator<transport::proxied,
 // exec::host>) with the same API as the shared-memory communicator. A
 // separate header rather than a `transport=` option: the transport is a
 // template argument of the communicator, so the choice changes the type a
@@ -49,11 +49,13 @@
 #include <collx/communicator.hpp>
 #include <collx/error.hpp>
 #include <collx/net/connect.hpp>
+#include <collx/net/ib_proxy.hpp>
 #include <collx/net/ifname.hpp>
 #include <collx/net/proxy.hpp>
+#include <collx/net/verbs_rdma.hpp>
 #include <collx/options.hpp>
 #include <collx/transport/shm_segment.hpp>
-#include <collx/transport/socket.hpp>
+#include <collx/transport/proxied.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -66,7 +68,7 @@
 namespace collx {
 
 /// A communicator whose ranks reach each other over TCP.
-using net_communicator = basic_communicator<transport::socket, exec::host>;
+using net_communicator = basic_communicator<transport::proxied, exec::host>;
 
 namespace net {
 
@@ -90,12 +92,6 @@ struct socket_options {
 
   static socket_options from_env() {
     socket_options o;
-    if (const char* v = std::getenv("COLLX_NET"); v != nullptr && *v != '\0' && std::string(v) != "socket") {
-      if (std::string(v) == "ib")
-        throw_error(status::not_supported,
-                    "COLLX_NET=ib: the InfiniBand verbs transport is not implemented; use COLLX_NET=socket");
-      throw_error(status::invalid_argument, "COLLX_NET='" + std::string(v) + "': expected socket");
-    }
     if (const char* v = std::getenv("COLLX_SOCKET_NSTREAMS"); v != nullptr && *v != '\0') {
       char* end = nullptr;
       const long n = std::strtol(v, &end, 10);
@@ -116,6 +112,52 @@ struct socket_options {
   }
 };
 
+/// Which network a communicator uses, and its settings.
+struct net_options {
+  enum class kind : std::uint8_t { socket, ib };
+  kind transport = kind::socket;
+  socket_options socket;
+  ib_options ib;
+
+  net_options() = default;
+  net_options(const socket_options& so) : socket(so) {}  // NOLINT: the socket transport with these settings
+  net_options(const ib_options& io) : transport(kind::ib), ib(io) {}  // NOLINT: the ib transport
+
+  /// COLLX_NET (socket | ib) and the chosen transport's variables.
+  static net_options from_env() {
+    net_options o;
+    const char* v = std::getenv("COLLX_NET");
+    const std::string name = v != nullptr ? v : "";
+    if (name.empty() || name == "socket") {
+      o.socket = socket_options::from_env();
+      return o;
+    }
+    if (name != "ib") throw_error(status::invalid_argument, "COLLX_NET='" + name + "': expected socket or ib");
+    o.transport = kind::ib;
+    auto number = [](const char* var, long lo, long hi, long& out) {
+      const char* t = std::getenv(var);
+      if (t == nullptr || *t == '\0') return;
+      char* end = nullptr;
+      const long n = std::strtol(t, &end, 10);
+      require(*end == '\0' && n >= lo && n <= hi, var,
+              "'" + std::string(t) + "' is not in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      out = n;
+    };
+    long qps = o.ib.qps, gid = o.ib.gid_index, timeout = o.ib.timeout, retry = o.ib.retry_cnt;
+    number("COLLX_IB_QPS_PER_CONNECTION", 1, 16, qps);
+    number("COLLX_IB_GID_INDEX", 0, 255, gid);
+    number("COLLX_IB_TIMEOUT", 1, 31, timeout);
+    number("COLLX_IB_RETRY_CNT", 0, 7, retry);
+    o.ib.qps = static_cast<int>(qps);
+    o.ib.gid_index = static_cast<int>(gid);
+    o.ib.timeout = static_cast<std::uint8_t>(timeout);
+    o.ib.retry_cnt = static_cast<std::uint8_t>(retry);
+    if (const char* h = std::getenv("COLLX_IB_HCA")) o.ib.hca = h;
+    if (o.ib.hca.size() > 0) (void)parse_if_filter(o.ib.hca, "COLLX_IB_HCA");  // malformed: refused now
+    return o;
+  }
+};
+
 }  // namespace net
 
 namespace comm {
@@ -127,7 +169,7 @@ struct net_access {
   struct holder {
     std::shared_ptr<transport::shm_segment> seg;
     std::vector<std::uint32_t> step_bytes;
-    std::unique_ptr<net::proxy> px;
+    std::unique_ptr<net::proxy_base> px;
     std::chrono::milliseconds drain{2000};
     ~holder() {
       if (px) px->stop(drain);
@@ -135,7 +177,9 @@ struct net_access {
   };
 
   static net_communicator join(bootstrap::session s, const bootstrap::secret_bytes& secret,
-                               const comm_options& opt_in, const net::socket_options& so) {
+                               const comm_options& opt_in, const net::net_options& no) {
+    const net::socket_options& so = no.socket;
+    const bool ib = no.transport == net::net_options::kind::ib;
     const int rank = s.rank(), nranks = s.size();
     const auto deadline = bootstrap::clock::now() + opt_in.timeout;
     comm_options opt = opt_in;
@@ -143,9 +187,6 @@ struct net_access {
         opt.slot_bytes_of<proto::simple>() == proto::simple::channel.default_slot_bytes)
       opt.slot_bytes_of<proto::simple>() = so.simple_slot_bytes;
     opt.validate();
-    const net::if_address ifa =
-        net::pick_interface(so.ifname.empty() ? nullptr : so.ifname.c_str(),
-                            so.family.empty() ? nullptr : so.family.c_str(), net::list_interfaces());
     auto h = std::make_shared<holder>();
     const transport::shm_layout layout = net_communicator::layout_for(nranks, opt);
     h->seg = transport::shm_segment::create_anonymous(layout);
@@ -156,7 +197,6 @@ struct net_access {
     h->step_bytes.assign(std::size_t(nranks) * local.layout.nchannels * opt.fifo_slots, 0);
     h->drain = std::min<std::chrono::milliseconds>(opt.timeout, std::chrono::milliseconds(2000));
 
-    std::vector<net::peer_link> links = net::connect_mesh(s, secret, ifa, so.nstreams, layout, deadline);
     transport::shm_header* hdr = local.header();
     net::proxy::hooks hooks;
     hooks.raise = [hdr](status why, int peer) {
@@ -170,18 +210,34 @@ struct net_access {
     };
     hooks.cause = [hdr] { return detail::load_acquire(&hdr->abort_cause); };
     const auto spin = static_cast<std::uint64_t>(std::chrono::nanoseconds(so.proxy_spin).count());
-    h->px = std::make_unique<net::proxy>(local, rank, std::move(links), so.nstreams, h->step_bytes.data(),
-                                         spin, std::move(hooks));
-    transport::socket_view v{local,
-                             rank,
-                             h->step_bytes.data(),
-                             h->px.get(),
-                             &net::proxy::failure_text_of,
-                             &net::proxy::try_progress_of,
-                             h->px->idle_flag(),
-                             h->px->wake_fd()};
+    bool (*progress)(const void*) = nullptr;
+    if (ib) {
+      net::ib_options io = no.ib;
+      if (io.provider == nullptr) io.provider = &net::verbs::system_provider();
+      s.set_timeout(std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::max(deadline - bootstrap::clock::now(), bootstrap::clock::duration(std::chrono::milliseconds(1)))));
+      h->px = std::make_unique<net::ib_proxy>(local, layout.total_bytes(), rank, s, io, h->step_bytes.data(), spin,
+                                              std::move(hooks));
+      progress = &net::ib_proxy::try_progress_of;
+    } else {
+      const net::if_address ifa =
+          net::pick_interface(so.ifname.empty() ? nullptr : so.ifname.c_str(),
+                              so.family.empty() ? nullptr : so.family.c_str(), net::list_interfaces());
+      std::vector<net::peer_link> links = net::connect_mesh(s, secret, ifa, so.nstreams, layout, deadline);
+      h->px = std::make_unique<net::proxy>(local, rank, std::move(links), so.nstreams, h->step_bytes.data(), spin,
+                                           std::move(hooks));
+      progress = &net::proxy::try_progress_of;
+    }
+    transport::proxied_view v{local,
+                              rank,
+                              h->step_bytes.data(),
+                              h->px.get(),
+                              &net::proxy_base::failure_text_of,
+                              progress,
+                              h->px->idle_flag(),
+                              h->px->wake_fd()};
     v.peer_left = h->px->left_flags();
-    v.on_departed = &net::proxy::departed_of;
+    v.on_departed = &net::proxy_base::departed_of;
     net_communicator c(h, v, rank, nranks, opt);
     c.s_->keepalive = std::make_shared<bootstrap::session>(std::move(s));
     return c;
@@ -195,20 +251,20 @@ namespace net {
 /// Rank `rank` of `nranks` processes, on any hosts, that all pass the same id.
 inline net_communicator init_rank(int nranks, const unique_id& id, int rank,
                                   const comm_options& opt = comm_options::from_env(),
-                                  const socket_options& so = socket_options::from_env()) {
+                                  const net_options& no = net_options::from_env()) {
   require(nranks >= 1 && rank >= 0 && rank < nranks, "net::init_rank",
           "rank " + std::to_string(rank) + " / nranks " + std::to_string(nranks) + " are out of range");
   opt.validate();
   const bootstrap::root_info info = bootstrap::decode_unique_id(id);
   return comm::net_access::join(bootstrap::session::connect(id, rank, nranks, opt.timeout), info.secret, opt,
-                                so);
+                                no);
 }
 
 /// The rank a launcher started this process as (see collx::from_env); the
 /// root address must be one every host reaches (COLLX_ROOT_ADDR or
 /// MASTER_ADDR/MASTER_PORT, or a unique id in COLLX_UNIQUE_ID).
 inline net_communicator from_env(const comm_options& opt = comm_options::from_env(),
-                                 const socket_options& so = socket_options::from_env()) {
+                                 const net_options& no = net_options::from_env()) {
   opt.validate();
   const auto env = bootstrap::detect_launch_env();
   if (!env)
@@ -216,7 +272,7 @@ inline net_communicator from_env(const comm_options& opt = comm_options::from_en
                 "net::from_env: no launcher environment found (COLLX_RANK/COLLX_SIZE, RANK/WORLD_SIZE, "
                 "OMPI_COMM_WORLD_*, PMI_RANK/PMI_SIZE or SLURM_PROCID/SLURM_NTASKS)");
   const bootstrap::secret_bytes secret = env->id ? bootstrap::decode_unique_id(*env->id).secret : env->secret;
-  return comm::net_access::join(bootstrap::connect_from_env(*env, opt.timeout), secret, opt, so);
+  return comm::net_access::join(bootstrap::connect_from_env(*env, opt.timeout), secret, opt, no);
 }
 
 }  // namespace net

@@ -4,9 +4,9 @@
 // and nvls are refused the same way (static_asserts below).
 #include <collx/net.hpp>
 
-static_assert(!collx::composable<collx::algo::ring, collx::proto::ll128, collx::transport::socket>);
-static_assert(!collx::composable<collx::algo::nvls, collx::proto::simple, collx::transport::socket>);
-static_assert(collx::composable<collx::algo::ring, collx::proto::simple, collx::transport::socket>);
+static_assert(!collx::composable<collx::algo::ring, collx::proto::ll128, collx::transport::proxied>);
+static_assert(!collx::composable<collx::algo::nvls, collx::proto::simple, collx::transport::proxied>);
+static_assert(collx::composable<collx::algo::ring, collx::proto::simple, collx::transport::proxied>);
 
 void call(collx::net_communicator& c, const float* x, float* y) {
 #ifdef COLLX_CONTROL

@@ -15,6 +15,8 @@
 // Ranks come from the environment (COLLX_RANK/SIZE/ROOT_ADDR/SECRET).
 #include <collx/net.hpp>
 
+#include "net_matrix.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -25,164 +27,13 @@
 
 namespace {
 
-int failures = 0, checks = 0;
-
-void expect(bool ok, const std::string& what) {
-  ++checks;
-  if (!ok && failures++ < 20) std::fprintf(stderr, "FAIL: %s\n", what.c_str());
-}
-
-constexpr std::int32_t guard_value = 0x5a5a5a5a;
-constexpr std::size_t guard = 16;
-
-// Rank r's input element i: a small integer, so float sums are exact.
-std::int32_t input(int r, std::size_t i) { return static_cast<std::int32_t>((r + 1) * (i % 13 + 1)) - 3 * r; }
-
-/// A buffer of n elements of T with `guard` guard elements on each side.
-template <class T>
-struct guarded {
-  std::vector<T> v;
-  explicit guarded(std::size_t n) : v(n + 2 * guard) {
-    for (std::size_t i = 0; i < guard; ++i) {
-      std::memcpy(&v[i], &guard_value, sizeof(T) < 4 ? sizeof(T) : 4);
-      std::memcpy(&v[guard + n + i], &guard_value, sizeof(T) < 4 ? sizeof(T) : 4);
-    }
-  }
-  T* data() { return v.data() + guard; }
-  bool guards_intact(std::size_t n) const {
-    for (std::size_t i = 0; i < guard; ++i)
-      if (std::memcmp(&v[i], &guard_value, sizeof(T) < 4 ? sizeof(T) : 4) != 0 ||
-          std::memcmp(&v[guard + n + i], &guard_value, sizeof(T) < 4 ? sizeof(T) : 4) != 0)
-        return false;
-    return true;
-  }
-};
-
-std::string tag(const char* coll, collx::algo_id a, std::size_t n, const char* t) {
-  return std::string(coll) + " " + (a == collx::algo_id::automatic ? "auto" : collx::name(a)) +
-         " n=" + std::to_string(n) + " " + t;
-}
-
-template <class T>
-void run_all(collx::net_communicator& c, collx::algo_id a, std::size_t n, const char* tname) {
-  using collx::variant_choice;
-  const int P = c.size(), me = c.rank();
-  const variant_choice v{
-      a, a == collx::algo_id::automatic ? collx::proto_id::automatic : collx::proto_id::simple};
-  auto serves = [&](collx::coll k) { return a == collx::algo_id::automatic || collx::implements(a, k); };
-  std::vector<T> x(n * P);
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<T>(input(me, i));
-
-  if (serves(collx::coll::all_reduce)) {
-    guarded<T> y(n);
-    c.all_reduce(x.data(), y.data(), n, collx::reduce_op::sum, v);
-    bool ok = y.guards_intact(n);
-    for (std::size_t i = 0; i < n && ok; ++i) {
-      double want = 0;
-      for (int r = 0; r < P; ++r) want += input(r, i);
-      ok = static_cast<double>(y.data()[i]) == want;
-    }
-    expect(ok, tag("all_reduce", a, n, tname));
-  }
-  if (serves(collx::coll::all_gather)) {
-    guarded<T> y(n * P);
-    c.all_gather(x.data(), y.data(), n, v);
-    bool ok = y.guards_intact(n * P);
-    for (int r = 0; r < P && ok; ++r)
-      for (std::size_t i = 0; i < n && ok; ++i) ok = y.data()[r * n + i] == static_cast<T>(input(r, i));
-    expect(ok, tag("all_gather", a, n, tname));
-  }
-  if (serves(collx::coll::reduce_scatter)) {
-    guarded<T> y(n);
-    c.reduce_scatter(x.data(), y.data(), n, collx::reduce_op::sum, v);
-    bool ok = y.guards_intact(n);
-    for (std::size_t i = 0; i < n && ok; ++i) {
-      double want = 0;
-      for (int r = 0; r < P; ++r) want += input(r, me * n + i);
-      ok = static_cast<double>(y.data()[i]) == want;
-    }
-    expect(ok, tag("reduce_scatter", a, n, tname));
-  }
-  if (serves(collx::coll::broadcast)) {
-    for (int root = 0; root < P; ++root) {
-      guarded<T> y(n);
-      c.broadcast(x.data(), y.data(), n, root, v);
-      bool ok = y.guards_intact(n);
-      for (std::size_t i = 0; i < n && ok; ++i) ok = y.data()[i] == static_cast<T>(input(root, i));
-      expect(ok, tag("broadcast", a, n, tname) + " root " + std::to_string(root));
-    }
-  }
-  if (serves(collx::coll::reduce)) {
-    guarded<T> y(n);
-    const int root = P - 1;
-    c.reduce(x.data(), y.data(), n, collx::reduce_op::max, root, v);
-    bool ok = y.guards_intact(n);
-    for (std::size_t i = 0; i < n && ok && me == root; ++i) {
-      double want = input(0, i);
-      for (int r = 1; r < P; ++r) want = std::max<double>(want, input(r, i));
-      ok = static_cast<double>(y.data()[i]) == want;
-    }
-    expect(ok, tag("reduce(max)", a, n, tname));
-  }
-  if (serves(collx::coll::all_to_all)) {
-    guarded<T> y(n * P);
-    c.all_to_all(x.data(), y.data(), n, v);
-    bool ok = y.guards_intact(n * P);
-    for (int r = 0; r < P && ok; ++r)
-      for (std::size_t i = 0; i < n && ok; ++i)
-        ok = y.data()[r * n + i] == static_cast<T>(input(r, me * n + i));
-    expect(ok, tag("all_to_all", a, n, tname));
-  }
-}
+net_matrix::tally checks_done;
 
 int check(collx::net_communicator& c) {
-  using collx::algo_id;
-  const algo_id algos[] = {algo_id::automatic,    algo_id::ring,  algo_id::tree,   algo_id::rhd,
-                           algo_id::rabenseifner, algo_id::bruck, algo_id::direct, algo_id::bruck_a2a};
-  for (std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{7}, std::size_t{1000}, std::size_t{65537},
-                        std::size_t{1} << 20})
-    for (algo_id a : algos) {
-      run_all<float>(c, a, n, "float32");
-      if (n <= 65537) run_all<std::int32_t>(c, a, n, "int32");
-    }
-  // Point to point: a ring exchange and a message to self in one group.
-  for (std::size_t n : {std::size_t{1}, std::size_t{1000}, std::size_t{300000}}) {
-    const int P = c.size(), me = c.rank(), right = (me + 1) % P, left = (me + P - 1) % P;
-    std::vector<std::int32_t> x(n), self_in(n);
-    for (std::size_t i = 0; i < n; ++i) x[i] = input(me, i), self_in[i] = input(me + 7, i);
-    guarded<std::int32_t> from_left(n), from_self(n);
-    c.group_start();
-    c.send(x.data(), n, right);
-    c.send(self_in.data(), n, me);
-    c.recv(from_left.data(), n, left);
-    c.recv(from_self.data(), n, me);
-    c.group_end();
-    bool ok = from_left.guards_intact(n) && from_self.guards_intact(n);
-    for (std::size_t i = 0; i < n && ok; ++i)
-      ok = from_left.data()[i] == input(left, i) && from_self.data()[i] == input(me + 7, i);
-    expect(ok, "send/recv ring and self n=" + std::to_string(n));
-  }
-  c.barrier();
-  // Refused by capability, before any byte moves; the communicator stays usable.
-  for (auto v : {collx::variant_choice{algo_id::ring, collx::proto_id::ll},
-                 collx::variant_choice{algo_id::ring, collx::proto_id::ll128},
-                 collx::variant_choice{algo_id::nvls, collx::proto_id::simple}}) {
-    float a = 1, b = 0;
-    bool refused = false;
-    try {
-      c.all_reduce(&a, &b, 1, collx::reduce_op::sum, v);
-    } catch (const collx::error& e) {
-      refused = e.code() == collx::status::not_supported;
-      if (c.rank() == 0 && v.proto == collx::proto_id::ll) std::printf("refused as expected: %s\n", e.what());
-    }
-    expect(refused, std::string("variant ") + collx::name(v.algo) + "/" + collx::name(v.proto) + " refused");
-  }
-  float one = 1, sum = 0;
-  c.all_reduce(&one, &sum, 1, collx::reduce_op::sum);
-  expect(sum == static_cast<float>(c.size()), "all_reduce after refused variants");
-  std::printf("rank %d: %s: %d checks, %d failures\n", c.rank(), failures ? "FAILED" : "PASS", checks,
-              failures);
-  return failures ? 1 : 0;
+  net_matrix::check_matrix(c, {1, 2, 7, 1000, 65537, std::size_t{1} << 20}, checks_done);
+  std::printf("rank %d: %s: %d checks, %d failures\n", c.rank(), checks_done.failures ? "FAILED" : "PASS",
+              checks_done.checks, checks_done.failures);
+  return checks_done.failures ? 1 : 0;
 }
 
 /// all_reduce in a loop until it fails; FILE is written once running. What

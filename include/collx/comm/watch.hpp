@@ -203,7 +203,7 @@ template <class Transport>
 COLLX_COLD std::string describe(const state<Transport>& s, const abort_cause& c) {
   if (c.rank < 0) return "aborted by communicator::abort()";
   // A network transport knows more than a pid: the peer's address and what
-  // its connection did (transport/socket.hpp).
+  // its connection did (transport/proxied.hpp).
   if constexpr (requires { s.view.transport_failure(c.rank); }) {
     if (std::string t = s.view.transport_failure(c.rank); !t.empty()) return t;
     if (c.why == status::peer_dead)

@@ -1,7 +1,7 @@
 // collx/net/proxy.hpp — the progress thread of a socket communicator: moves
 // FIFO steps between this rank's private memory and its peers over TCP.
 //
-// What it does, per peer q and channel c (see transport/socket.hpp for the
+// What it does, per peer q and channel c (see transport/proxied.hpp for the
 // memory side, net/frame.hpp for the wire):
 //   send     tail of FIFO self→q (acquire) beyond what was queued: queue step
 //            s as a data frame on stream s % nstreams, payload straight from
@@ -23,7 +23,7 @@
 // Sockets are non-blocking, watched by epoll. The thread busy-polls while
 // there is traffic and, after `spin` without progress, sleeps in epoll_wait
 // on the sockets and an eventfd, at most 10 ms at a time. After publishing a
-// counter the rank calls try_progress() (transport::socket_view::published):
+// counter the rank calls try_progress() (transport::proxied_view::published):
 // when the thread is not working, the rank queues and sends the posted steps
 // and credits itself (one thread hand-off less on a send's path: 8-byte
 // all_reduce over veth 107 -> ~55 us, bench/results/net_allreduce_veth.md);
@@ -36,7 +36,7 @@
 // (failure_text()); the rank's pending wait sees the abort word at once.
 // A peer that said goodbye (closed its communicator) fails the call with
 // peer_dead too when this rank posted steps it never read (its last credit
-// says so) or waits for a step it never sent (socket_view::has_left).
+// says so) or waits for a step it never sent (proxied_view::has_left).
 // Nothing is written for a refused frame. stop() (the communicator's
 // destruction) sends what the rank posted, a bye on every stream, and waits
 // for the peers' end of stream, each within a bounded deadline.
@@ -51,6 +51,7 @@
 #include <collx/detail/doorbell.hpp>
 #include <collx/error.hpp>
 #include <collx/net/frame.hpp>
+#include <collx/net/proxy_base.hpp>
 #include <collx/transport/shm.hpp>
 
 #include <sys/epoll.h>
@@ -78,37 +79,19 @@ struct peer_link {
   std::vector<bootstrap::socket_fd> streams;
 };
 
-class proxy {
+class proxy : public proxy_base {
  public:
-  /// `raise(why, peer)` raises the local abort word with that cause;
-  /// `adopt(packed)` raises it with a cause received from a peer;
-  /// `cause()` reads the local packed cause (0 when none).
-  struct hooks {
-    std::function<void(status, int)> raise;
-    std::function<void(std::uint64_t)> adopt;
-    std::function<std::uint64_t()> cause;
-  };
-
   proxy(transport::shm_view local, int self, std::vector<peer_link> links, int nstreams,
         std::uint32_t* step_bytes, std::uint64_t spin_ns, hooks h)
-      : v_(local),
-        self_(self),
-        nstreams_(nstreams),
-        step_bytes_(step_bytes),
-        spin_ns_(spin_ns),
-        hooks_(std::move(h)) {
-    nch_ = v_.layout.nchannels;
+      : proxy_base(local, self, step_bytes, spin_ns, std::move(h)), nstreams_(nstreams) {
     ep_ = bootstrap::socket_fd(::epoll_create1(EPOLL_CLOEXEC));
     if (!ep_) bootstrap::detail::throw_errno("socket transport: epoll_create1", errno);
-    wake_ = bootstrap::socket_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (!wake_) bootstrap::detail::throw_errno("socket transport: eventfd", errno);
     epoll_event we{};
     we.events = EPOLLIN;
     we.data.u64 = wake_key;
     if (::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, wake_.get(), &we) != 0)
       bootstrap::detail::throw_errno("socket transport: epoll_ctl", errno);
     peers_.resize(static_cast<std::size_t>(v_.nranks()));
-    left_.assign(static_cast<std::size_t>(v_.nranks()), 0u);
     for (peer_link& l : links) {
       peer& p = peers_[static_cast<std::size_t>(l.rank)];
       p.rank = l.rank;
@@ -142,23 +125,13 @@ class proxy {
         p.streams.push_back(std::move(st));
       }
     }
-    thread_ = std::thread([this] { run(); });
+    start([this] { loop(); });
   }
 
   proxy(const proxy&) = delete;
   proxy& operator=(const proxy&) = delete;
   ~proxy() { stop(std::chrono::milliseconds(5000)); }
 
-  /// Sends what the rank posted, says bye on every stream, waits (at most
-  /// `limit` in all) for the peers' end of stream, and joins the thread.
-  void stop(std::chrono::milliseconds limit) {
-    if (!thread_.joinable()) return;
-    stop_deadline_ns_.store(now_ns() + static_cast<std::uint64_t>(limit.count()) * 1'000'000ull);
-    stop_.store(true, std::memory_order_release);
-    const std::uint64_t one = 1;
-    (void)!::write(wake_.get(), &one, sizeof one);
-    thread_.join();
-  }
 
   /// Called by the rank after it published a counter: if the proxy thread
   /// is not working right now, queue and send what is posted (and credits)
@@ -176,42 +149,6 @@ class proxy {
   }
   static bool try_progress_of(const void* self) {
     return const_cast<proxy*>(static_cast<const proxy*>(self))->try_progress();
-  }
-
-  /// What the rank's view uses to wake the proxy (transport::socket_view::published).
-  std::uint32_t* idle_flag() { return &idle_; }
-  int wake_fd() const { return wake_.get(); }
-
-  /// Per rank: non-zero once it said goodbye on every stream, stored after
-  /// every step it sent was published (transport::socket_view::has_left).
-  const std::uint32_t* left_flags() const { return left_.data(); }
-
-  /// The rank waits for step `step` of channel ch from `rank`, which left:
-  /// fails the communicator naming it (from the rank's thread).
-  void departed(int rank, int ch, std::uint64_t step) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (failed_peer_ < 0) {
-        failed_peer_ = rank;
-        failure_ = peers_[static_cast<std::size_t>(rank)].where +
-                   ": closed its communicator (said goodbye) while this rank waits for its step " +
-                   std::to_string(step) + " of channel " + std::to_string(ch);
-      }
-    }
-    hooks_.raise(status::peer_dead, rank);
-    detail::ring(v_.doorbell(self_));
-  }
-  static void departed_of(const void* self, int rank, int ch, std::uint64_t step) {
-    const_cast<proxy*>(static_cast<const proxy*>(self))->departed(rank, ch, step);
-  }
-
-  /// The text of the failure peer `rank` caused, or "".
-  std::string failure_text(int rank) const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return rank == failed_peer_ ? failure_ : std::string();
-  }
-  static std::string failure_text_of(const void* self, int rank) {
-    return static_cast<const proxy*>(self)->failure_text(rank);
   }
 
  private:
@@ -252,24 +189,8 @@ class proxy {
     std::uint64_t last_call = 0;  // the last call record received
   };
 
-  static std::uint64_t now_ns() {
-    timespec ts;
-    ::clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);
-  }
-
-  void fail(peer& p, status why, const std::string& what) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (failed_peer_ < 0) {
-        failed_peer_ = p.rank;
-        failure_ = p.where + ": " + what;
-      }
-    }
-    failed_ = true;
-    hooks_.raise(why, p.rank);
-    detail::ring(v_.doorbell(self_));
-  }
+  std::string where_of(int rank) const override { return peers_[static_cast<std::size_t>(rank)].where; }
+  void fail(peer& p, status why, const std::string& what) { proxy_base::fail(p.rank, why, what); }
 
   void push(stream& s, const frame& f, const std::byte* payload, std::size_t len) {
     out_item it;
@@ -286,38 +207,17 @@ class proxy {
     const int P = v_.nranks();
     peer& next = peers_[static_cast<std::size_t>((self_ + 1) % P)];
     if (P < 2 || next.rank < 0 || next.left || next.streams.empty() || next.streams[0].dead) return false;
-    const transport::rank_record* me = v_.record(self_);
     bool progress = false;
-    for (;;) {  // oldest unsent first
-      std::uint64_t best = 0;
-      std::size_t at = 0;
-      for (std::size_t k = 0; k < transport::call_history; ++k) {
-        const std::uint64_t q = detail::load_acquire(&me->calls[k].seq);
-        if (q > calls_sent_ && (best == 0 || q < best)) best = q, at = k;
-      }
-      if (best == 0) return progress;
-      const auto& e = me->calls[at];
-      const std::uint64_t sig = detail::load_acquire(&e.signature), count = detail::load_acquire(&e.count);
-      if (detail::load_relaxed(&e.seq) != best) return progress;  // being rewritten: next time
-      calls_sent_ = best;
+    std::uint64_t seq, sig, count;
+    while (next_call(seq, sig, count)) {  // oldest unsent first
       stream& s = next.streams[0];
-      push(s, frame{frame_kind::call, 0, best, call_bytes}, nullptr, call_bytes);
+      push(s, frame{frame_kind::call, 0, seq, call_bytes}, nullptr, call_bytes);
       frame_detail::put64(s.out.back().own, sig);
       frame_detail::put64(s.out.back().own + 8, count);
       s.out.back().payload = s.out.back().own;
       progress = true;
     }
-  }
-
-  /// A call record of the previous rank: stored as that rank would store it
-  /// in shared memory (comm/watch.hpp's publish_call: seq invalid while the
-  /// fields change, seq last with release).
-  void store_call(peer& p, const frame& f, const std::byte* payload) {
-    auto& e = v_.record(p.rank)->calls[f.step % transport::call_history];
-    detail::store_relaxed(&e.seq, std::uint64_t{0});
-    detail::store_release(&e.signature, frame_detail::get64(payload));
-    detail::store_release(&e.count, frame_detail::get64(payload + 8));
-    detail::store_release(&e.seq, f.step);
+    return progress;
   }
 
   /// Queues posted steps and new credits; forwards a local abort once.
@@ -357,9 +257,7 @@ class proxy {
         const transport::fifo_ref out = v_.fifo(self_, p.rank, static_cast<int>(c));
         const std::uint64_t tail = detail::load_acquire(&out.ctrl->tail);
         for (; k.queued < tail; ++k.queued) {
-          const std::size_t i = (std::size_t(p.rank) * nch_ + c) * out.slots + k.queued % out.slots;
-          std::uint32_t len = detail::load_relaxed(&step_bytes_[i]);
-          if (len > out.slot_bytes) len = out.slot_bytes;  // never read past the slot
+          const std::uint32_t len = posted_bytes(p.rank, c, k.queued, out);
           stream& s = p.streams[k.queued % p.streams.size()];
           push(s, frame{frame_kind::data, c, k.queued, len}, out.slot(k.queued), len);
           progress = true;
@@ -472,7 +370,7 @@ class proxy {
         s.payload_got += static_cast<std::size_t>(r);
         if (s.payload_got == s.cur.bytes && s.cur.kind == frame_kind::call) {
           s.in_payload = false;
-          store_call(p, s.cur, s.call);
+          store_call(p.rank, s.cur.step, frame_detail::get64(s.call), frame_detail::get64(s.call + 8));
         } else if (s.payload_got == s.cur.bytes) {
           on_payload(p, s);
         }
@@ -509,10 +407,7 @@ class proxy {
         p.left = true;
         for (const stream& o : p.streams) p.left = p.left && o.bye_seen;
         // Every step it sent came before its byes and is published by now.
-        if (p.left) {
-          detail::store_release(&left_[static_cast<std::size_t>(p.rank)], 1u);
-          detail::ring(v_.doorbell(self_));  // a rank asleep waiting for its step looks again
-        }
+        if (p.left) mark_left(p.rank);
         return true;
       case frame_kind::call:
         if (p.rank != (self_ + v_.nranks() - 1) % v_.nranks() || f.step <= p.last_call) {
@@ -574,24 +469,6 @@ class proxy {
       for (const stream& s : p.streams)
         if (!s.out.empty() && !s.dead) return false;
     return true;
-  }
-
-  /// The thread: a failure it did not foresee (no memory) still reaches the
-  /// rank as an error instead of ending the process.
-  void run() {
-    try {
-      loop();
-    } catch (const std::exception& e) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (failed_peer_ < 0) {
-          failed_peer_ = self_;  // the cause's rank: failure_text(self_) returns this text
-          failure_ = "rank " + std::to_string(self_) + ": the proxy thread failed: " + e.what();
-        }
-      }
-      hooks_.raise(status::system_error, self_);
-      detail::ring(v_.doorbell(self_));
-    }
   }
 
   void loop() {
@@ -664,28 +541,11 @@ class proxy {
     }
   }
 
-  transport::shm_view v_;
-  int self_;
   int nstreams_;
-  std::uint32_t nch_ = 0;
-  std::uint32_t* step_bytes_;
-  std::uint64_t spin_ns_;
-  hooks hooks_;
   static constexpr std::uint64_t wake_key = ~std::uint64_t{0};
-  bootstrap::socket_fd ep_, wake_;
-  std::uint32_t idle_ = 0;  // set while sleeping; the rank's published() clears it and writes wake_
-  std::mutex work_mu_;      // held by whichever thread moves bytes: the proxy's loop or try_progress
+  bootstrap::socket_fd ep_;
   bool saying_bye_ = false;
-  std::uint64_t calls_sent_ = 0;  // the last own call record forwarded
   std::vector<peer> peers_;
-  std::vector<std::uint32_t> left_;  // per rank: said bye on every stream (read by the rank)
-  bool failed_ = false, abort_sent_ = false;
-  std::atomic<bool> stop_{false};
-  std::atomic<std::uint64_t> stop_deadline_ns_{0};
-  mutable std::mutex mu_;
-  int failed_peer_ = -1;
-  std::string failure_;
-  std::thread thread_;
 };
 
 }  // namespace collx::net

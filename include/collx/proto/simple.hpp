@@ -91,7 +91,7 @@ struct simple {
       for (std::size_t done = 0; done < n;) {
         const std::size_t k = n - done < per_slot ? n - done : per_slot;
         if constexpr (R && requires { view_.departed(0, 0, std::uint64_t{}); }) {
-          // A transport whose peers can leave (transport/socket.hpp): a peer
+          // A transport whose peers can leave (transport/proxied.hpp): a peer
           // that closed its communicator never sends this step; say so.
           const std::uint64_t want = in->step;
           const transport::fifo_ctrl* ctrl = in->fifo.ctrl;
@@ -138,7 +138,7 @@ struct simple {
         ex_.fence_before_post();
         if (g.leader()) {
           if constexpr (R) detail::store_release(&in->fifo.ctrl->head, in->step + 1);
-          // A transport whose proxy moves the slot (transport/socket.hpp)
+          // A transport whose proxy moves the slot (transport/proxied.hpp)
           // learns how many of its bytes this step filled.
           if constexpr (S && requires { view_.posted(0, 0, 0, std::uint64_t{}, std::uint32_t{}); })
             view_.posted(rank_, to, channel_, out->step, static_cast<std::uint32_t>(k * sizeof(T)));

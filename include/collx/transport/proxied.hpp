@@ -1,4 +1,9 @@
-// collx/transport/socket.hpp — the TCP socket transport: traits and view.
+// collx/transport/proxied.hpp — the transport of ranks on different hosts:
+// private FIFOs whose steps a per-communicator proxy moves over the network
+// (TCP sockets, net/proxy.hpp, or InfiniBand verbs, net/ib_proxy.hpp).
+// Traits and view; which proxy runs is chosen when the communicator is made
+// (the capabilities below hold for both, so one transport type serves both
+// and a program chooses the network at run time, COLLX_NET).
 //
 // For ranks on different hosts. Each rank keeps every FIFO it uses in its
 // own private memory, laid out as the shm transport lays out a segment
@@ -45,7 +50,7 @@
 namespace collx::transport {
 
 /// Non-owning, trivially copyable view of one rank's socket transport state.
-struct socket_view {
+struct proxied_view {
   shm_view local{};  // this rank's private FIFOs, counters, records, abort word
   int self = 0;      // this rank
   /// Bytes of each posted step: [(dst · nchannels + channel) · slots + step % slots].
@@ -128,18 +133,18 @@ struct socket_view {
 };
 
 /// Writes this rank's process identity into its (local) record.
-inline void publish_identity(const socket_view& v, int rank) { publish_identity(v.local, rank); }
+inline void publish_identity(const proxied_view& v, int rank) { publish_identity(v.local, rank); }
 
 /// Compile-time capabilities (collx/concepts.hpp), read by collx/composition.hpp.
-struct socket {
-  static constexpr const char* name = "socket";
+struct proxied {
+  static constexpr const char* name = "proxied (socket or ib)";
   static constexpr bool direct_load_store = false;  // a proxy writes the peer's FIFO
   static constexpr bool in_order_128b_lines = false;
   static constexpr bool peer_buffer_access = false;
   static constexpr bool user_buffer_access = false;
   static constexpr bool multicast = false;
   static constexpr bool needs_proxy = true;
-  using view = socket_view;
+  using view = proxied_view;
 };
 
 }  // namespace collx::transport
