@@ -1,5 +1,6 @@
 // collx/net.hpp — communicators whose ranks are processes on different hosts,
-// over the TCP socket transport (transport/proxied.hpp, net/).
+// over TCP sockets or InfiniBand verbs, each behind a per-communicator proxy
+// (transport/proxied.hpp, net/).
 //
 //   collx::net::init_rank(P, id, rank, opts)   as collx::init_rank, over sockets
 //   collx::net::from_env(opts)                 as collx::from_env, over sockets
@@ -21,8 +22,11 @@
 // communicator loads (by default the shared-memory preset: no network
 // preset exists yet), restricted to what composes on this transport.
 //
-// Environment (read by socket_options::from_env):
-//   COLLX_NET               socket (default); ib: not implemented, refused
+// Environment (read by net_options::from_env):
+//   COLLX_NET               socket (default) or ib (net/ib_proxy.hpp; needs
+//                           rdma-core, collx::ibverbs, unless a provider is given)
+//   COLLX_IB_HCA, COLLX_IB_GID_INDEX, COLLX_IB_QPS_PER_CONNECTION,
+//   COLLX_IB_TIMEOUT, COLLX_IB_RETRY_CNT   the ib transport (net/ib_proxy.hpp)
 //   COLLX_SOCKET_IFNAME     interfaces, NCCL's syntax (net/ifname.hpp)
 //   COLLX_SOCKET_FAMILY     AF_INET or AF_INET6
 //   COLLX_SOCKET_NSTREAMS   TCP streams per peer, 1..16 (default 1); equal on every rank
@@ -32,7 +36,7 @@
 // equal on every rank (checked when connecting).
 //
 // Errors: as collx/process.hpp's, plus status::not_supported for COLLX_NET=ib
-// or no matching interface, status::mismatch for ranks that disagree on the
+// without rdma-core, no RDMA device or no matching interface, status::mismatch for ranks that disagree on the
 // stream count, status::timeout naming the ranks whose connections are
 // missing or the FIFO geometry differs. During calls, a peer that dies or
 // closes its connections fails the pending call on every surviving rank
