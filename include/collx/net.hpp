@@ -58,8 +58,8 @@
 #include <collx/net/proxy.hpp>
 #include <collx/net/verbs_rdma.hpp>
 #include <collx/options.hpp>
-#include <collx/transport/shm_segment.hpp>
 #include <collx/transport/proxied.hpp>
+#include <collx/transport/shm_segment.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -136,7 +136,8 @@ struct net_options {
       o.socket = socket_options::from_env();
       return o;
     }
-    if (name != "ib") throw_error(status::invalid_argument, "COLLX_NET='" + name + "': expected socket or ib");
+    if (name != "ib")
+      throw_error(status::invalid_argument, "COLLX_NET='" + name + "': expected socket or ib");
     o.transport = kind::ib;
     auto number = [](const char* var, long lo, long hi, long& out) {
       const char* t = std::getenv(var);
@@ -218,18 +219,18 @@ struct net_access {
     if (ib) {
       net::ib_options io = no.ib;
       if (io.provider == nullptr) io.provider = &net::verbs::system_provider();
-      s.set_timeout(std::chrono::duration_cast<std::chrono::milliseconds>(
-          std::max(deadline - bootstrap::clock::now(), bootstrap::clock::duration(std::chrono::milliseconds(1)))));
-      h->px = std::make_unique<net::ib_proxy>(local, layout.total_bytes(), rank, s, io, h->step_bytes.data(), spin,
-                                              std::move(hooks));
+      s.set_timeout(std::chrono::duration_cast<std::chrono::milliseconds>(std::max(
+          deadline - bootstrap::clock::now(), bootstrap::clock::duration(std::chrono::milliseconds(1)))));
+      h->px = std::make_unique<net::ib_proxy>(local, layout.total_bytes(), rank, s, io, h->step_bytes.data(),
+                                              spin, std::move(hooks));
       progress = &net::ib_proxy::try_progress_of;
     } else {
       const net::if_address ifa =
           net::pick_interface(so.ifname.empty() ? nullptr : so.ifname.c_str(),
                               so.family.empty() ? nullptr : so.family.c_str(), net::list_interfaces());
       std::vector<net::peer_link> links = net::connect_mesh(s, secret, ifa, so.nstreams, layout, deadline);
-      h->px = std::make_unique<net::proxy>(local, rank, std::move(links), so.nstreams, h->step_bytes.data(), spin,
-                                           std::move(hooks));
+      h->px = std::make_unique<net::proxy>(local, rank, std::move(links), so.nstreams, h->step_bytes.data(),
+                                           spin, std::move(hooks));
       progress = &net::proxy::try_progress_of;
     }
     transport::proxied_view v{local,

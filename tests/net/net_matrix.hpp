@@ -33,7 +33,9 @@ constexpr std::int32_t guard_value = 0x5a5a5a5a;
 constexpr std::size_t guard = 16;
 
 // Rank r's input element i: a small integer, so float sums are exact.
-inline std::int32_t input(int r, std::size_t i) { return static_cast<std::int32_t>((r + 1) * (i % 13 + 1)) - 3 * r; }
+inline std::int32_t input(int r, std::size_t i) {
+  return static_cast<std::int32_t>((r + 1) * (i % 13 + 1)) - 3 * r;
+}
 
 /// A buffer of n elements of T with `guard` guard elements on each side.
 template <class T>
@@ -174,7 +176,8 @@ inline void check_matrix(collx::net_communicator& c, const std::vector<std::size
       refused = e.code() == collx::status::not_supported;
       if (c.rank() == 0 && v.proto == collx::proto_id::ll) std::printf("refused as expected: %s\n", e.what());
     }
-    t.expect(refused, std::string("variant ") + collx::name(v.algo) + "/" + collx::name(v.proto) + " refused");
+    t.expect(refused,
+             std::string("variant ") + collx::name(v.algo) + "/" + collx::name(v.proto) + " refused");
   }
   float one = 1, sum = 0;
   c.all_reduce(&one, &sum, 1, collx::reduce_op::sum);

@@ -46,7 +46,8 @@ struct qp_pair {
       ctx[i] = t.open(t.self, "fake" + std::to_string(i));
       pd[i] = t.alloc_pd(ctx[i]);
       mem[i].assign(4096, std::byte{0});
-      mr[i] = t.reg_mr(pd[i], mem[i].data(), mem[i].size(), vb::local_write | vb::remote_write, &lkey[i], &rkey[i]);
+      mr[i] = t.reg_mr(pd[i], mem[i].data(), mem[i].size(), vb::local_write | vb::remote_write, &lkey[i],
+                       &rkey[i]);
       cq[i] = t.create_cq(ctx[i], 64);
       qp[i] = t.create_qp(pd[i], cq[i], {}, &qpn[i]);
     }
@@ -94,7 +95,8 @@ struct qp_pair {
     return true;
   }
   void fill(int i, std::size_t off, std::size_t len, int seed) {
-    for (std::size_t k = 0; k < len; ++k) mem[i][off + k] = std::byte(static_cast<unsigned char>(seed + 3 * k));
+    for (std::size_t k = 0; k < len; ++k)
+      mem[i][off + k] = std::byte(static_cast<unsigned char>(seed + 3 * k));
   }
 };
 
@@ -237,7 +239,8 @@ TEST_CASE("fake verbs: injected faults, a link down and a destroyed peer", "[ib]
   }
 }
 
-TEST_CASE("fake verbs: the completion event fd is readable once armed and a completion arrives", "[ib][fake]") {
+TEST_CASE("fake verbs: the completion event fd is readable once armed and a completion arrives",
+          "[ib][fake]") {
   qp_pair f;
   const int fd = f.t.cq_fd(f.cq[1]);
   pollfd p{fd, POLLIN, 0};
@@ -290,7 +293,8 @@ struct ib_job {
 
 }  // namespace
 
-TEST_CASE("ib over the fake fabric: every collective and algorithm, 2-4 ranks, 1-2 queue pairs", "[ib][comm]") {
+TEST_CASE("ib over the fake fabric: every collective and algorithm, 2-4 ranks, 1-2 queue pairs",
+          "[ib][comm]") {
   const int P = GENERATE(2, 3, 4);
   const int qps = GENERATE(1, 2);
   INFO(P << " ranks, " << qps << " QPs per peer");
@@ -315,7 +319,8 @@ namespace {
 /// Two ranks run all_reduce in a loop; `fault` is applied once rank 0 has
 /// done `after` calls. Every rank must fail within 5 s (the deadline is 30),
 /// with a message naming the other rank's device.
-void check_both_fail(const std::function<void(ib_job&)>& fault, status want0, status want1, const std::string& what) {
+void check_both_fail(const std::function<void(ib_job&)>& fault, status want0, status want1,
+                     const std::string& what) {
   ib_job job(2);
   using clock = std::chrono::steady_clock;
   std::atomic<std::int64_t> injected_at{0};  // clock ticks; 0: not yet
@@ -335,12 +340,14 @@ void check_both_fail(const std::function<void(ib_job&)>& fault, status want0, st
     } catch (const error& e) {
       codes[static_cast<std::size_t>(r)] = e.code();
       const std::int64_t at = injected_at.load();
-      if (at != 0) took[static_cast<std::size_t>(r)] =
-          std::chrono::duration<double>(clock::now() - clock::time_point(clock::duration(at))).count();
+      if (at != 0)
+        took[static_cast<std::size_t>(r)] =
+            std::chrono::duration<double>(clock::now() - clock::time_point(clock::duration(at))).count();
       throw;
     }
   });
-  INFO("rank 0: " << errors[0] << " (" << took[0] << " s)\nrank 1: " << errors[1] << " (" << took[1] << " s)");
+  INFO("rank 0: " << errors[0] << " (" << took[0] << " s)\nrank 1: " << errors[1] << " (" << took[1]
+                  << " s)");
   CHECK(codes[0] == want0);
   CHECK(codes[1] == want1);
   CHECK(errors[0].find("rank 1 (fake1") != std::string::npos);
@@ -406,7 +413,8 @@ TEST_CASE("ib over the fake fabric: abort, mismatched calls, a peer that left", 
     const auto errors = job.run([&](net_communicator& c, int r) {
       std::vector<float> x(1000, 1.0f), y(1000);
       try {
-        for (int i = 0; i < 5; ++i) c.all_reduce(x.data(), y.data(), x.size(), r == 1 ? reduce_op::max : reduce_op::sum);
+        for (int i = 0; i < 5; ++i)
+          c.all_reduce(x.data(), y.data(), x.size(), r == 1 ? reduce_op::max : reduce_op::sum);
       } catch (const error& e) {
         codes[static_cast<std::size_t>(r)] = e.code();
         throw;

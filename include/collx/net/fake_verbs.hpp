@@ -271,8 +271,10 @@ class fake_fabric {
     if (how.port != 1) throw_error(status::invalid_argument, "fake verbs: only port 1 exists");
     bool known = false;
     for (auto& d : f.devs_) known = known || d->lid == remote.lid;
-    if (!known) throw_error(status::system_error, "fake verbs: no device with lid " + std::to_string(remote.lid));
-    if (q->state != qp_state::reset) throw_error(status::invalid_argument, "fake verbs: QP already connected");
+    if (!known)
+      throw_error(status::system_error, "fake verbs: no device with lid " + std::to_string(remote.lid));
+    if (q->state != qp_state::reset)
+      throw_error(status::invalid_argument, "fake verbs: QP already connected");
     q->remote_qpn = remote.qpn;
     q->remote_lid = remote.lid;
     q->state = qp_state::rts;
@@ -291,7 +293,8 @@ class fake_fabric {
   void to_error(qp& q) {
     if (q.state == qp_state::error) return;
     q.state = qp_state::error;
-    for (const recv_wr& r : q.rq) complete(*q.cq_, {r.wr_id, wc_status::wr_flush_err, wc_opcode::recv, 0, 0, false, q.qpn});
+    for (const recv_wr& r : q.rq)
+      complete(*q.cq_, {r.wr_id, wc_status::wr_flush_err, wc_opcode::recv, 0, 0, false, q.qpn});
     q.rq.clear();
     for (const arrival& a : q.inbox) sender_done(a, wc_status::retry_exc_err);
     q.inbox.clear();
@@ -309,13 +312,16 @@ class fake_fabric {
       complete(*s.cq_, {a.wr.wr_id, st, op_of(a.wr.op), a.wr.local.length, 0, false, s.qpn});
     }
   }
-  static wc_opcode op_of(wr_opcode o) { return o == wr_opcode::send ? wc_opcode::send : wc_opcode::rdma_write; }
+  static wc_opcode op_of(wr_opcode o) {
+    return o == wr_opcode::send ? wc_opcode::send : wc_opcode::rdma_write;
+  }
 
   static const mr* find_mr(const pd& p, std::uint32_t key, bool remote, std::uint64_t addr, std::uint64_t len,
                            unsigned need) {
     for (const mr* m : p.mrs)
       if ((remote ? m->rkey : m->lkey) == key)
-        return addr >= m->addr && len <= m->len && addr - m->addr <= m->len - len && (m->access & need) == need
+        return addr >= m->addr && len <= m->len && addr - m->addr <= m->len - len &&
+                       (m->access & need) == need
                    ? m
                    : nullptr;
     return nullptr;
@@ -325,7 +331,8 @@ class fake_fabric {
     if (n == 8 && reinterpret_cast<std::uintptr_t>(dst) % 8 == 0) {
       std::uint64_t v;
       std::memcpy(&v, src, 8);
-      std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(dst)).store(v, std::memory_order_release);
+      std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(dst))
+          .store(v, std::memory_order_release);
     } else if (n != 0) {
       std::memcpy(dst, src, n);
     }
@@ -337,13 +344,15 @@ class fake_fabric {
       arrival& a = q.inbox.front();
       const bool needs_recv = a.wr.op != wr_opcode::rdma_write;
       if (needs_recv && q.rq.empty()) return;  // receiver not ready: retried until it posts one
-      const std::byte* src = a.bytes.empty() ? reinterpret_cast<const std::byte*>(a.wr.local.addr) : a.bytes.data();
+      const std::byte* src =
+          a.bytes.empty() ? reinterpret_cast<const std::byte*>(a.wr.local.addr) : a.bytes.data();
       if (a.wr.op == wr_opcode::send) {
         const recv_wr r = q.rq.front();
         q.rq.pop_front();
         if (a.wr.local.length > r.local.length ||
             find_mr(*q.owner, r.local.lkey, false, r.local.addr, r.local.length, local_write) == nullptr) {
-          const wc_status st = a.wr.local.length > r.local.length ? wc_status::loc_len_err : wc_status::loc_prot_err;
+          const wc_status st =
+              a.wr.local.length > r.local.length ? wc_status::loc_len_err : wc_status::loc_prot_err;
           complete(*q.cq_, {r.wr_id, st, wc_opcode::recv, 0, 0, false, q.qpn});
           arrival gone = std::move(a);
           q.inbox.pop_front();
@@ -354,7 +363,8 @@ class fake_fabric {
         store_bytes(reinterpret_cast<std::byte*>(r.local.addr), src, a.wr.local.length);
         complete(*q.cq_, {r.wr_id, wc_status::success, wc_opcode::recv, a.wr.local.length, 0, false, q.qpn});
       } else {
-        if (find_mr(*q.owner, a.wr.rkey, true, a.wr.remote_addr, a.wr.local.length, remote_write) == nullptr) {
+        if (find_mr(*q.owner, a.wr.rkey, true, a.wr.remote_addr, a.wr.local.length, remote_write) ==
+            nullptr) {
           arrival gone = std::move(a);
           q.inbox.pop_front();
           to_error(q);
@@ -365,8 +375,8 @@ class fake_fabric {
         if (needs_recv) {
           const recv_wr r = q.rq.front();
           q.rq.pop_front();
-          complete(*q.cq_, {r.wr_id, wc_status::success, wc_opcode::recv_rdma_with_imm, a.wr.local.length, a.wr.imm,
-                            true, q.qpn});
+          complete(*q.cq_, {r.wr_id, wc_status::success, wc_opcode::recv_rdma_with_imm, a.wr.local.length,
+                            a.wr.imm, true, q.qpn});
         }
       }
       const arrival done = std::move(a);
@@ -386,7 +396,8 @@ class fake_fabric {
 
   void send_one(qp& q, send_wr wr) {
     const arrival self{q.qpn, wr, {}};
-    if (q.state == qp_state::error) return complete(*q.cq_, {wr.wr_id, wc_status::wr_flush_err, op_of(wr.op), 0, 0, false, q.qpn});
+    if (q.state == qp_state::error)
+      return complete(*q.cq_, {wr.wr_id, wc_status::wr_flush_err, op_of(wr.op), 0, 0, false, q.qpn});
     if (find_mr(*q.owner, wr.local.lkey, false, wr.local.addr, wr.local.length, 0) == nullptr)
       return sender_done(self, wc_status::loc_prot_err);
     dev& d = *q.owner->d;
@@ -429,8 +440,7 @@ class fake_fabric {
     for (int i = 0; i < n; ++i) {
       if (q->state == qp_state::error)
         complete(*q->cq_, {wrs[i].wr_id, wc_status::wr_flush_err, wc_opcode::recv, 0, 0, false, q->qpn});
-      else
-        q->rq.push_back(wrs[i]);
+      else q->rq.push_back(wrs[i]);
     }
     f.deliver(*q);
     return 0;

@@ -77,7 +77,8 @@ struct ib_options {
 };
 
 /// The device and port COLLX_IB_HCA picks among `devs` (the first match).
-inline std::pair<std::string, int> pick_hca(const std::string& spec, const std::vector<verbs::device_info>& devs) {
+inline std::pair<std::string, int> pick_hca(const std::string& spec,
+                                            const std::vector<verbs::device_info>& devs) {
   std::string names;
   for (const auto& d : devs) names += (names.empty() ? "" : ", ") + d.name;
   if (devs.empty()) throw_error(status::not_supported, "ib transport: no RDMA device found");
@@ -89,7 +90,8 @@ inline std::pair<std::string, int> pick_hca(const std::string& spec, const std::
       const std::string p = f.names[i].substr(colon + 1);
       char* end = nullptr;
       const long v = std::strtol(p.c_str(), &end, 10);
-      require(!p.empty() && *end == '\0' && v >= 1 && v <= 255, "COLLX_IB_HCA", "'" + spec + "': bad port '" + p + "'");
+      require(!p.empty() && *end == '\0' && v >= 1 && v <= 255, "COLLX_IB_HCA",
+              "'" + spec + "': bad port '" + p + "'");
       ports[i] = static_cast<int>(v);
       f.names[i].resize(colon);
     }
@@ -97,10 +99,12 @@ inline std::pair<std::string, int> pick_hca(const std::string& spec, const std::
     if (!matches(f, d.name)) continue;
     int port = 1;
     for (std::size_t i = 0; i < f.names.size() && !f.exclude; ++i)
-      if (f.exact ? d.name == f.names[i] : d.name.compare(0, f.names[i].size(), f.names[i]) == 0) port = ports[i];
+      if (f.exact ? d.name == f.names[i] : d.name.compare(0, f.names[i].size(), f.names[i]) == 0)
+        port = ports[i];
     return {d.name, port};
   }
-  throw_error(status::not_supported, "COLLX_IB_HCA='" + spec + "' matches no RDMA device (there are: " + names + ")");
+  throw_error(status::not_supported,
+              "COLLX_IB_HCA='" + spec + "' matches no RDMA device (there are: " + names + ")");
 }
 
 class ib_proxy : public proxy_base {
@@ -108,8 +112,8 @@ class ib_proxy : public proxy_base {
   /// Opens the device, registers the segment [seg, seg + seg_bytes), makes
   /// `o.qps` queue pairs per peer, exchanges their addresses through `s`
   /// and connects them; then starts the thread.
-  ib_proxy(transport::shm_view local, std::size_t seg_bytes, int self, bootstrap::session& s, const ib_options& o,
-           std::uint32_t* step_bytes, std::uint64_t spin_ns, hooks h)
+  ib_proxy(transport::shm_view local, std::size_t seg_bytes, int self, bootstrap::session& s,
+           const ib_options& o, std::uint32_t* step_bytes, std::uint64_t spin_ns, hooks h)
       : proxy_base(local, self, step_bytes, spin_ns, std::move(h)), vb_(*o.provider), nqps_(o.qps) {
     require(o.qps >= 1 && o.qps <= max_qps, "COLLX_IB_QPS_PER_CONNECTION",
             std::to_string(o.qps) + " is not a queue pair count in [1, 16]");
@@ -120,16 +124,19 @@ class ib_proxy : public proxy_base {
     r_.ctx = vb_.open(vb_.self, devname);
     const verbs::port_info pi = vb_.query_port(r_.ctx, port, o.gid_index);
     if (!pi.active)
-      throw_error(status::system_error, "ib transport: port " + std::to_string(port) + " of " + devname + " is not active");
+      throw_error(status::system_error,
+                  "ib transport: port " + std::to_string(port) + " of " + devname + " is not active");
     r_.pd = vb_.alloc_pd(r_.ctx);
-    r_.seg_mr = vb_.reg_mr(r_.pd, v_.base, seg_bytes, verbs::local_write | verbs::remote_write, &seg_lkey_, &seg_rkey_);
+    r_.seg_mr = vb_.reg_mr(r_.pd, v_.base, seg_bytes, verbs::local_write | verbs::remote_write, &seg_lkey_,
+                           &seg_rkey_);
     // Slots per connection bound the steps (and credits) in flight per QP.
     std::uint32_t steps = 0;
     for (std::uint32_t c = 0; c < nch_; ++c) steps += v_.layout.fifo[c].slots;
     rdepth_ = 2 * steps + 16;
     sdepth_ = std::max<std::uint32_t>(256, 2 * rdepth_);
     const std::size_t nq = std::size_t(P) * std::size_t(nqps_);
-    ctl_.assign((nq * rdepth_ + std::size_t(P) * sdepth_) * ctl_bytes + std::size_t(P) * nch_ * 8, std::byte{0});
+    ctl_.assign((nq * rdepth_ + std::size_t(P) * sdepth_) * ctl_bytes + std::size_t(P) * nch_ * 8,
+                std::byte{0});
     r_.ctl_mr = vb_.reg_mr(r_.pd, ctl_.data(), ctl_.size(), verbs::local_write, &ctl_lkey_, &ctl_rkey_);
     r_.cq = vb_.create_cq(r_.ctx, static_cast<int>(nq * (rdepth_ + sdepth_)));
 
@@ -144,7 +151,8 @@ class ib_proxy : public proxy_base {
     me.rkey = seg_rkey_;
     me.qps = static_cast<std::uint32_t>(nqps_);
     me.nchannels = nch_;
-    for (std::uint32_t c = 0; c < nch_; ++c) me.slots[c] = v_.layout.fifo[c].slots, me.slot_bytes[c] = v_.layout.fifo[c].slot_bytes;
+    for (std::uint32_t c = 0; c < nch_; ++c)
+      me.slots[c] = v_.layout.fifo[c].slots, me.slot_bytes[c] = v_.layout.fifo[c].slot_bytes;
     std::snprintf(me.device, sizeof me.device, "%s", devname.c_str());
     // Room for the most QPs per peer, so that ranks that disagree on the
     // count still exchange records of one size and check_peer names the problem.
@@ -163,8 +171,9 @@ class ib_proxy : public proxy_base {
     }
     std::memcpy(blob.data(), &me, sizeof me);
     const std::vector<std::byte> all = s.allgather(blob.data(), blob.size());
-    require(all.size() == blob.size() * std::size_t(P), "ib transport",
-            "the ranks' connection records differ in size (different rank counts or queue pairs per connection)");
+    require(
+        all.size() == blob.size() * std::size_t(P), "ib transport",
+        "the ranks' connection records differ in size (different rank counts or queue pairs per connection)");
 
     verbs::qp_connect how;
     how.port = port;
@@ -200,7 +209,8 @@ class ib_proxy : public proxy_base {
           p.expected[static_cast<std::size_t>(i)][c] = t + (static_cast<std::uint64_t>(i) + n - t % n) % n;
         }
       }
-      verbs::qp_address mine{pi.lid, {}, 0, 0, pi.mtu}, theirs{them.lid, {}, 0, 0, std::min(pi.mtu, them.mtu)};
+      verbs::qp_address mine{pi.lid, {}, 0, 0, pi.mtu},
+          theirs{them.lid, {}, 0, 0, std::min(pi.mtu, them.mtu)};
       std::memcpy(mine.gid, pi.gid, 16);
       std::memcpy(theirs.gid, them.gid, 16);
       for (int i = 0; i < nqps_; ++i) {
@@ -221,7 +231,6 @@ class ib_proxy : public proxy_base {
 
   ~ib_proxy() override { stop(std::chrono::milliseconds(5000)); }
 
-
   /// As net::proxy::try_progress: posts the rank's steps and credits from the
   /// calling thread when the proxy thread is not working.
   bool try_progress() {
@@ -239,8 +248,8 @@ class ib_proxy : public proxy_base {
 
  private:
   static constexpr int max_qps = 16;
-  static constexpr std::uint32_t ping_slot = 1;               // wr_id slot of a liveness write
-  static constexpr std::uint64_t ping_ns = 500'000'000ull;    // how often an idle proxy pings its peers
+  static constexpr std::uint32_t ping_slot = 1;              // wr_id slot of a liveness write
+  static constexpr std::uint64_t ping_ns = 500'000'000ull;   // how often an idle proxy pings its peers
   static constexpr std::uint32_t hello_magic = 0x43584942u;  // "CXIB"
   static constexpr std::size_t ctl_bytes = 32;
   static constexpr std::uint64_t wake_key = 0, cq_key = 1;
@@ -270,7 +279,7 @@ class ib_proxy : public proxy_base {
     int rank = -1;
     std::string where;
     std::vector<verbs::handle> qps;
-    std::vector<std::uint32_t> out;  // per QP: send requests not completed
+    std::vector<std::uint32_t> out;                    // per QP: send requests not completed
     std::vector<std::vector<std::uint64_t>> expected;  // per QP and channel: next data step
     std::vector<channel> ch;
     std::vector<std::uint8_t> bye_seen;
@@ -299,10 +308,12 @@ class ib_proxy : public proxy_base {
 
   void check_peer(int q, const hello& me, const hello& them) const {
     const std::string who = "ib transport: rank " + std::to_string(q);
-    if (them.magic != hello_magic) throw_error(status::system_error, who + " sent a connection record that is not collx's");
+    if (them.magic != hello_magic)
+      throw_error(status::system_error, who + " sent a connection record that is not collx's");
     if (them.qps != me.qps)
-      throw_error(status::mismatch, who + " uses " + std::to_string(them.qps) + " queue pairs per connection, rank " +
-                                        std::to_string(self_) + " " + std::to_string(me.qps) +
+      throw_error(status::mismatch, who + " uses " + std::to_string(them.qps) +
+                                        " queue pairs per connection, rank " + std::to_string(self_) + " " +
+                                        std::to_string(me.qps) +
                                         " (COLLX_IB_QPS_PER_CONNECTION must be equal on every rank)");
     bool same = them.nchannels == me.nchannels;
     for (std::uint32_t c = 0; same && c < me.nchannels; ++c)
@@ -316,14 +327,15 @@ class ib_proxy : public proxy_base {
     epoll_event e{};
     e.events = EPOLLIN;
     e.data.u64 = key;
-    if (::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, fd, &e) != 0) bootstrap::detail::throw_errno("ib transport: epoll_ctl", errno);
+    if (::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, fd, &e) != 0)
+      bootstrap::detail::throw_errno("ib transport: epoll_ctl", errno);
   }
 
   std::string where_of(int rank) const override { return peers_[static_cast<std::size_t>(rank)].where; }
 
   static std::uint64_t wr_id(bool recv, int rank, int qp, std::uint32_t slot) {
-    return (recv ? 1ull << 63 : 0) | std::uint64_t(std::uint16_t(rank)) << 32 | std::uint64_t(qp & 0xff) << 24 |
-           (slot & 0xffffffu);
+    return (recv ? 1ull << 63 : 0) | std::uint64_t(std::uint16_t(rank)) << 32 |
+           std::uint64_t(qp & 0xff) << 24 | (slot & 0xffffffu);
   }
   std::byte* recv_buf(int rank, int qp, std::uint32_t k) {
     return ctl_.data() + ((std::size_t(rank) * nqps_ + std::size_t(qp)) * rdepth_ + k) * ctl_bytes;
@@ -334,22 +346,27 @@ class ib_proxy : public proxy_base {
   }
   std::uint64_t* credit_word(int rank, std::uint32_t c) {
     const std::size_t nq = std::size_t(v_.nranks()) * std::size_t(nqps_);
-    return reinterpret_cast<std::uint64_t*>(ctl_.data() + (nq * rdepth_ + std::size_t(v_.nranks()) * sdepth_) * ctl_bytes +
+    return reinterpret_cast<std::uint64_t*>(ctl_.data() +
+                                            (nq * rdepth_ + std::size_t(v_.nranks()) * sdepth_) * ctl_bytes +
                                             (std::size_t(rank) * nch_ + c) * 8);
   }
 
   void repost(int rank, int qp, std::uint32_t k) {
     verbs::recv_wr r{wr_id(true, rank, qp, k),
                      {reinterpret_cast<std::uint64_t>(recv_buf(rank, qp, k)), ctl_bytes, ctl_lkey_}};
-    const int rc = vb_.post_recv(peers_[static_cast<std::size_t>(rank)].qps[static_cast<std::size_t>(qp)], &r, 1);
-    if (rc != 0) throw_error(status::system_error, "ib transport: post_recv failed (" + std::string(std::strerror(rc)) + ")");
+    const int rc =
+        vb_.post_recv(peers_[static_cast<std::size_t>(rank)].qps[static_cast<std::size_t>(qp)], &r, 1);
+    if (rc != 0)
+      throw_error(status::system_error,
+                  "ib transport: post_recv failed (" + std::string(std::strerror(rc)) + ")");
   }
 
   /// Posts one send request on QP `qp` of peer p; false (and a failure) if the provider refuses it.
   bool post(peer& p, int qp, const verbs::send_wr& wr) {
     const int rc = vb_.post_send(p.qps[static_cast<std::size_t>(qp)], &wr, 1);
     if (rc != 0) {
-      fail(p.rank, status::system_error, "posting to queue pair " + std::to_string(qp) + " failed (" + std::strerror(rc) + ")");
+      fail(p.rank, status::system_error,
+           "posting to queue pair " + std::to_string(qp) + " failed (" + std::strerror(rc) + ")");
       p.dead = true;
       return false;
     }
@@ -394,12 +411,14 @@ class ib_proxy : public proxy_base {
       if (p.left) {
         // Said goodbye after its last credit: steps posted beyond it are never read.
         for (std::uint32_t c = 0; c < nch_ && !p.lost; ++c) {
-          const std::uint64_t tail = detail::load_acquire(&v_.fifo(self_, p.rank, static_cast<int>(c)).ctrl->tail);
+          const std::uint64_t tail =
+              detail::load_acquire(&v_.fifo(self_, p.rank, static_cast<int>(c)).ctrl->tail);
           if (tail <= p.ch[c].credit_from_peer) continue;
           p.lost = true;
           fail(p.rank, status::peer_dead,
-               "closed its communicator (said goodbye) with " + std::to_string(tail - p.ch[c].credit_from_peer) +
-                   " step(s) of channel " + std::to_string(c) + " this rank sent it unread");
+               "closed its communicator (said goodbye) with " +
+                   std::to_string(tail - p.ch[c].credit_from_peer) + " step(s) of channel " +
+                   std::to_string(c) + " this rank sent it unread");
           progress = true;
         }
         continue;
@@ -415,7 +434,8 @@ class ib_proxy : public proxy_base {
           verbs::send_wr wr;
           wr.wr_id = wr_id(false, p.rank, qp, 0);
           wr.op = verbs::wr_opcode::rdma_write_with_imm;
-          wr.local = {reinterpret_cast<std::uint64_t>(slot), posted_bytes(p.rank, c, k.queued, out), seg_lkey_};
+          wr.local = {reinterpret_cast<std::uint64_t>(slot), posted_bytes(p.rank, c, k.queued, out),
+                      seg_lkey_};
           wr.remote_addr = p.base + static_cast<std::uint64_t>(slot - v_.base);
           wr.rkey = p.rkey;
           wr.imm = imm_data << 30 | c << 27 | static_cast<std::uint32_t>(k.queued & step_mask);
@@ -433,7 +453,8 @@ class ib_proxy : public proxy_base {
           wr.wr_id = wr_id(false, p.rank, 0, 0);
           wr.op = verbs::wr_opcode::rdma_write_with_imm;
           wr.local = {reinterpret_cast<std::uint64_t>(w), 8, ctl_lkey_};
-          wr.remote_addr = p.base + static_cast<std::uint64_t>(reinterpret_cast<std::byte*>(&in.ctrl->head) - v_.base);
+          wr.remote_addr =
+              p.base + static_cast<std::uint64_t>(reinterpret_cast<std::byte*>(&in.ctrl->head) - v_.base);
           wr.rkey = p.rkey;
           wr.imm = imm_credit << 30 | c << 27 | static_cast<std::uint32_t>(head & step_mask);
           post(p, 0, wr);
@@ -446,7 +467,8 @@ class ib_proxy : public proxy_base {
 
   void refuse(peer& p, int qp, const std::string& why) {
     fail(p.rank, status::system_error,
-         "refused what it sent on queue pair " + std::to_string(qp) + ": " + why + " (not a collx peer, or a corrupted transfer)");
+         "refused what it sent on queue pair " + std::to_string(qp) + ": " + why +
+             " (not a collx peer, or a corrupted transfer)");
     p.dead = true;
   }
 
@@ -460,7 +482,8 @@ class ib_proxy : public proxy_base {
 
   void on_completion(const verbs::completion& e) {
     const bool recv = (e.wr_id >> 63) != 0;
-    const int rank = static_cast<int>((e.wr_id >> 32) & 0xffff), qp = static_cast<int>((e.wr_id >> 24) & 0xff);
+    const int rank = static_cast<int>((e.wr_id >> 32) & 0xffff),
+              qp = static_cast<int>((e.wr_id >> 24) & 0xff);
     const std::uint32_t k = static_cast<std::uint32_t>(e.wr_id & 0xffffff);
     if (rank >= v_.nranks() || rank == self_ || qp >= nqps_) return;  // not ours: cannot happen
     peer& p = peers_[static_cast<std::size_t>(rank)];
@@ -469,12 +492,13 @@ class ib_proxy : public proxy_base {
     if (e.status != verbs::wc_status::success) {
       const bool quiet = e.status == verbs::wc_status::wr_flush_err && (p.dead || p.left || failed_);
       if (!quiet && !p.dead && !(p.left && stop_.load(std::memory_order_relaxed))) {
-        const status why = e.status == verbs::wc_status::retry_exc_err || e.status == verbs::wc_status::rnr_retry_exc_err
-                               ? status::peer_dead
-                               : status::system_error;
+        const status why =
+            e.status == verbs::wc_status::retry_exc_err || e.status == verbs::wc_status::rnr_retry_exc_err
+                ? status::peer_dead
+                : status::system_error;
         fail(p.rank, why,
-             std::string(recv ? "a receive" : "a send") + " on queue pair " + std::to_string(qp) + " failed: " +
-                 verbs::to_string(e.status));
+             std::string(recv ? "a receive" : "a send") + " on queue pair " + std::to_string(qp) +
+                 " failed: " + verbs::to_string(e.status));
       }
       p.dead = true;
       return;
@@ -494,8 +518,9 @@ class ib_proxy : public proxy_base {
       const transport::fifo_ref out = v_.fifo(self_, p.rank, static_cast<int>(c));
       const std::uint64_t h = detail::load_acquire(&out.ctrl->head);
       if (h < ch.credit_from_peer || h > ch.queued)
-        return refuse(p, qp, "a credit of " + std::to_string(h) + " steps of channel " + std::to_string(c) +
-                                 " (sent " + std::to_string(ch.queued) + ")");
+        return refuse(p, qp,
+                      "a credit of " + std::to_string(h) + " steps of channel " + std::to_string(c) +
+                          " (sent " + std::to_string(ch.queued) + ")");
       ch.credit_from_peer = h;
       detail::ring(v_.doorbell(self_));
       return;
@@ -504,12 +529,16 @@ class ib_proxy : public proxy_base {
     const transport::fifo_ref in = v_.fifo(p.rank, self_, static_cast<int>(c));
     std::uint64_t& want = p.expected[static_cast<std::size_t>(qp)][c];
     if (low != (want & step_mask))
-      return refuse(p, qp, "step " + std::to_string(low) + " of channel " + std::to_string(c) + " (expected " +
-                               std::to_string(want & step_mask) + ")");
+      return refuse(p, qp,
+                    "step " + std::to_string(low) + " of channel " + std::to_string(c) + " (expected " +
+                        std::to_string(want & step_mask) + ")");
     if (e.byte_len > in.slot_bytes)
-      return refuse(p, qp, std::to_string(e.byte_len) + " bytes for a slot of " + std::to_string(in.slot_bytes));
+      return refuse(p, qp,
+                    std::to_string(e.byte_len) + " bytes for a slot of " + std::to_string(in.slot_bytes));
     if (want >= detail::load_acquire(&in.ctrl->head) + in.slots)
-      return refuse(p, qp, "step " + std::to_string(want) + " of channel " + std::to_string(c) + " beyond the free slots");
+      return refuse(
+          p, qp,
+          "step " + std::to_string(want) + " of channel " + std::to_string(c) + " beyond the free slots");
     ch.arrived[want % in.slots] = 1;
     want += static_cast<std::uint64_t>(nqps_);
     const std::uint64_t before = ch.rx_tail;
@@ -530,7 +559,8 @@ class ib_proxy : public proxy_base {
     std::memcpy(&a, buf + 8, 8);
     std::memcpy(&b, buf + 16, 8);
     std::memcpy(&c, buf + 24, 8);
-    if (len != ctl_bytes || head[0] != hello_magic) return refuse(p, qp, "a control message of " + std::to_string(len) + " bytes that is not collx's");
+    if (len != ctl_bytes || head[0] != hello_magic)
+      return refuse(p, qp, "a control message of " + std::to_string(len) + " bytes that is not collx's");
     switch (head[1]) {
       case ctl_abort:
         hooks_.adopt(a);
@@ -579,7 +609,8 @@ class ib_proxy : public proxy_base {
     for (peer& p : peers_) {
       if (p.rank < 0 || p.dead || p.left) continue;
       for (std::uint32_t c = 0; c < nch_; ++c)
-        if (p.ch[c].queued < detail::load_acquire(&v_.fifo(self_, p.rank, static_cast<int>(c)).ctrl->tail)) return false;
+        if (p.ch[c].queued < detail::load_acquire(&v_.fifo(self_, p.rank, static_cast<int>(c)).ctrl->tail))
+          return false;
       for (std::uint32_t o : p.out)
         if (o != 0) return false;
     }

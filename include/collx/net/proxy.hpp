@@ -132,7 +132,6 @@ class proxy : public proxy_base {
   proxy& operator=(const proxy&) = delete;
   ~proxy() { stop(std::chrono::milliseconds(5000)); }
 
-
   /// Called by the rank after it published a counter: if the proxy thread
   /// is not working right now, queue and send what is posted (and credits)
   /// from the calling thread, saving the hand-off to the proxy on a send's

@@ -63,7 +63,8 @@ class proxy_base {
   /// The rank waits for step `step` of channel ch from `rank`, which left:
   /// fails the communicator naming it (from the rank's thread).
   void departed(int rank, int ch, std::uint64_t step) {
-    note_failure(rank, where_of(rank) + ": closed its communicator (said goodbye) while this rank waits for its step " +
+    note_failure(rank, where_of(rank) +
+                           ": closed its communicator (said goodbye) while this rank waits for its step " +
                            std::to_string(step) + " of channel " + std::to_string(ch));
     hooks_.raise(status::peer_dead, rank);
     detail::ring(v_.doorbell(self_));
@@ -119,7 +120,8 @@ class proxy_base {
 
   /// The bytes posted for step `step` of channel c to `peer`, at most the
   /// slot's (never read past it).
-  std::uint32_t posted_bytes(int peer, std::uint32_t c, std::uint64_t step, const transport::fifo_ref& out) const {
+  std::uint32_t posted_bytes(int peer, std::uint32_t c, std::uint64_t step,
+                             const transport::fifo_ref& out) const {
     const std::size_t i = (std::size_t(peer) * nch_ + c) * out.slots + step % out.slots;
     const std::uint32_t len = detail::load_relaxed(&step_bytes_[i]);
     return len > out.slot_bytes ? out.slot_bytes : len;
@@ -193,8 +195,8 @@ class proxy_base {
   std::uint64_t spin_ns_;
   hooks hooks_;
   bootstrap::socket_fd wake_;
-  std::uint32_t idle_ = 0;  // set while sleeping; the rank's published() clears it and writes wake_
-  std::mutex work_mu_;      // held by whichever thread moves bytes: the proxy's loop or try_progress
+  std::uint32_t idle_ = 0;           // set while sleeping; the rank's published() clears it and writes wake_
+  std::mutex work_mu_;               // held by whichever thread moves bytes: the proxy's loop or try_progress
   std::uint64_t calls_sent_ = 0;     // the last own call record forwarded
   std::vector<std::uint32_t> left_;  // per rank: said goodbye (read by the rank)
   bool failed_ = false, abort_sent_ = false;

@@ -123,7 +123,7 @@ struct qp_caps {
 /// Connection parameters (RESET → INIT → RTR → RTS).
 struct qp_connect {
   int port = 1;
-  int gid_index = -1;       // < 0: LID addressing (IB); >= 0: GID (RoCE v2)
+  int gid_index = -1;         // < 0: LID addressing (IB); >= 0: GID (RoCE v2)
   std::uint8_t timeout = 18;  // local ACK timeout, 4.096 µs · 2^timeout
   std::uint8_t retry_cnt = 7;
   std::uint8_t rnr_retry = 7;  // 7: retry forever
@@ -160,8 +160,8 @@ struct provider {
   /// Consumes the fd's pending events (non-blocking).
   void (*drain_cq_events)(handle cq) = nullptr;
   handle (*create_qp)(handle pd, handle cq, const qp_caps& caps, std::uint32_t* qpn) = nullptr;
-  void (*connect_qp)(handle qp, const qp_connect& how, const qp_address& local, const qp_address& remote) =
-      nullptr;
+  void (*connect_qp)(handle qp, const qp_connect& how, const qp_address& local,
+                     const qp_address& remote) = nullptr;
   void (*destroy_qp)(handle qp) = nullptr;
   int (*post_send)(handle qp, const send_wr* wrs, int n) = nullptr;
   int (*post_recv)(handle qp, const recv_wr* wrs, int n) = nullptr;

@@ -44,7 +44,11 @@ inline std::uint32_t mtu_bytes(ibv_mtu m) {
   }
 }
 inline ibv_mtu mtu_enum(std::uint32_t b) {
-  return b >= 4096 ? IBV_MTU_4096 : b >= 2048 ? IBV_MTU_2048 : b >= 1024 ? IBV_MTU_1024 : b >= 512 ? IBV_MTU_512 : IBV_MTU_256;
+  return b >= 4096   ? IBV_MTU_4096
+         : b >= 2048 ? IBV_MTU_2048
+         : b >= 1024 ? IBV_MTU_1024
+         : b >= 512  ? IBV_MTU_512
+                     : IBV_MTU_256;
 }
 
 inline wc_status status_of(ibv_wc_status s) {
@@ -157,7 +161,8 @@ inline void connect_qp(handle h, const qp_connect& how, const qp_address& local,
   a.pkey_index = 0;
   a.port_num = static_cast<std::uint8_t>(how.port);
   a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
-  if (int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS); rc != 0)
+  if (int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+      rc != 0)
     fail("ibv_modify_qp(INIT)", rc);
   a = {};
   a.qp_state = IBV_QPS_RTR;
@@ -190,8 +195,8 @@ inline void connect_qp(handle h, const qp_connect& how, const qp_address& local,
   a.sq_psn = local.psn;
   a.max_rd_atomic = 1;
   if (int rc = ibv_modify_qp(qp, &a,
-                             IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                                 IBV_QP_MAX_QP_RD_ATOMIC);
+                             IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                 IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
       rc != 0)
     fail("ibv_modify_qp(RTS)", rc);
 }
