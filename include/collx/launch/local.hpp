@@ -19,6 +19,15 @@
 // Returns 0 when every rank exited with 0, else the first failing rank's
 // exit code (128+signal for a signal); 127 when the program is not found.
 //
+// Several nodes (torchrun's model): with nnodes > 1, one launcher per node
+// starts its `nranks` ranks as global ranks node_rank·nranks … +nranks−1 of
+// nnodes·nranks (COLLX_LOCAL_RANK/SIZE stay per node); node 0's launcher
+// runs the root at `master` (a numeric address of node 0 that every node
+// reaches), the others none; every launcher gives its ranks a unique id
+// naming the master and the job's secret, which must be the same on every
+// node (`secret`, from COLLX_SECRET in collxrun). Ranks then make their
+// communicators across nodes, e.g. with collx::net::from_env.
+//
 // Children get the launcher's environment plus the variables above and
 // launch_options::env. Their stdin is /dev/null, except rank 0's when the
 // launcher's stdin is not a terminal (so `data | collxrun -n 2 prog` works
@@ -85,6 +94,13 @@ struct launch_options {
   /// while another core is free. `automatic` binds only when the ranks fit on
   /// the CPUs; `none` leaves placement to the scheduler.
   enum class binding { automatic, core, none } bind = binding::automatic;
+  /// Nodes of the job and this launcher's node (see the header comment).
+  int nnodes = 1, node_rank = 0;
+  /// With nnodes > 1: where node 0's root listens (numeric address, port)
+  /// and the job's secret, the same on every node.
+  std::string master_address;
+  std::uint16_t master_port = 0;
+  bootstrap::secret_bytes secret{};
 };
 
 namespace detail {
@@ -294,9 +310,15 @@ inline int run_local(int nranks, const std::vector<std::string>& argv, const lau
   namespace d = detail;
   using clock = std::chrono::steady_clock;
   require(nranks >= 1, "run_local", "nranks must be at least 1, got " + std::to_string(nranks));
-  require(nranks <= opt.bootstrap.max_ranks, "run_local",
-          "nranks " + std::to_string(nranks) + " exceeds the bootstrap limit of " +
-              std::to_string(opt.bootstrap.max_ranks));
+  require(opt.nnodes >= 1 && opt.node_rank >= 0 && opt.node_rank < opt.nnodes, "run_local",
+          "node rank " + std::to_string(opt.node_rank) + " is not in [0, " + std::to_string(opt.nnodes) + ")");
+  const bool multinode = opt.nnodes > 1;
+  require(!multinode || (!opt.master_address.empty() && opt.master_port != 0), "run_local",
+          "several nodes need the master's address and port");
+  const long long world = static_cast<long long>(nranks) * opt.nnodes;
+  const int first = opt.node_rank * nranks;
+  require(world <= opt.bootstrap.max_ranks, "run_local",
+          std::to_string(world) + " ranks exceed the bootstrap limit of " + std::to_string(opt.bootstrap.max_ranks));
   require(!argv.empty() && !argv[0].empty(), "run_local", "no program to run");
   const std::string path = d::find_program(argv[0]);
   if (path.empty()) {
@@ -312,16 +334,24 @@ inline int run_local(int nranks, const std::vector<std::string>& argv, const lau
   // Everything the children need is prepared here: after fork, in a process
   // that already runs the root's thread, only async-signal-safe calls are
   // allowed.
-  bootstrap::root_handle root = bootstrap::start_root(opt.bootstrap.address, opt.bootstrap.port,
-                                                      bootstrap::random_secret(), opt.bootstrap);
+  // One node: a root of our own. Several: node 0's launcher runs it at the
+  // master address; every launcher names it in the id it gives its ranks.
+  bootstrap::root_handle root;
+  if (!multinode)
+    root = bootstrap::start_root(opt.bootstrap.address, opt.bootstrap.port, bootstrap::random_secret(), opt.bootstrap);
+  else if (opt.node_rank == 0)
+    root = bootstrap::start_root(opt.master_address, opt.master_port, opt.secret, opt.bootstrap);
   struct root_stop {
     bootstrap::root_handle& r;
     ~root_stop() {
+      if (!r) return;
       r.stop();
       r.wait_for(std::chrono::seconds(2));
     }
   } stop_root{root};
-  const std::string id = to_string(root.id());
+  const std::string id =
+      multinode ? to_string(bootstrap::encode_unique_id({opt.master_address, opt.master_port, opt.secret}))
+                : to_string(root.id());
 
   d::cstrings args;
   args.own = argv;
@@ -340,8 +370,8 @@ inline int run_local(int nranks, const std::vector<std::string>& argv, const lau
   for (int r = 0; r < nranks; ++r) {
     auto& e = envs[static_cast<std::size_t>(r)].own;
     e = base;
-    e.push_back("COLLX_RANK=" + std::to_string(r));
-    e.push_back("COLLX_SIZE=" + std::to_string(nranks));
+    e.push_back("COLLX_RANK=" + std::to_string(first + r));
+    e.push_back("COLLX_SIZE=" + std::to_string(world));
     e.push_back("COLLX_LOCAL_RANK=" + std::to_string(r));
     e.push_back("COLLX_LOCAL_SIZE=" + std::to_string(nranks));
     e.push_back("COLLX_UNIQUE_ID=" + id);
@@ -435,8 +465,8 @@ inline int run_local(int nranks, const std::vector<std::string>& argv, const lau
     if (pgid == 0) pgid = pid;
     k.pid = pid;
     k.alive = true;
-    k.streams[0] = {pipes[0][0], STDOUT_FILENO, r, {}};
-    k.streams[1] = {pipes[1][0], STDERR_FILENO, r, {}};
+    k.streams[0] = {pipes[0][0], STDOUT_FILENO, first + r, {}};  // global ranks in messages
+    k.streams[1] = {pipes[1][0], STDERR_FILENO, first + r, {}};
   }
 
   const auto start = clock::now();
@@ -543,7 +573,7 @@ inline int run_local(int nranks, const std::vector<std::string>& argv, const lau
       if (w < 0) ws = 127 << 8;  // cannot happen while SIGCHLD is ours; count it as a failure
       const bool failed = !(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
       if (failed && !terminating) {
-        d::message(opt, d::describe(r, k.pid, ws));
+        d::message(opt, d::describe(first + r, k.pid, ws));
         failed_rank = r;
         grace_then_terminate(d::exit_code(ws));
       }
