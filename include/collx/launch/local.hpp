@@ -310,15 +310,17 @@ inline int run_local(int nranks, const std::vector<std::string>& argv, const lau
   namespace d = detail;
   using clock = std::chrono::steady_clock;
   require(nranks >= 1, "run_local", "nranks must be at least 1, got " + std::to_string(nranks));
-  require(opt.nnodes >= 1 && opt.node_rank >= 0 && opt.node_rank < opt.nnodes, "run_local",
-          "node rank " + std::to_string(opt.node_rank) + " is not in [0, " + std::to_string(opt.nnodes) + ")");
+  require(
+      opt.nnodes >= 1 && opt.node_rank >= 0 && opt.node_rank < opt.nnodes, "run_local",
+      "node rank " + std::to_string(opt.node_rank) + " is not in [0, " + std::to_string(opt.nnodes) + ")");
   const bool multinode = opt.nnodes > 1;
   require(!multinode || (!opt.master_address.empty() && opt.master_port != 0), "run_local",
           "several nodes need the master's address and port");
   const long long world = static_cast<long long>(nranks) * opt.nnodes;
   const int first = opt.node_rank * nranks;
   require(world <= opt.bootstrap.max_ranks, "run_local",
-          std::to_string(world) + " ranks exceed the bootstrap limit of " + std::to_string(opt.bootstrap.max_ranks));
+          std::to_string(world) + " ranks exceed the bootstrap limit of " +
+              std::to_string(opt.bootstrap.max_ranks));
   require(!argv.empty() && !argv[0].empty(), "run_local", "no program to run");
   const std::string path = d::find_program(argv[0]);
   if (path.empty()) {
@@ -338,7 +340,8 @@ inline int run_local(int nranks, const std::vector<std::string>& argv, const lau
   // master address; every launcher names it in the id it gives its ranks.
   bootstrap::root_handle root;
   if (!multinode)
-    root = bootstrap::start_root(opt.bootstrap.address, opt.bootstrap.port, bootstrap::random_secret(), opt.bootstrap);
+    root = bootstrap::start_root(opt.bootstrap.address, opt.bootstrap.port, bootstrap::random_secret(),
+                                 opt.bootstrap);
   else if (opt.node_rank == 0)
     root = bootstrap::start_root(opt.master_address, opt.master_port, opt.secret, opt.bootstrap);
   struct root_stop {

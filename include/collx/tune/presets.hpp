@@ -132,6 +132,19 @@ inline constexpr profile h100_roce = [] {
   return m;
 }();
 
+/// CPU ranks on nodes joined by TCP: shared memory inside a node (shm_host),
+/// the socket transport across. The inter link is what one rank per network
+/// namespace measured over veth on the 2-core machine of shm_host
+/// (bench/results/net_allreduce_veth.md: 8-byte all_reduce 30-111 us, i.e.
+/// about 2 steps of ~30 us; 0.69-1.09 GB/s busbw from 128 KiB). Used by the
+/// hierarchical communicator's choice (collx/hier.hpp) unless a profile says
+/// otherwise.
+inline constexpr profile cpu_nodes_tcp = [] {
+  profile m = shm_host;
+  m.inter = {link_kind::tcp, 30.0, 0.9};
+  return m;
+}();
+
 /// A preset by name (collx-explain, COLLX_TUNE_FILE=preset:NAME).
 struct named_preset {
   const char* name;
@@ -148,6 +161,7 @@ inline constexpr named_preset presets[] = {
     {"h100_ib_ndr", &h100_ib_ndr, "nodes of 8x H100, InfiniBand NDR 400 Gb/s per GPU"},
     {"a100_ib_hdr", &a100_ib_hdr, "nodes of 8x A100, InfiniBand HDR 200 Gb/s per GPU"},
     {"h100_roce", &h100_roce, "nodes of 8x H100, RoCE 400 Gb/s per GPU"},
+    {"cpu_nodes_tcp", &cpu_nodes_tcp, "CPU ranks: shared memory in a node, TCP across (measured over veth)"},
 };
 
 /// The preset named `n`, or nullptr.

@@ -1,0 +1,143 @@
+// One rank of a hierarchical communicator (collx/hier.hpp), started by
+// tests/net/hier.sh as nodes × ranks with collxrun --nnodes (COLLX_HOSTID
+// makes each launcher's ranks one node).
+//
+//   hier_rank check   all_reduce (in and out of place), all_gather and
+//                     broadcast from every root, hierarchical and flat, sizes
+//                     with and without a remainder modulo the node size,
+//                     fp32 and int32, against a reference computed here with
+//                     guard words; the path each call took is checked too
+//   hier_rank bench   all_reduce fp32 8 B..64 MiB, flat and hierarchical
+//                     interleaved: size, median µs of each, the model's pick
+#include <collx/hier.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "net_matrix.hpp"
+
+namespace {
+
+using net_matrix::guarded;
+using net_matrix::input;
+using mode = collx::hier::hier_options::mode;
+
+template <class T>
+void check_all(collx::hier_communicator& c, std::size_t n, const char* tname, bool hier,
+               net_matrix::tally& t) {
+  const int P = c.size(), me = c.rank();
+  const std::string tag = std::string(tname) + " n=" + std::to_string(n) + (hier ? " hier" : " flat");
+  std::vector<T> x(n);
+  for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<T>(input(me, i));
+  auto sum_at = [&](std::size_t i) {
+    double s = 0;
+    for (int r = 0; r < P; ++r) s += input(r, i);
+    return s;
+  };
+  {
+    guarded<T> y(n);
+    c.all_reduce(x.data(), y.data(), n, collx::reduce_op::sum);
+    bool ok = y.guards_intact(n) && c.last_was_hierarchical() == hier;
+    for (std::size_t i = 0; i < n && ok; ++i) ok = static_cast<double>(y.data()[i]) == sum_at(i);
+    t.expect(ok, "all_reduce " + tag);
+  }
+  {
+    guarded<T> y(n);
+    std::copy(x.begin(), x.end(), y.data());
+    c.all_reduce(y.data(), y.data(), n, collx::reduce_op::sum);  // in place
+    bool ok = y.guards_intact(n);
+    for (std::size_t i = 0; i < n && ok; ++i) ok = static_cast<double>(y.data()[i]) == sum_at(i);
+    t.expect(ok, "all_reduce in place " + tag);
+  }
+  {
+    guarded<T> y(n * P);
+    c.all_gather(x.data(), y.data(), n);
+    bool ok = y.guards_intact(n * P) && c.last_was_hierarchical() == hier;
+    for (int r = 0; r < P && ok; ++r)
+      for (std::size_t i = 0; i < n && ok; ++i) ok = y.data()[r * n + i] == static_cast<T>(input(r, i));
+    t.expect(ok, "all_gather " + tag);
+  }
+  for (int root = 0; root < P; ++root) {
+    guarded<T> y(n);
+    c.broadcast(x.data(), y.data(), n, root);
+    bool ok = y.guards_intact(n) && c.last_was_hierarchical() == hier;
+    for (std::size_t i = 0; i < n && ok; ++i) ok = y.data()[i] == static_cast<T>(input(root, i));
+    t.expect(ok, "broadcast root " + std::to_string(root) + " " + tag);
+  }
+}
+
+int check(collx::hier_communicator& c) {
+  net_matrix::tally t;
+  t.expect(c.hierarchical(), "hierarchical: " + c.why_flat());
+  for (mode m : {mode::hierarchical, mode::flat}) {
+    c.set_mode(m);
+    for (std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{7}, std::size_t{1000},
+                          std::size_t{65537}, std::size_t{300001}}) {
+      check_all<float>(c, n, "float32", m == mode::hierarchical && c.hierarchical(), t);
+      if (n <= 65537) check_all<std::int32_t>(c, n, "int32", m == mode::hierarchical && c.hierarchical(), t);
+    }
+  }
+  // The model's choice on these two links: hierarchical for all_reduce.
+  c.set_mode(mode::automatic);
+  std::vector<float> a(1 << 18, 1.0f), b(a.size());
+  c.all_reduce(a.data(), b.data(), a.size(), collx::reduce_op::sum);
+  t.expect(c.last_was_hierarchical() == c.hierarchical(),
+           "automatic all_reduce of 1 MiB takes the hierarchy");
+  std::printf("rank %d: %s: %d nodes x %d ranks, %d checks, %d failures\n", c.rank(),
+              t.failures ? "FAILED" : "PASS", c.nodes(), c.local_size(), t.checks, t.failures);
+  return t.failures ? 1 : 0;
+}
+
+int bench(collx::hier_communicator& c) {
+  using clock = std::chrono::steady_clock;
+  if (c.rank() == 0)
+    std::printf(
+        "# %d nodes x %d ranks; all_reduce fp32; median us of 7 rounds (flat and hierarchical interleaved)\n"
+        "%12s %12s %12s %8s %10s %10s\n",
+        c.nodes(), c.local_size(), "bytes", "flat_us", "hier_us", "ratio", "flat_GB/s", "model");
+  for (std::size_t bytes = 8; bytes <= (std::size_t{64} << 20); bytes *= 8) {
+    const std::size_t n = bytes / 4;
+    std::vector<float> x(n, 1.0f), y(n);
+    const int iters = bytes <= (std::size_t{1} << 20) ? 20 : 3;
+    std::vector<double> tf, th;
+    for (int round = 0; round < 7; ++round)
+      for (mode m : {mode::flat, mode::hierarchical}) {
+        c.set_mode(m);
+        c.all_reduce(x.data(), y.data(), n, collx::reduce_op::sum);  // warm
+        c.barrier();
+        const auto t0 = clock::now();
+        for (int i = 0; i < iters; ++i) c.all_reduce(x.data(), y.data(), n, collx::reduce_op::sum);
+        const double us = std::chrono::duration<double, std::micro>(clock::now() - t0).count() / iters;
+        (m == mode::flat ? tf : th).push_back(us);
+      }
+    std::sort(tf.begin(), tf.end());
+    std::sort(th.begin(), th.end());
+    c.set_mode(mode::automatic);
+    const bool pick = c.use_hierarchy(collx::coll::all_reduce, double(bytes));
+    const int P = c.size();
+    if (c.rank() == 0)
+      std::printf("%12zu %12.1f %12.1f %8.2f %10.3f %10s\n", bytes, tf[3], th[3], tf[3] / th[3],
+                  2.0 * (P - 1) / P * bytes / (tf[3] * 1e3), pick ? "hier" : "flat");
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string m = argc > 1 ? argv[1] : "check";
+  try {
+    collx::hier_communicator c = collx::hier::from_env();
+    const int rc = m == "bench" ? bench(c) : check(c);
+    c.destroy();
+    std::fflush(stdout);
+    return rc;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}
