@@ -11,6 +11,10 @@
 #   netns.sh NET_RANK linkdown v4   the veth taken down mid-run: both ranks
 #                                   fail with a timeout at the deadline
 #   netns.sh NET_RANK bench v4      all_reduce fp32 8 B..64 MiB (rank 0 prints)
+#   netns.sh HIER_RANK hier v4 COLLXRUN [check|bench]
+#                                   two nodes of two ranks (tests/net/hier_rank,
+#                                   collx/hier.hpp): one collxrun --nnodes per
+#                                   namespace, its ranks one node (COLLX_HOSTID)
 #
 # NETEM="delay 1ms loss 1%" (any tc netem arguments) shapes both ends of the
 # link; not registered with ctest: this machine's kernel has no netem, so it
@@ -77,6 +81,30 @@ run() {  # run RANK NS ARGS...: in the background, output to $work/rRANK
 }
 
 case $mode in
+  hier)
+    runner=$4 sub=${5:-check}
+    secret=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+    master=$a0:29600
+    [ "$family" = v6 ] && master="[$a0]:29600"
+    k=0
+    for ns in "$nsa" "$nsb"; do
+      ip netns exec "$ns" env COLLX_SECRET="$secret" COLLX_SOCKET_IFNAME=cxv COLLX_SOCKET_FAMILY=$fam \
+        COLLX_TIMEOUT="${COLLX_TIMEOUT:-30}" COLLX_HOSTID="ns$k" \
+        "$runner" --timeout 600 --nnodes 2 --node-rank $k --master "$master" -n 2 "$bin" "$sub" > "$work/n$k" 2>&1 &
+      pids+=($!)
+      k=$((k + 1))
+    done
+    rc=0
+    for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    pids=()
+    cat "$work/n0" "$work/n1"
+    if [ "$sub" = check ]; then
+      for r in 0 1 2 3; do
+        grep -q "^\[$r\] rank $r: PASS: 2 nodes x 2 ranks" "$work/n0" "$work/n1" || { echo "FAIL: no PASS from rank $r"; rc=1; }
+      done
+    fi
+    exit $rc
+    ;;
   check)
     start=$(date +%s.%N)
     run 0 "$nsa" check
