@@ -7,7 +7,7 @@
 //                     with and without a remainder modulo the node size,
 //                     fp32 and int32, against a reference computed here with
 //                     guard words; the path each call took is checked too
-//   hier_rank bench   all_reduce fp32 8 B..64 MiB, flat and hierarchical
+//   hier_rank bench   all_reduce fp32 8 B..64 MiB (×4), flat and hierarchical
 //                     interleaved: size, median µs of each, the model's pick
 #include <collx/hier.hpp>
 
@@ -99,7 +99,8 @@ int bench(collx::hier_communicator& c) {
         "# %d nodes x %d ranks; all_reduce fp32; median us of 7 rounds (flat and hierarchical interleaved)\n"
         "%12s %12s %12s %8s %10s %10s\n",
         c.nodes(), c.local_size(), "bytes", "flat_us", "hier_us", "ratio", "flat_GB/s", "model");
-  for (std::size_t bytes = 8; bytes <= (std::size_t{64} << 20); bytes *= 8) {
+  constexpr std::size_t largest = std::size_t{64} << 20;
+  for (std::size_t bytes = 8; bytes <= largest; bytes = bytes < largest && bytes * 4 > largest ? largest : bytes * 4) {
     const std::size_t n = bytes / 4;
     std::vector<float> x(n, 1.0f), y(n);
     const int iters = bytes <= (std::size_t{1} << 20) ? 20 : 3;
