@@ -22,8 +22,12 @@
 //                reorder to global rank order
 //   broadcast    cross broadcast among the root's local index (network) →
 //                node broadcast (shm)
-// Other calls (reduce_scatter, reduce, all_to_all(v), send/recv, barrier)
-// run on the flat communicator. Which path a call takes: the model's
+//   reduce_scatter  blocks regrouped by local index → node reduce_scatter
+//                (shm: each local rank gets its M blocks summed over the
+//                node) → cross reduce_scatter (network)
+//   reduce       node reduce to the root's local index (shm) → cross reduce
+//                to the root's node (network)
+// all_to_all(v), send/recv and barrier run on the flat communicator. Which path a call takes: the model's
 // choice (hier_cost / flat_cost below, a tune::profile's two links; the
 // preset tune::cpu_nodes_tcp unless hier_options::model says otherwise), or
 // COLLX_HIER=0 (always flat) / 1 (always hierarchical when possible).
@@ -229,7 +233,11 @@ class hier_communicator {
       case coll::all_gather:
         return hier::hier_all_gather_us(ho_.model, L_, M_, bytes) <
                hier::flat_all_gather_us(ho_.model, size(), bytes);
-      case coll::broadcast: return true;  // M + L − 2 hops instead of P − 1 network ones
+      case coll::reduce_scatter:  // the all_reduce's first half: same ratio of terms
+        return hier::hier_all_reduce_us(ho_.model, L_, M_, bytes) <
+               hier::flat_all_reduce_us(ho_.model, size(), bytes);
+      case coll::broadcast:
+      case coll::reduce: return true;  // M + L − 2 hops, of which M − 1 cross the network, not P − 1
       default: return false;
     }
   }
@@ -280,12 +288,27 @@ class hier_communicator {
   }
 
   void reduce_scatter(const void* send, void* recv, std::size_t recvcount, dtype dt, reduce_op op) {
-    last_hier_ = false;
-    flat_.reduce_scatter(send, recv, recvcount, dt, op);
+    const std::size_t es = size_of(dt), blk = recvcount * es;
+    last_hier_ = use_hierarchy(coll::reduce_scatter, double(blk * std::size_t(size())));
+    if (!last_hier_) return flat_.reduce_scatter(send, recv, recvcount, dt, op);
+    const std::size_t M = static_cast<std::size_t>(M_), L = static_cast<std::size_t>(L_);
+    std::byte* by_local = scratch(blk * M * (L + 1));  // [l][m]: the block for rank (m, l)
+    std::byte* mine = by_local + blk * M * L;          // [m]: my node's sum of blocks (m, local_)
+    const auto* in = static_cast<const std::byte*>(send);
+    for (std::size_t l = 0; l < L; ++l)
+      for (std::size_t m = 0; m < M; ++m)
+        if (blk != 0) std::memcpy(by_local + (l * M + m) * blk, in + (m * L + l) * blk, blk);
+    node_comm_->reduce_scatter(by_local, mine, recvcount * M, dt, op);  // shm: summed over the node
+    cross_comm_->reduce_scatter(mine, recv, recvcount, dt, op);         // network: over the nodes
   }
   void reduce(const void* send, void* recv, std::size_t count, dtype dt, reduce_op op, int root) {
-    last_hier_ = false;
-    flat_.reduce(send, recv, count, dt, op, root);
+    require(root >= 0 && root < size(), "reduce", "root " + std::to_string(root) + " is out of range");
+    last_hier_ = use_hierarchy(coll::reduce, double(count * size_of(dt)));
+    if (!last_hier_) return flat_.reduce(send, recv, count, dt, op, root);
+    const int rn = root / L_, rl = root % L_;
+    std::byte* part = scratch(count * size_of(dt));     // written at local rank rl only
+    node_comm_->reduce(send, part, count, dt, op, rl);  // the node's sum, at its local rank rl
+    if (local_ == rl) cross_comm_->reduce(part, recv, count, dt, op, rn);
   }
   void all_to_all(const void* send, void* recv, std::size_t count, dtype dt) {
     last_hier_ = false;
@@ -300,6 +323,18 @@ class hier_communicator {
   template <class T>
   void all_gather(const T* send, T* recv, std::size_t count) {
     all_gather(static_cast<const void*>(send), static_cast<void*>(recv), count, dtype_of<T>);
+  }
+  template <class T>
+  void reduce_scatter(const T* send, T* recv, std::size_t recvcount, reduce_op op) {
+    reduce_scatter(static_cast<const void*>(send), static_cast<void*>(recv), recvcount, dtype_of<T>, op);
+  }
+  template <class T>
+  void reduce(const T* send, T* recv, std::size_t count, reduce_op op, int root) {
+    reduce(static_cast<const void*>(send), static_cast<void*>(recv), count, dtype_of<T>, op, root);
+  }
+  template <class T>
+  void all_to_all(const T* send, T* recv, std::size_t count) {
+    all_to_all(static_cast<const void*>(send), static_cast<void*>(recv), count, dtype_of<T>);
   }
   template <class T>
   void broadcast(const T* send, T* recv, std::size_t count, int root) {

@@ -2,8 +2,9 @@
 // tests/net/hier.sh as nodes × ranks with collxrun --nnodes (COLLX_HOSTID
 // makes each launcher's ranks one node).
 //
-//   hier_rank check   all_reduce (in and out of place), all_gather and
-//                     broadcast from every root, hierarchical and flat, sizes
+//   hier_rank check   all_reduce (in and out of place), all_gather,
+//                     reduce_scatter, reduce and broadcast from every root,
+//                     hierarchical and flat, sizes
 //                     with and without a remainder modulo the node size,
 //                     fp32 and int32, against a reference computed here with
 //                     guard words; the path each call took is checked too
@@ -61,6 +62,30 @@ void check_all(collx::hier_communicator& c, std::size_t n, const char* tname, bo
       for (std::size_t i = 0; i < n && ok; ++i) ok = y.data()[r * n + i] == static_cast<T>(input(r, i));
     t.expect(ok, "all_gather " + tag);
   }
+  {
+    std::vector<T> xs(n * P);
+    for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<T>(input(me, i));
+    guarded<T> y(n);
+    c.reduce_scatter(xs.data(), y.data(), n, collx::reduce_op::sum);
+    bool ok = y.guards_intact(n) && c.last_was_hierarchical() == hier;
+    for (std::size_t i = 0; i < n && ok; ++i) ok = static_cast<double>(y.data()[i]) == sum_at(me * n + i);
+    t.expect(ok, "reduce_scatter " + tag);
+  }
+  for (int root = 0; root < P; ++root) {
+    guarded<T> y(n);
+    const T untouched = static_cast<T>(-12345);
+    std::fill(y.data(), y.data() + n, untouched);
+    c.reduce(x.data(), y.data(), n, collx::reduce_op::max, root);
+    bool ok = y.guards_intact(n) && c.last_was_hierarchical() == hier;
+    for (std::size_t i = 0; i < n && ok && me == root; ++i) {
+      double want = input(0, i);
+      for (int r = 1; r < P; ++r) want = std::max<double>(want, input(r, i));
+      ok = static_cast<double>(y.data()[i]) == want;
+    }
+    // Not the root: its output is not written.
+    for (std::size_t i = 0; i < n && ok && me != root; ++i) ok = y.data()[i] == untouched;
+    t.expect(ok, "reduce(max) root " + std::to_string(root) + " " + tag);
+  }
   for (int root = 0; root < P; ++root) {
     guarded<T> y(n);
     c.broadcast(x.data(), y.data(), n, root);
@@ -100,7 +125,8 @@ int bench(collx::hier_communicator& c) {
         "%12s %12s %12s %8s %10s %10s\n",
         c.nodes(), c.local_size(), "bytes", "flat_us", "hier_us", "ratio", "flat_GB/s", "model");
   constexpr std::size_t largest = std::size_t{64} << 20;
-  for (std::size_t bytes = 8; bytes <= largest; bytes = bytes < largest && bytes * 4 > largest ? largest : bytes * 4) {
+  for (std::size_t bytes = 8; bytes <= largest;
+       bytes = bytes < largest && bytes * 4 > largest ? largest : bytes * 4) {
     const std::size_t n = bytes / 4;
     std::vector<float> x(n, 1.0f), y(n);
     const int iters = bytes <= (std::size_t{1} << 20) ? 20 : 3;
