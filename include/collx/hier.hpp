@@ -27,7 +27,10 @@
 //                node) → cross reduce_scatter (network)
 //   reduce       node reduce to the root's local index (shm) → cross reduce
 //                to the root's node (network)
-// all_to_all(v), send/recv and barrier run on the flat communicator. Which path a call takes: the model's
+//   all_to_all   blocks regrouped by local index → node all_to_all (shm) →
+//                regrouped by node → cross all_to_all (network): M − 1
+//                network messages of L blocks each instead of P − L of one
+// all_to_allv, send/recv and barrier run on the flat communicator. Which path a call takes: the model's
 // choice (hier_cost / flat_cost below, a tune::profile's two links; the
 // preset tune::cpu_nodes_tcp unless hier_options::model says otherwise), or
 // COLLX_HIER=0 (always flat) / 1 (always hierarchical when possible).
@@ -82,6 +85,18 @@ constexpr double hier_all_gather_us(const tune::profile& m, int L, int M, double
   return (M - 1) * (m.inter.alpha_us + bytes / (m.inter.gbps * 1e3)) +
          (L - 1) * (m.intra.alpha_us + M * bytes / (m.intra.gbps * 1e3)) +
          L * M * bytes / (m.intra.gbps * 1e3);
+}
+
+/// Predicted µs of a flat all_to_all of `bytes` per peer: P − 1 network messages.
+constexpr double flat_all_to_all_us(const tune::profile& m, int P, double bytes) {
+  return P < 2 ? 0 : (P - 1) * (m.inter.alpha_us + bytes / (m.inter.gbps * 1e3));
+}
+
+/// Hierarchical all_to_all: L − 1 node messages of M blocks, M − 1 network
+/// messages of L blocks (aggregated per node), two regrouping copies.
+constexpr double hier_all_to_all_us(const tune::profile& m, int L, int M, double bytes) {
+  return (L - 1) * (m.intra.alpha_us + M * bytes / (m.intra.gbps * 1e3)) +
+         (M - 1) * (m.inter.alpha_us + L * bytes / (m.inter.gbps * 1e3)) + 2.0 * L * M * bytes / (m.intra.gbps * 1e3);
 }
 
 // On CPU nodes over TCP, two nodes of two ranks: the hierarchical all_reduce
@@ -236,6 +251,8 @@ class hier_communicator {
       case coll::reduce_scatter:  // the all_reduce's first half: same ratio of terms
         return hier::hier_all_reduce_us(ho_.model, L_, M_, bytes) <
                hier::flat_all_reduce_us(ho_.model, size(), bytes);
+      case coll::all_to_all:
+        return hier::hier_all_to_all_us(ho_.model, L_, M_, bytes) < hier::flat_all_to_all_us(ho_.model, size(), bytes);
       case coll::broadcast:
       case coll::reduce: return true;  // M + L − 2 hops, of which M − 1 cross the network, not P − 1
       default: return false;
@@ -311,8 +328,25 @@ class hier_communicator {
     if (local_ == rl) cross_comm_->reduce(part, recv, count, dt, op, rn);
   }
   void all_to_all(const void* send, void* recv, std::size_t count, dtype dt) {
-    last_hier_ = false;
-    flat_.all_to_all(send, recv, count, dt);
+    const std::size_t blk = count * size_of(dt);
+    last_hier_ = use_hierarchy(coll::all_to_all, double(blk));
+    if (!last_hier_) return flat_.all_to_all(send, recv, count, dt);
+    const std::size_t M = static_cast<std::size_t>(M_), L = static_cast<std::size_t>(L_);
+    std::byte* a = scratch(2 * blk * M * L);  // a: [l][m] to node peers; b: what they sent me
+    std::byte* b = a + blk * M * L;
+    const auto* in = static_cast<const std::byte*>(send);
+    auto* out = static_cast<std::byte*>(recv);
+    auto copy = [blk](std::byte* d, const std::byte* s) {
+      if (blk != 0) std::memcpy(d, s, blk);
+    };
+    // Per node peer l, the M blocks bound for ranks (m, l): one node message each.
+    for (std::size_t l = 0; l < L; ++l)
+      for (std::size_t m = 0; m < M; ++m) copy(a + (l * M + m) * blk, in + (m * L + l) * blk);
+    node_comm_->all_to_all(a, b, count * M, dt);  // b[l][m]: from (my node, l) to (m, local_)
+    // Per node m, the L blocks this node sends to (m, local_): one network message each.
+    for (std::size_t m = 0; m < M; ++m)
+      for (std::size_t l = 0; l < L; ++l) copy(a + (m * L + l) * blk, b + (l * M + m) * blk);
+    cross_comm_->all_to_all(a, out, count * L, dt);  // out[m][l]: from (m, l), in global rank order
   }
   void barrier() { flat_.barrier(); }
 

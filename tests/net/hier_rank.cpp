@@ -3,11 +3,12 @@
 // makes each launcher's ranks one node).
 //
 //   hier_rank check   all_reduce (in and out of place), all_gather,
-//                     reduce_scatter, reduce and broadcast from every root,
+//                     reduce_scatter, all_to_all, reduce and broadcast from every root,
 //                     hierarchical and flat, sizes
 //                     with and without a remainder modulo the node size,
 //                     fp32 and int32, against a reference computed here with
 //                     guard words; the path each call took is checked too
+//   hier_rank bench_a2a   the same for all_to_all, 8 B..16 MiB per peer
 //   hier_rank bench   all_reduce fp32 8 B..64 MiB (×4), flat and hierarchical
 //                     interleaved: size, median µs of each, the model's pick
 #include <collx/hier.hpp>
@@ -71,6 +72,16 @@ void check_all(collx::hier_communicator& c, std::size_t n, const char* tname, bo
     for (std::size_t i = 0; i < n && ok; ++i) ok = static_cast<double>(y.data()[i]) == sum_at(me * n + i);
     t.expect(ok, "reduce_scatter " + tag);
   }
+  {
+    std::vector<T> xs(n * P);
+    for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<T>(input(me, i));
+    guarded<T> y(n * P);
+    c.all_to_all(xs.data(), y.data(), n);
+    bool ok = y.guards_intact(n * P) && c.last_was_hierarchical() == hier;
+    for (int r = 0; r < P && ok; ++r)
+      for (std::size_t i = 0; i < n && ok; ++i) ok = y.data()[r * n + i] == static_cast<T>(input(r, me * n + i));
+    t.expect(ok, "all_to_all " + tag);
+  }
   for (int root = 0; root < P; ++root) {
     guarded<T> y(n);
     const T untouched = static_cast<T>(-12345);
@@ -117,38 +128,43 @@ int check(collx::hier_communicator& c) {
   return t.failures ? 1 : 0;
 }
 
-int bench(collx::hier_communicator& c) {
+int bench(collx::hier_communicator& c, bool a2a) {
   using clock = std::chrono::steady_clock;
   if (c.rank() == 0)
-    std::printf(
-        "# %d nodes x %d ranks; all_reduce fp32; median us of 7 rounds (flat and hierarchical interleaved)\n"
-        "%12s %12s %12s %8s %10s %10s\n",
-        c.nodes(), c.local_size(), "bytes", "flat_us", "hier_us", "ratio", "flat_GB/s", "model");
-  constexpr std::size_t largest = std::size_t{64} << 20;
+    std::printf("# %d nodes x %d ranks; %s fp32 (all_to_all: bytes per peer); median us of 7 rounds (flat and "
+                "hierarchical interleaved)\n%12s %12s %12s %8s %10s %10s\n",
+                c.nodes(), c.local_size(), a2a ? "all_to_all" : "all_reduce", "bytes", "flat_us", "hier_us", "ratio",
+                "flat_GB/s", "model");
+  const std::size_t largest = std::size_t{a2a ? 16u : 64u} << 20;
   for (std::size_t bytes = 8; bytes <= largest;
        bytes = bytes < largest && bytes * 4 > largest ? largest : bytes * 4) {
-    const std::size_t n = bytes / 4;
-    std::vector<float> x(n, 1.0f), y(n);
+    const std::size_t n = bytes / 4, len = a2a ? n * std::size_t(c.size()) : n;
+    std::vector<float> x(len, 1.0f), y(len);
+    auto call = [&] {
+      if (a2a) c.all_to_all(x.data(), y.data(), n);
+      else c.all_reduce(x.data(), y.data(), n, collx::reduce_op::sum);
+    };
     const int iters = bytes <= (std::size_t{1} << 20) ? 20 : 3;
     std::vector<double> tf, th;
     for (int round = 0; round < 7; ++round)
       for (mode m : {mode::flat, mode::hierarchical}) {
         c.set_mode(m);
-        c.all_reduce(x.data(), y.data(), n, collx::reduce_op::sum);  // warm
+        call();  // warm
         c.barrier();
         const auto t0 = clock::now();
-        for (int i = 0; i < iters; ++i) c.all_reduce(x.data(), y.data(), n, collx::reduce_op::sum);
+        for (int i = 0; i < iters; ++i) call();
         const double us = std::chrono::duration<double, std::micro>(clock::now() - t0).count() / iters;
         (m == mode::flat ? tf : th).push_back(us);
       }
     std::sort(tf.begin(), tf.end());
     std::sort(th.begin(), th.end());
     c.set_mode(mode::automatic);
-    const bool pick = c.use_hierarchy(collx::coll::all_reduce, double(bytes));
+    const bool pick = c.use_hierarchy(a2a ? collx::coll::all_to_all : collx::coll::all_reduce, double(bytes));
     const int P = c.size();
+    const double factor = a2a ? double(P - 1) : 2.0 * (P - 1) / P;  // busbw: bytes each rank moves
     if (c.rank() == 0)
       std::printf("%12zu %12.1f %12.1f %8.2f %10.3f %10s\n", bytes, tf[3], th[3], tf[3] / th[3],
-                  2.0 * (P - 1) / P * bytes / (tf[3] * 1e3), pick ? "hier" : "flat");
+                  factor * bytes / (tf[3] * 1e3), pick ? "hier" : "flat");
   }
   return 0;
 }
@@ -159,7 +175,7 @@ int main(int argc, char** argv) {
   const std::string m = argc > 1 ? argv[1] : "check";
   try {
     collx::hier_communicator c = collx::hier::from_env();
-    const int rc = m == "bench" ? bench(c) : check(c);
+    const int rc = m == "bench" ? bench(c, false) : m == "bench_a2a" ? bench(c, true) : check(c);
     c.destroy();
     std::fflush(stdout);
     return rc;
