@@ -18,7 +18,9 @@
 #
 # NETEM="delay 1ms loss 1%" (any tc netem arguments) shapes both ends of the
 # link; not registered with ctest: this machine's kernel has no netem, so it
-# is unmeasured here (exit 77 where tc netem is missing).
+# is unmeasured here (exit 77 where tc netem is missing). RATE=1gbit (any tc
+# rate) limits both ends with a token bucket (tc tbf, burst of 1 ms at that
+# rate), e.g. for `RATE=1gbit netns.sh NET_RANK bench v4`.
 # Needs root and ip(8) with netns: otherwise exit 77 (skipped) saying why.
 # Names are unique per run (parallel runs do not clash); the namespaces (and
 # the veth pair with them) are removed on exit by a trap, also on failure.
@@ -66,6 +68,19 @@ if [ -n "${NETEM:-}" ]; then
     # shellcheck disable=SC2086
     if ! ip netns exec "${end%%:*}" tc qdisc add dev "${end#*:}" root netem $NETEM 2> "$work/err"; then
       echo "SKIP: tc netem not available here: $(cat "$work/err")"
+      exit 77
+    fi
+  done
+fi
+
+# RATE=1gbit: a token bucket on both ends (burst: 1 ms at the rate).
+if [ -n "${RATE:-}" ]; then
+  bits=$(echo "$RATE" | sed -E 's/gbit$/000000000/; s/mbit$/000000/; s/kbit$/000/; s/bit$//')
+  burst=$((bits / 8 / 1000 > 16384 ? bits / 8 / 1000 : 16384))
+  for end in "$nsa:cxv${tag}a" "$nsb:cxv${tag}b"; do
+    if ! ip netns exec "${end%%:*}" tc qdisc add dev "${end#*:}" root tbf rate "$RATE" burst "$burst" latency 20ms \
+      2> "$work/err"; then
+      echo "SKIP: tc tbf not available here: $(cat "$work/err")"
       exit 77
     fi
   done
