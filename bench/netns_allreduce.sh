@@ -5,9 +5,13 @@
 # started in the second namespace through an rsh agent that runs
 # `ip netns exec`), alternating ROUNDS times in the same run. Needs root.
 #
-#   bench/netns_allreduce.sh NET_RANK MPI_BENCH [ROUNDS] > raw.txt
+#   bench/netns_allreduce.sh NET_RANK MPI_BENCH [ROUNDS [GLOO_BENCH]] > raw.txt
+#
+# With GLOO_BENCH (bench/peers/gloo_bench.cpp), each round also runs Gloo's
+# TCP transport (ring_chunked and halving_doubling), one rank per namespace,
+# meeting through a FileStore directory both namespaces see.
 set -u
-bin=$1 mpibin=$2 rounds=${3:-2}
+bin=$1 mpibin=$2 rounds=${3:-2} gloobin=${4:-}
 [ "$(id -u)" = 0 ] || { echo "needs root (network namespaces)"; exit 77; }
 tag=$(printf '%04x%04x' $$ $RANDOM | tail -c 8)
 nsa=collx-$tag-a nsb=collx-$tag-b
@@ -56,6 +60,18 @@ for round in $(seq "$rounds"); do
     ip netns exec "$nsa" env "${common[@]}" COLLX_RANK=0 "$bin" bench
     wait
   done
+  if [ -n "$gloobin" ]; then
+    for algo in ring_chunked halving_doubling; do
+      echo "## round $round: Gloo tcp ($algo)"
+      store=$(mktemp -d -p "$work")
+      gargs=(all_reduce -p 2 --algo "$algo" -b 8 -e 64M -f 2 -d float -o sum -n 20 -w 10 -c 1)
+      ip netns exec "$nsb" env GLOO_BENCH_RANK=1 GLOO_BENCH_HOST=10.77.0.2 GLOO_BENCH_STORE="$store" \
+        "$gloobin" "${gargs[@]}" > /dev/null 2>&1 &
+      ip netns exec "$nsa" env GLOO_BENCH_RANK=0 GLOO_BENCH_HOST=10.77.0.1 GLOO_BENCH_STORE="$store" \
+        "$gloobin" "${gargs[@]}" 2>&1
+      wait
+    done
+  fi
   for extra in "" "--mca mpi_yield_when_idle 1"; do
     echo "## round $round: Open MPI $(mpirun --version 2> /dev/null | head -1 | awk '{print $NF}'), btl tcp,self ${extra}"
     # shellcheck disable=SC2086

@@ -19,6 +19,12 @@
 // by the checked, warm-up and timed calls of that size. all_reduce only;
 // float/double; sum, prod, min, max. Exit status: 0 ok, 1 wrong results or a
 // failed rank, 2 bad command line.
+//
+// One rank of a job on several hosts (bench/netns_allreduce.sh): with
+// GLOO_BENCH_RANK set, this process runs only that rank of -p, connects from
+// GLOO_BENCH_HOST (its address) and meets the others through the FileStore
+// directory GLOO_BENCH_STORE, which every rank must see (a shared file system,
+// or network namespaces of one host).
 #include "perf_common.hpp"
 
 #include <gloo/allreduce_halving_doubling.h>
@@ -146,9 +152,10 @@ struct gloo_driver {
 };
 
 /// One rank: rendezvous, the sweep, the table on rank 0. Returns the exit status.
-int run_rank(const options& o, gloo_algo algo, int rank, int P, const std::string& store_dir) {
+int run_rank(const options& o, gloo_algo algo, int rank, int P, const std::string& store_dir,
+             const std::string& host = "127.0.0.1") {
   gloo::transport::tcp::attr attr;
-  attr.hostname = "127.0.0.1";
+  attr.hostname = host;
   auto dev = gloo::transport::tcp::CreateDevice(attr);
   gloo::rendezvous::FileStore store(store_dir);
   auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, P);
@@ -161,7 +168,7 @@ int run_rank(const options& o, gloo_algo algo, int rank, int P, const std::strin
   if (print)
     perf::print_header(out, o, "gloo-bench", name(o.collective), P, "processes",
                        perf::op_column(o.collective, o.op), -1,
-                       std::string("library Gloo (tcp, loopback)  algorithm ") + algo_name(algo));
+                       std::string("library Gloo (tcp, ") + host + ")  algorithm " + algo_name(algo));
 
   perf::sweep_totals totals;
   auto sweep = [&]<class T>(std::type_identity<T>) {
@@ -202,6 +209,21 @@ int main(int argc, char** argv) {
   }
   if (const int rc = perf::parse_exit_status(parsed, prog, usage); rc >= 0) return rc;
   const int P = o.nranks;
+  if (const char* r = std::getenv("GLOO_BENCH_RANK")) {  // one rank of a job on several hosts
+    const char* host = std::getenv("GLOO_BENCH_HOST");
+    const char* store = std::getenv("GLOO_BENCH_STORE");
+    const int rank = std::atoi(r);
+    if (host == nullptr || store == nullptr || rank < 0 || rank >= P) {
+      std::fprintf(stderr, "gloo-bench: GLOO_BENCH_RANK needs GLOO_BENCH_HOST, GLOO_BENCH_STORE and a rank < -p\n");
+      return 2;
+    }
+    try {
+      return run_rank(o, algo, rank, P, store, host);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "gloo-bench: rank %d: %s\n", rank, e.what());
+      return 1;
+    }
+  }
 
   // The rendezvous directory, shared by the ranks and removed at the end.
   std::string tmpl = (std::filesystem::temp_directory_path() / "gloo-bench.XXXXXX").string();
