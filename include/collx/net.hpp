@@ -216,6 +216,7 @@ struct net_access {
     hooks.cause = [hdr] { return detail::load_acquire(&hdr->abort_cause); };
     const auto spin = static_cast<std::uint64_t>(std::chrono::nanoseconds(so.proxy_spin).count());
     bool (*progress)(const void*) = nullptr;
+    bool (*receive)(const void*) = nullptr;
     if (ib) {
       net::ib_options io = no.ib;
       if (io.provider == nullptr) io.provider = &net::verbs::system_provider();
@@ -224,6 +225,7 @@ struct net_access {
       h->px = std::make_unique<net::ib_proxy>(local, layout.total_bytes(), rank, s, io, h->step_bytes.data(),
                                               spin, std::move(hooks));
       progress = &net::ib_proxy::try_progress_of;
+      receive = &net::ib_proxy::try_receive_of;
     } else {
       const net::if_address ifa =
           net::pick_interface(so.ifname.empty() ? nullptr : so.ifname.c_str(),
@@ -232,6 +234,7 @@ struct net_access {
       h->px = std::make_unique<net::proxy>(local, rank, std::move(links), so.nstreams, h->step_bytes.data(),
                                            spin, std::move(hooks));
       progress = &net::proxy::try_progress_of;
+      receive = &net::proxy::try_receive_of;
     }
     transport::proxied_view v{local,
                               rank,
@@ -241,6 +244,7 @@ struct net_access {
                               progress,
                               h->px->idle_flag(),
                               h->px->wake_fd()};
+    v.receive = receive;
     v.peer_left = h->px->left_flags();
     v.on_departed = &net::proxy_base::departed_of;
     net_communicator c(h, v, rank, nranks, opt);

@@ -243,6 +243,20 @@ class ib_proxy : public proxy_base {
     return const_cast<ib_proxy*>(static_cast<const ib_proxy*>(self))->try_progress();
   }
 
+  /// As net::proxy::try_receive: polls the completion queue from a waiting
+  /// rank's thread when the proxy thread is not working.
+  bool try_receive() {
+    if (!work_mu_.try_lock()) return false;
+    std::lock_guard<std::mutex> lock(work_mu_, std::adopt_lock);
+    if (saying_bye_) return true;
+    poll();
+    queue_work();
+    return true;
+  }
+  static bool try_receive_of(const void* self) {
+    return const_cast<ib_proxy*>(static_cast<const ib_proxy*>(self))->try_receive();
+  }
+
   /// The device this rank uses.
   const std::string& device() const { return dev_; }
 

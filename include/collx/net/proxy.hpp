@@ -150,6 +150,26 @@ class proxy : public proxy_base {
     return const_cast<proxy*>(static_cast<const proxy*>(self))->try_progress();
   }
 
+  /// Called by a rank that waits for a step: if the proxy thread is not
+  /// working, reads what the sockets hold from the calling thread (and sends
+  /// what is queued), so a step's arrival is published without waking the
+  /// proxy thread. False when the proxy thread holds the work.
+  bool try_receive() {
+    if (!work_mu_.try_lock()) return false;
+    std::lock_guard<std::mutex> lock(work_mu_, std::adopt_lock);
+    if (saying_bye_) return true;
+    for (peer& p : peers_)
+      for (stream& s : p.streams)
+        if (!s.dead && !s.eof) receive(p, s);
+    queue_work();
+    for (peer& p : peers_)
+      for (stream& s : p.streams) flush(p, s);
+    return true;
+  }
+  static bool try_receive_of(const void* self) {
+    return const_cast<proxy*>(static_cast<const proxy*>(self))->try_receive();
+  }
+
  private:
   struct out_item {
     std::byte hdr[frame_bytes];

@@ -95,8 +95,13 @@ struct simple {
           // that closed its communicator never sends this step; say so.
           const std::uint64_t want = in->step;
           const transport::fifo_ctrl* ctrl = in->fifo.ctrl;
-          const status st =
-              ex_.wait([&] { return detail::load_acquire(&ctrl->tail) > want || view_.has_left(from); });
+          // Waiting, the rank receives from the network itself when the
+          // proxy thread is idle (proxied_view::drive).
+          const status st = ex_.wait([&] {
+            if (detail::load_acquire(&ctrl->tail) > want) return true;
+            view_.drive();
+            return detail::load_acquire(&ctrl->tail) > want || view_.has_left(from);
+          });
           if (st != status::ok) return st;
           if (detail::load_acquire(&ctrl->tail) <= want) return view_.departed(from, channel_, want);
         } else if constexpr (R) {

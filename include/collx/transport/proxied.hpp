@@ -70,6 +70,10 @@ struct proxied_view {
   /// Fails the communicator: this rank waits for step `step` of channel ch
   /// from rank `rank`, which left without sending it (net::proxy::departed).
   void (*on_departed)(const void* proxy, int rank, int ch, std::uint64_t step) = nullptr;
+  /// Receives what has arrived from the calling thread unless the proxy
+  /// thread is working (a rank waiting for a step drives the network itself:
+  /// no hand-off to the proxy thread on a receive's path).
+  bool (*receive)(const void* proxy) = nullptr;
 
   COLLX_HOST_DEVICE shm_header* header() const { return local.header(); }
   COLLX_HOST_DEVICE std::uint32_t* abort_word() const { return local.abort_word(); }
@@ -114,6 +118,12 @@ struct proxied_view {
       const std::uint64_t n = 1;
       (void)!::write(proxy_wake_fd, &n, sizeof n);
     }
+  }
+
+  /// Called by a rank while it waits for a step: lets the network progress
+  /// from this thread (net::proxy_base::try_receive).
+  void drive() const {
+    if (receive != nullptr) receive(proxy);
   }
 
   /// Whether rank q closed its communicator (then its tails are final).
