@@ -28,7 +28,10 @@
 // and credits itself (one thread hand-off less on a send's path: 8-byte
 // all_reduce over veth 107 -> ~55 us, bench/results/net_allreduce_veth.md);
 // when it is, the rank wakes it through the eventfd if it is about to sleep.
-// Receiving is the thread's alone.
+// A rank waiting for a step calls try_receive() (proxied_view::drive): when
+// the thread is not working, the rank reads the sockets itself, so an
+// arriving step is published without waking the thread (8-byte all_reduce
+// over veth ~80 -> ~50 us by default, bench/results/net_allreduce_veth_peers_drive.md).
 //
 // Failures: a connection closed without a bye, a socket error, or a refused
 // frame raise the local abort word with {peer_dead / system_error, peer}
