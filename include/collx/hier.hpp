@@ -96,7 +96,8 @@ constexpr double flat_all_to_all_us(const tune::profile& m, int P, double bytes)
 /// messages of L blocks (aggregated per node), two regrouping copies.
 constexpr double hier_all_to_all_us(const tune::profile& m, int L, int M, double bytes) {
   return (L - 1) * (m.intra.alpha_us + M * bytes / (m.intra.gbps * 1e3)) +
-         (M - 1) * (m.inter.alpha_us + L * bytes / (m.inter.gbps * 1e3)) + 2.0 * L * M * bytes / (m.intra.gbps * 1e3);
+         (M - 1) * (m.inter.alpha_us + L * bytes / (m.inter.gbps * 1e3)) +
+         2.0 * L * M * bytes / (m.intra.gbps * 1e3);
 }
 
 // On CPU nodes over TCP, two nodes of two ranks: the hierarchical all_reduce
@@ -252,7 +253,8 @@ class hier_communicator {
         return hier::hier_all_reduce_us(ho_.model, L_, M_, bytes) <
                hier::flat_all_reduce_us(ho_.model, size(), bytes);
       case coll::all_to_all:
-        return hier::hier_all_to_all_us(ho_.model, L_, M_, bytes) < hier::flat_all_to_all_us(ho_.model, size(), bytes);
+        return hier::hier_all_to_all_us(ho_.model, L_, M_, bytes) <
+               hier::flat_all_to_all_us(ho_.model, size(), bytes);
       case coll::broadcast:
       case coll::reduce: return true;  // M + L − 2 hops, of which M − 1 cross the network, not P − 1
       default: return false;
@@ -269,13 +271,13 @@ class hier_communicator {
     const auto* in = static_cast<const std::byte*>(send);
     if (q > 0) {
       std::byte* part = scratch(q * es);
-      node_comm_->reduce_scatter(send, part, q, dt, op);  // my 1/L of the node's sum
-      cross_comm_->all_reduce(part, part, q, dt, op);     // … summed over nodes
-      node_comm_->all_gather(part, recv, q, dt);          // every share, in order
+      on_node([&] { node_comm_->reduce_scatter(send, part, q, dt, op); });  // my 1/L of the node's sum
+      on_cross([&] { cross_comm_->all_reduce(part, part, q, dt, op); });    // … summed over nodes
+      on_node([&] { node_comm_->all_gather(part, recv, q, dt); });          // every share, in order
     }
     if (rem > 0) {
-      node_comm_->all_reduce(in + body * es, out + body * es, rem, dt, op);
-      cross_comm_->all_reduce(out + body * es, out + body * es, rem, dt, op);
+      on_node([&] { node_comm_->all_reduce(in + body * es, out + body * es, rem, dt, op); });
+      on_cross([&] { cross_comm_->all_reduce(out + body * es, out + body * es, rem, dt, op); });
     }
   }
 
@@ -287,8 +289,8 @@ class hier_communicator {
     std::byte* t = scratch(blk * M * (L + 1));
     std::byte* by_node = t;             // [m]: rank (m, local_)'s block
     std::byte* by_local = t + blk * M;  // [l][m]: rank (m, l)'s block
-    cross_comm_->all_gather(send, by_node, count, dt);
-    node_comm_->all_gather(by_node, by_local, count * M, dt);
+    on_cross([&] { cross_comm_->all_gather(send, by_node, count, dt); });
+    on_node([&] { node_comm_->all_gather(by_node, by_local, count * M, dt); });
     auto* out = static_cast<std::byte*>(recv);
     for (std::size_t l = 0; l < L; ++l)
       for (std::size_t m = 0; m < M; ++m)
@@ -300,8 +302,9 @@ class hier_communicator {
     last_hier_ = use_hierarchy(coll::broadcast, double(count * size_of(dt)));
     if (!last_hier_) return flat_.broadcast(send, recv, count, dt, root);
     const int rn = root / L_, rl = root % L_;
-    if (local_ == rl) cross_comm_->broadcast(rank() == root ? send : recv, recv, count, dt, rn);
-    node_comm_->broadcast(recv, recv, count, dt, rl);
+    if (local_ == rl)
+      on_cross([&] { cross_comm_->broadcast(rank() == root ? send : recv, recv, count, dt, rn); });
+    on_node([&] { node_comm_->broadcast(recv, recv, count, dt, rl); });
   }
 
   void reduce_scatter(const void* send, void* recv, std::size_t recvcount, dtype dt, reduce_op op) {
@@ -315,17 +318,20 @@ class hier_communicator {
     for (std::size_t l = 0; l < L; ++l)
       for (std::size_t m = 0; m < M; ++m)
         if (blk != 0) std::memcpy(by_local + (l * M + m) * blk, in + (m * L + l) * blk, blk);
-    node_comm_->reduce_scatter(by_local, mine, recvcount * M, dt, op);  // shm: summed over the node
-    cross_comm_->reduce_scatter(mine, recv, recvcount, dt, op);         // network: over the nodes
+    on_node([&] {
+      node_comm_->reduce_scatter(by_local, mine, recvcount * M, dt, op);
+    });  // shm: summed over the node
+    on_cross([&] { cross_comm_->reduce_scatter(mine, recv, recvcount, dt, op); });  // network: over the nodes
   }
   void reduce(const void* send, void* recv, std::size_t count, dtype dt, reduce_op op, int root) {
     require(root >= 0 && root < size(), "reduce", "root " + std::to_string(root) + " is out of range");
     last_hier_ = use_hierarchy(coll::reduce, double(count * size_of(dt)));
     if (!last_hier_) return flat_.reduce(send, recv, count, dt, op, root);
     const int rn = root / L_, rl = root % L_;
-    std::byte* part = scratch(count * size_of(dt));     // written at local rank rl only
-    node_comm_->reduce(send, part, count, dt, op, rl);  // the node's sum, at its local rank rl
-    if (local_ == rl) cross_comm_->reduce(part, recv, count, dt, op, rn);
+    std::byte* part = scratch(count * size_of(dt));  // written at local rank rl only
+    on_node(
+        [&] { node_comm_->reduce(send, part, count, dt, op, rl); });  // the node's sum, at its local rank rl
+    if (local_ == rl) on_cross([&] { cross_comm_->reduce(part, recv, count, dt, op, rn); });
   }
   void all_to_all(const void* send, void* recv, std::size_t count, dtype dt) {
     const std::size_t blk = count * size_of(dt);
@@ -342,11 +348,14 @@ class hier_communicator {
     // Per node peer l, the M blocks bound for ranks (m, l): one node message each.
     for (std::size_t l = 0; l < L; ++l)
       for (std::size_t m = 0; m < M; ++m) copy(a + (l * M + m) * blk, in + (m * L + l) * blk);
-    node_comm_->all_to_all(a, b, count * M, dt);  // b[l][m]: from (my node, l) to (m, local_)
+    on_node(
+        [&] { node_comm_->all_to_all(a, b, count * M, dt); });  // b[l][m]: from (my node, l) to (m, local_)
     // Per node m, the L blocks this node sends to (m, local_): one network message each.
     for (std::size_t m = 0; m < M; ++m)
       for (std::size_t l = 0; l < L; ++l) copy(a + (m * L + l) * blk, b + (l * M + m) * blk);
-    cross_comm_->all_to_all(a, out, count * L, dt);  // out[m][l]: from (m, l), in global rank order
+    on_cross([&] {
+      cross_comm_->all_to_all(a, out, count * L, dt);
+    });  // out[m][l]: from (m, l), in global rank order
   }
   void barrier() { flat_.barrier(); }
 
@@ -383,6 +392,33 @@ class hier_communicator {
   }
 
  private:
+  /// Runs one step on the node or cross communicator; its failure is
+  /// rethrown (same status) naming the step and how that communicator's
+  /// ranks map to global ranks, since its message numbers them its own way.
+  template <class F>
+  void on_node(F&& f) {
+    step("node (shared memory, node " + std::to_string(node_) + ": its rank r is global rank " +
+             std::to_string(node_ * L_) + " + r)",
+         f);
+  }
+  template <class F>
+  void on_cross(F&& f) {
+    step("cross-node (network, local index " + std::to_string(local_) + ": its rank m is global rank m*" +
+             std::to_string(L_) + " + " + std::to_string(local_) + ")",
+         f);
+  }
+  template <class F>
+  void step(const std::string& which, F& f) {
+    try {
+      f();
+    } catch (const error& e) {
+      std::string w = e.what();
+      if (w.rfind("collx: ", 0) == 0) w.erase(0, 7);
+      throw error(e.code(), "hierarchical call (global rank " + std::to_string(rank()) + " of " +
+                                std::to_string(size()) + "): its " + which + " step failed: " + w);
+    }
+  }
+
   std::byte* scratch(std::size_t bytes) {
     if (scratch_.size() < bytes) scratch_.resize(bytes);
     return scratch_.data();

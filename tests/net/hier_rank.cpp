@@ -9,9 +9,12 @@
 //                     fp32 and int32, against a reference computed here with
 //                     guard words; the path each call took is checked too
 //   hier_rank bench_a2a   the same for all_to_all, 8 B..16 MiB per peer
+//   hier_rank kill DIR    hierarchical all_reduce until it fails (pid in DIR/pid.RANK)
 //   hier_rank bench   all_reduce fp32 8 B..64 MiB (×4), flat and hierarchical
 //                     interleaved: size, median µs of each, the model's pick
 #include <collx/hier.hpp>
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -79,7 +82,8 @@ void check_all(collx::hier_communicator& c, std::size_t n, const char* tname, bo
     c.all_to_all(xs.data(), y.data(), n);
     bool ok = y.guards_intact(n * P) && c.last_was_hierarchical() == hier;
     for (int r = 0; r < P && ok; ++r)
-      for (std::size_t i = 0; i < n && ok; ++i) ok = y.data()[r * n + i] == static_cast<T>(input(r, me * n + i));
+      for (std::size_t i = 0; i < n && ok; ++i)
+        ok = y.data()[r * n + i] == static_cast<T>(input(r, me * n + i));
     t.expect(ok, "all_to_all " + tag);
   }
   for (int root = 0; root < P; ++root) {
@@ -131,10 +135,11 @@ int check(collx::hier_communicator& c) {
 int bench(collx::hier_communicator& c, bool a2a) {
   using clock = std::chrono::steady_clock;
   if (c.rank() == 0)
-    std::printf("# %d nodes x %d ranks; %s fp32 (all_to_all: bytes per peer); median us of 7 rounds (flat and "
-                "hierarchical interleaved)\n%12s %12s %12s %8s %10s %10s\n",
-                c.nodes(), c.local_size(), a2a ? "all_to_all" : "all_reduce", "bytes", "flat_us", "hier_us", "ratio",
-                "flat_GB/s", "model");
+    std::printf(
+        "# %d nodes x %d ranks; %s fp32 (all_to_all: bytes per peer); median us of 7 rounds (flat and "
+        "hierarchical interleaved)\n%12s %12s %12s %8s %10s %10s\n",
+        c.nodes(), c.local_size(), a2a ? "all_to_all" : "all_reduce", "bytes", "flat_us", "hier_us", "ratio",
+        "flat_GB/s", "model");
   const std::size_t largest = std::size_t{a2a ? 16u : 64u} << 20;
   for (std::size_t bytes = 8; bytes <= largest;
        bytes = bytes < largest && bytes * 4 > largest ? largest : bytes * 4) {
@@ -169,12 +174,37 @@ int bench(collx::hier_communicator& c, bool a2a) {
   return 0;
 }
 
+/// Hierarchical all_reduce in a loop until it fails; writes its pid to
+/// DIR/pid.RANK once running. tests/net/hier.sh kill SIGKILLs one rank: every
+/// survivor must fail (printing FAILED_AS_EXPECTED and the error), not hang.
+int until_failure(collx::hier_communicator& c, const std::string& dir) {
+  c.set_mode(mode::hierarchical);
+  std::vector<float> x(1 << 16, 1.0f), y(x.size());
+  for (long i = 0;; ++i) {
+    try {
+      c.all_reduce(x.data(), y.data(), x.size(), collx::reduce_op::sum);
+    } catch (const collx::error& e) {
+      std::printf("rank %d: FAILED_AS_EXPECTED (%s): %s\n", c.rank(), collx::to_string(e.code()), e.what());
+      std::fflush(stdout);
+      std::_Exit(0);  // the communicators are broken; the test looks at this line only
+    }
+    if (i == 20) {
+      const std::string f = dir + "/pid." + std::to_string(c.rank());
+      if (std::FILE* o = std::fopen(f.c_str(), "w")) {
+        std::fprintf(o, "%d\n", static_cast<int>(::getpid()));
+        std::fclose(o);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string m = argc > 1 ? argv[1] : "check";
   try {
     collx::hier_communicator c = collx::hier::from_env();
+    if (m == "kill") return until_failure(c, argc > 2 ? argv[2] : "/tmp");
     const int rc = m == "bench" ? bench(c, false) : m == "bench_a2a" ? bench(c, true) : check(c);
     c.destroy();
     std::fflush(stdout);
