@@ -174,7 +174,15 @@ int run_rank(const options& o, gloo_algo algo, int rank, int P, const std::strin
   auto sweep = [&]<class T>(std::type_identity<T>) {
     gloo_driver<T> driver(o, algo, ctx);
     totals = perf::run_sweep<T>(o, rank, P, bufs.send.get(), bufs.recv.get(), driver, print ? out : nullptr);
-    driver.barrier();
+    // Every measurement is done and checked. Gloo can report the first rank
+    // to leave as "Connection closed by peer" on a rank still finishing this
+    // barrier (seen with halving_doubling, whose pairs keep receives
+    // posted): that is teardown, not a result, so it is reported and ignored.
+    try {
+      driver.barrier();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "gloo-bench: rank %d: after the sweep (ignored): %s\n", rank, e.what());
+    }
   };
   if (o.type == dtype::float64) sweep(std::type_identity<double>{});
   else sweep(std::type_identity<float>{});
