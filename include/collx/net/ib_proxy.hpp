@@ -414,10 +414,13 @@ class ib_proxy : public proxy_base {
     while (P > 1 && live(next) && next.out[0] < sdepth_ && next_call(seq, sig, count))
       progress |= post_ctl(next, 0, ctl_call, seq, sig, count);
     if (!abort_sent_ && detail::load_acquire(v_.abort_word()) != 0) {
-      abort_sent_ = true;
+      // Forwarded once every live peer took it; a full send queue retries
+      // next time (a peer told twice adopts it once).
       const std::uint64_t cause = hooks_.cause();
+      bool all = true;
       for (peer& p : peers_)
-        if (live(p)) post_ctl(p, 0, ctl_abort, cause, 0, 0);
+        if (live(p)) all = post_ctl(p, 0, ctl_abort, cause, 0, 0) && all;
+      abort_sent_ = all;
       progress = true;
     }
     for (peer& p : peers_) {
