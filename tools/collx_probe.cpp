@@ -194,6 +194,8 @@ struct measured {
   double barrier_us = 0, peer_gbps = 0, copy_gbps = 0, oversub_step_us = 0;
   bool oversub_measured = false;
   std::map<std::string, double> gamma_gbps;  // per dtype
+  double cache_bytes = 0, mem_gbps = 0;      // the cache term (look's last-level cache, fitted memory rate)
+  double sweep_fit_residual = 0;             // the profile fitted to the sweeps, against them
   tune::profile model{};
 };
 
@@ -224,8 +226,9 @@ double copy_gbps(std::size_t bytes) {
   return double(bytes) / best / 1e9;
 }
 
-measured measure(const settings& s, int P) {
+measured measure(const settings& s, int P, double cache_bytes) {
   measured m;
+  m.cache_bytes = cache_bytes;
   const double f = double(P - 1) / P;
   const std::string p = " -p " + std::to_string(P);
   struct sweep_spec {
@@ -233,7 +236,7 @@ measured measure(const settings& s, int P) {
     double hi;
   };
   const sweep_spec specs[] = {
-      {"simple", 16.0 * 1024 * 1024}, {"ll", 1024.0 * 1024}, {"ll128", 4.0 * 1024 * 1024}};
+      {"simple", 64.0 * 1024 * 1024}, {"ll", 1024.0 * 1024}, {"ll128", 4.0 * 1024 * 1024}};
   for (const sweep_spec& sp : specs) {
     progress(std::string("measuring alpha and bandwidth of ") + sp.name + " (ring all_gather sweep)");
     protocol_fit pf;
@@ -262,7 +265,6 @@ measured measure(const settings& s, int P) {
   const double tp = timed(s, "COLLX_SINGLE_COPY_MIN=0", "all_gather --algo nvls" + p, big, big, 2, s.repeats)
                         .begin()
                         ->second;
-  m.peer_gbps = f * big / std::max(tp - 3 * m.barrier_us, 1e-3) / 1e3;  // single copy: three barriers
   const int over = 2 * tune::this_machine().cpus;
   m.oversub_step_us = tune::shm_host.oversub_step_us;
   if (over <= 8 && over > P) {
@@ -290,10 +292,39 @@ measured measure(const settings& s, int P) {
       if (x.name == n) pr.proto[c] = {x.alpha_us - alpha, std::min(1.0, x.gbps / simple_gbps)};
   }
   pr.barrier_us = m.barrier_us;
-  pr.peer_gbps = m.peer_gbps;
   pr.copy_gbps = m.copy_gbps;
   pr.reduce_gbps = m.gamma_gbps["float32"];
   pr.oversub_step_us = m.oversub_step_us;
+  pr.cache_bytes = cache_bytes;
+  // Then α, bandwidth and the memory rate of every protocol at once, from
+  // the same sweeps (tune::fit_profile): the line fits above price a byte
+  // alike at every size, so the sweeps' large sizes, which run out of the
+  // cache, pull the in-cache bandwidth down; with the cache term they are
+  // priced as what they are.
+  std::vector<tune::timed_call> calls;
+  for (const protocol_fit& x : m.protos) {
+    int ch = 0;
+    for (int c = 0; c < proto::channel_count; ++c)
+      if (x.name == proto::channel_names[std::size_t(c)]) ch = c;
+    for (auto [b, us] : x.points) {
+      const double ws = tune::working_set_bytes(coll::all_gather, P, b);
+      calls.push_back(
+          {algo::ring::cost(coll::all_gather, P, b), ch, false, us, tune::cache_miss(cache_bytes, ws)});
+    }
+  }
+  pr.peer_gbps = 1;  // not exercised by the sweeps; set below
+  const tune::profile_fit sf = tune::fit_profile(calls, pr);
+  pr.intra = sf.model.intra;
+  for (int c = 0; c < proto::channel_count; ++c) pr.proto[c] = sf.model.proto[c];
+  pr.mem_gbps = m.mem_gbps = sf.model.mem_gbps;
+  m.sweep_fit_residual = sf.rms_rel_residual;
+  // Peer bandwidth net of the barriers and of the memory term at that size.
+  const double ws = tune::working_set_bytes(coll::all_gather, P, big);
+  const double miss = tune::miss_share(pr, ws);
+  const double mem_us = miss > 0 ? miss * f * big / pr.mem_gbps / 1e3 : 0;
+  m.peer_gbps =
+      f * big / std::max(tp - 3 * m.barrier_us - mem_us, 1e-3) / 1e3;  // single copy: three barriers
+  pr.peer_gbps = m.peer_gbps;
   return m;
 }
 
@@ -335,14 +366,23 @@ comparison compare(const settings& s, const tune::profile& m, coll c, int P,
   };
   // Every candidate at any size (the candidate set does not depend on size).
   const std::vector<tune::explained> cands = tune::explain<transport::shm>(m, problem_at(sizes.front()));
-  for (const tune::explained& e : cands) {
-    const std::string v = vname(e.variant);
-    progress(std::string("compare: running ") + name(c) + " " + v + " on " + std::to_string(P) + " ranks");
-    out.measured_us[v] = timed(s, "",
+  // Every variant once per repeat, interleaved, so that a change of load
+  // during the run reaches every variant alike instead of the ones that
+  // happened to run then.
+  std::map<std::string, std::map<double, std::vector<double>>> samples;
+  for (int rep = 0; rep < s.repeats; ++rep)
+    for (const tune::explained& e : cands) {
+      const std::string v = vname(e.variant);
+      progress(std::string("compare: running ") + name(c) + " " + v + " on " + std::to_string(P) +
+               " ranks (" + std::to_string(rep + 1) + " of " + std::to_string(s.repeats) + ")");
+      for (auto [b, t] : timed(s, "",
                                std::string(name(c)) + " -p " + std::to_string(P) + " --algo " +
                                    name(e.variant.algo) + " --proto " + name(e.variant.proto),
-                               s.lo, s.hi, s.factor, s.repeats);
-  }
+                               s.lo, s.hi, s.factor, 1))
+        samples[v][b].push_back(t);
+    }
+  for (auto& [v, per_size] : samples)
+    for (auto& [b, xs] : per_size) out.measured_us[v][b] = median(xs);
   for (double b : sizes) {
     size_row r;
     r.bytes = b;
@@ -354,8 +394,9 @@ comparison compare(const settings& s, const tune::profile& m, coll c, int P,
       if (mi == out.measured_us.end() || mi->second.count(b) == 0) continue;
       visit_variant<transport::shm>(c, e.variant.algo, e.variant.proto, [&]<class A, class Pr>() {
         constexpr int ch = proto::channel_of<Pr>;
-        out.calls.push_back(
-            {A::cost(c, P, b, {q.chunks[ch], q.single_copy}), ch, q.oversubscribed, mi->second.at(b)});
+        out.calls.push_back({A::cost(c, P, b, {q.chunks[ch], q.single_copy}), ch, q.oversubscribed,
+                             mi->second.at(b),
+                             tune::cache_miss(m.cache_bytes, tune::working_set_bytes(c, P, b))});
       });
     }
     r.pick = ex.front().variant;
@@ -475,6 +516,16 @@ void print_tables(const probe::topology& t, const measured& m, const std::vector
   std::printf("  gamma GB/s:");
   for (auto& [d, g] : m.gamma_gbps) std::printf(" %s %.2f", d.c_str(), g);
   std::printf("  (the model uses float32's)\n");
+  const tune::profile& pr = m.model;
+  std::printf("  the profile (every sweep at once, with the cache term): alpha us");
+  for (int ch = 0; ch < proto::channel_count; ++ch)
+    std::printf(" %s %.3f", proto::channel_names[std::size_t(ch)], pr.alpha_us(pr.intra, ch));
+  std::printf("; GB/s in cache");
+  for (int ch = 0; ch < proto::channel_count; ++ch)
+    std::printf(" %s %.3f", proto::channel_names[std::size_t(ch)], pr.gbps(pr.intra, ch));
+  std::printf("\n  last-level cache %s; bytes that miss it also pay %.3f GB/s%s; residual %.1f %%\n",
+              cli::human(m.cache_bytes).c_str(), m.mem_gbps,
+              m.mem_gbps > 0 ? "" : " (no sweep left the cache: no cache term)", 100 * m.sweep_fit_residual);
   for (const comparison& c : cs) {
     std::printf("\n# compare %s on %d ranks: the tuner's pick (model) against every variant (measured)\n",
                 name(c.c), c.P);
@@ -576,7 +627,7 @@ int main(int argc, char** argv) {
   try {
     const probe::topology t = probe::look();
     const int P = s.ranks.front();
-    const measured m = measure(s, P);
+    const measured m = measure(s, P, t.llc_bytes);
     tune::profile_doc doc;
     doc.model = m.model;
     doc.machine = t.machine;
@@ -590,6 +641,9 @@ int main(int argc, char** argv) {
     evidence.set("copy_gbps", m.copy_gbps);
     evidence.set("oversub_step_us", m.oversub_step_us);
     evidence.set("oversub_measured", m.oversub_measured);
+    evidence.set("cache_bytes", m.cache_bytes);
+    evidence.set("mem_gbps", m.mem_gbps);
+    evidence.set("sweep_fit_rms_rel_residual", m.sweep_fit_residual);
     value& gam = evidence.set("gamma_gbps", value::object());
     for (auto& [d, g] : m.gamma_gbps) gam.set(d, g);
     doc.probe = evidence;
@@ -690,8 +744,9 @@ int main(int argc, char** argv) {
       for (int ch = 0; ch < proto::channel_count; ++ch)
         std::printf(" %s %.3f", proto::channel_names[std::size_t(ch)], r.gbps(r.intra, ch));
       std::printf(
-          "\n  barrier %.3f us, peer %.3f, copy %.2f, reduce %.2f GB/s, oversubscribed step %.2f us\n",
-          r.barrier_us, r.peer_gbps, r.copy_gbps, r.reduce_gbps, r.oversub_step_us);
+          "\n  barrier %.3f us, peer %.3f, copy %.2f, reduce %.2f, memory %.3f GB/s, oversubscribed step "
+          "%.2f us\n",
+          r.barrier_us, r.peer_gbps, r.copy_gbps, r.reduce_gbps, r.mem_gbps, r.oversub_step_us);
       std::printf("  under it the pick is within 10 %% of the fastest at %d of %d sizes (in sample)%s\n",
                   refit_within, refit_sizes, s.refit ? "; this is the profile saved" : "");
       if (s.save)

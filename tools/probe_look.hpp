@@ -12,7 +12,9 @@
 #include <collx/tune/machine_id.hpp>
 
 #include <dirent.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -48,6 +50,7 @@ inline std::string first_line(const std::string& path) {
 /// This machine as found; `lines` is the human summary.
 struct topology {
   tune::machine_info machine;
+  double llc_bytes = 0;  // the last-level cache, every instance together (the model's cache_bytes)
   tune::json::value json = tune::json::value::object();
   std::vector<std::string> lines;
 };
@@ -86,6 +89,14 @@ inline topology look() {
       std::snprintf(b, sizeof b, "%s%s %g KiB x%d", cl.empty() ? "" : ", ", n, kib, count(ty));
       cl += b;
     }
+    // The last level: every instance of the deepest cache level present.
+    for (hwloc_obj_type_t ty : {HWLOC_OBJ_L3CACHE, HWLOC_OBJ_L2CACHE}) {
+      for (int i = 0; i < count(ty); ++i)
+        if (hwloc_obj_t o = hwloc_get_obj_by_type(topo, ty, unsigned(i)); o != nullptr && o->attr != nullptr)
+          t.llc_bytes += double(o->attr->cache.size);
+      if (t.llc_bytes > 0) break;
+    }
+    cpu.set("llc_bytes", t.llc_bytes);
     char b[160];
     std::snprintf(b, sizeof b, "cpu (hwloc): %d package(s), %d NUMA node(s), %d cores, %d hardware threads",
                   count(HWLOC_OBJ_PACKAGE), count(HWLOC_OBJ_NUMANODE), count(HWLOC_OBJ_CORE),
@@ -100,8 +111,11 @@ inline topology look() {
   cpu.set("source", "sysconf (built without hwloc)");
   cpu.set("hardware_threads", m.cpus);
   cpu.set("numa_nodes", m.numa_nodes);
-  t.lines.push_back("cpu: " + std::to_string(m.cpus) +
-                    " hardware threads (built without hwloc: no cores/caches)");
+  // One instance's size (glibc); taken as the whole last level.
+  t.llc_bytes = double(std::max(0L, sysconf(_SC_LEVEL3_CACHE_SIZE)));
+  cpu.set("llc_bytes", t.llc_bytes);
+  t.lines.push_back("cpu: " + std::to_string(m.cpus) + " hardware threads, last-level cache " +
+                    std::to_string(long(t.llc_bytes / 1024)) + " KiB (built without hwloc: no cores)");
 #endif
 
   value& gpus = t.json.set("gpus", value::array());

@@ -28,6 +28,8 @@ namespace profile_file_test {
 tune::profile_doc sample_doc() {
   tune::profile_doc d;
   d.model = tune::h100_ib_ndr;  // every field differs from the defaults
+  d.model.cache_bytes = 50.0 * 1024 * 1024;
+  d.model.mem_gbps = 3.25;
   d.machine = tune::this_machine();
   d.measured = "2026-12-01T17:00:00Z";
   d.source = "test \"quoted\"\n";
@@ -78,6 +80,8 @@ TEST_CASE("profile file: round trip keeps every number exactly", "[tune][profile
   CHECK(r.model.copy_gbps == m.copy_gbps);
   CHECK(r.model.reduce_gbps == m.reduce_gbps);
   CHECK(r.model.oversub_step_us == m.oversub_step_us);
+  CHECK(r.model.cache_bytes == 50.0 * 1024 * 1024);
+  CHECK(r.model.mem_gbps == 3.25);
   CHECK(r.machine.cpu == d.machine.cpu);
   CHECK(r.machine.cpus == d.machine.cpus);
   CHECK(r.machine.numa_nodes == d.machine.numa_nodes);
@@ -97,7 +101,9 @@ TEST_CASE("profile file: the text's layout", "[tune][profile]") {
   // (or another tool) sees.
   const tune::json::value v = tune::json::parse(tune::to_json(sample_doc()));
   CHECK(v.find("format")->str == "collx-profile");
-  CHECK(v.find("version")->num == 1);
+  CHECK(v.find("version")->num == 2);
+  CHECK(v.find("model")->find("cache_bytes")->num == 50.0 * 1024 * 1024);
+  CHECK(v.find("model")->find("mem_gbps")->num == 3.25);
   const auto* model = v.find("model");
   REQUIRE(model != nullptr);
   CHECK(model->find("intra")->find("kind")->str == "nvlink");
@@ -106,20 +112,46 @@ TEST_CASE("profile file: the text's layout", "[tune][profile]") {
   CHECK(model->find("protocols")->members.size() == std::size_t(proto::channel_count));
 }
 
+TEST_CASE("profile file: version 1 (no cache term) is read with the cache term off and a warning",
+          "[tune][profile]") {
+  // A version 1 file as that writer made it: no cache_bytes, no mem_gbps.
+  tune::json::value v = tune::json::parse(tune::to_json(sample_doc()));
+  for (auto& m : v.members)
+    if (m.key == "version") m.num = 1;
+  for (auto& m : v.members)
+    if (m.key == "model")
+      std::erase_if(m.members,
+                    [](const tune::json::value& x) { return x.key == "cache_bytes" || x.key == "mem_gbps"; });
+  const tune::profile_doc r = tune::from_json(v.dump(), "old.json");
+  CHECK(r.model.cache_bytes == 0);
+  CHECK(r.model.mem_gbps == 0);
+  CHECK(r.model.intra.gbps == tune::h100_ib_ndr.intra.gbps);
+  REQUIRE(r.warnings.size() == 1);
+  CHECK_THAT(r.warnings[0], Contains("old.json") && Contains("version 1 has no cache term"));
+  // The model then prices a call far beyond any cache at in-cache rates.
+  CHECK(tune::miss_share(r.model, 1e12) == 0);
+}
+
 TEST_CASE("profile file: bad profiles are rejected naming the problem", "[tune][profile]") {
   // Corrupt and truncated text: line and column of the problem.
   const std::string good = tune::to_json(sample_doc());
   check_rejected(good.substr(0, good.size() / 2), "not valid JSON (corrupt or truncated?)");
   check_rejected(good.substr(0, good.size() / 2), "unexpected end of the text");
-  check_rejected("{\"format\": \"collx-profile\",\n  \"version\": 1,,}", "line 2, column 16");
+  check_rejected("{\"format\": \"collx-profile\",\n  \"version\": 2,,}", "line 2, column 16");
   check_rejected("", "not valid JSON");
   check_rejected("[1, 2]", "the profile must be a JSON object");
   check_rejected("{\"a\": 1, \"a\": 2}", "duplicate key 'a'");
   // Another format, another version.
   check_rejected(edited("\"collx-profile\"", "\"nccl-topo\""),
                  "'format' is 'nccl-topo', not 'collx-profile'");
-  check_rejected(edited("\"version\": 1", "\"version\": 2"), "version 2 is not the one this collx reads (1)");
-  check_rejected(edited("\"version\": 1", "\"version\": 2"), "written by a newer collx");
+  check_rejected(edited("\"version\": 2", "\"version\": 3"),
+                 "version 3 is not one this collx reads (1 to 2)");
+  check_rejected(edited("\"version\": 2", "\"version\": 3"), "written by a newer collx");
+  check_rejected(edited("\"version\": 2", "\"version\": 0"), "version 0 is not one this collx reads");
+  check_rejected(edited("\"version\": 2", "\"version\": 1.5"), "version 1.5");
+  // Version 2 needs the cache term; version 1 (before it) is read without it, with a warning.
+  check_rejected(edited("\"mem_gbps\"", "\"memory_gbps\""), "missing key 'model.mem_gbps'");
+  check_rejected(edited("\"cache_bytes\"", "\"cache\""), "missing key 'model.cache_bytes'");
   // Partial: a key missing, at any depth, named with its path.
   check_rejected(edited("\"barrier_us\"", "\"barrier\""), "missing key 'model.barrier_us'");
   check_rejected(edited("\"ll128\"", "\"ll256\""), "missing key 'model.protocols.ll128'");

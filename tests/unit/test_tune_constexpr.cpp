@@ -4,6 +4,7 @@
 // have no protocol axis). Every check here is a static_assert; the test case
 // only makes the file a test.
 #include <collx/transport/shm.hpp>
+#include <collx/tune/presets.hpp>
 #include <collx/tune/select.hpp>
 
 #include <catch2/catch.hpp>
@@ -32,6 +33,28 @@ static_assert(pick(coll::all_reduce, 4, 64 << 10) == v(algo_id::rhd, proto_id::s
 static_assert(pick(coll::all_reduce, 4, 4 << 20) == v(algo_id::direct, proto_id::simple));
 // Oversubscribed: a step is a context switch, the fewest steps win.
 static_assert(pick(coll::all_reduce, 4, 8, {}, true) == v(algo_id::direct, proto_id::simple));
+
+// The cache term (tune/model.hpp): a working set within the cache pays
+// nothing; beyond it, the share that misses pays memory's rate on every byte.
+constexpr tune::profile cached = [] {
+  tune::profile m = tune::shm_host;
+  m.cache_bytes = 32 << 20, m.mem_gbps = 2.0;
+  return m;
+}();
+static_assert(tune::working_set_bytes(coll::all_reduce, 2, 1 << 20) == 4 << 20);
+static_assert(tune::working_set_bytes(coll::all_gather, 2, 1 << 20) == 3 << 20);
+static_assert(tune::miss_share(cached, 32 << 20) == 0);
+static_assert(tune::miss_share(cached, 64 << 20) == 0.5);
+static_assert(tune::miss_share(tune::h100_nvswitch, 1e12) == 0);  // no cache term
+// all_reduce of 16 MiB on 2 ranks: 64 MiB touched, half of it missing:
+// ring sends 16 MiB and reduces 8 MiB per rank → 24 MiB × ½ / 2 GB/s.
+constexpr tune::problem ar16m{coll::all_reduce, 2, 16 << 20};
+static_assert(tune::predict<algo::ring, proto::simple>(cached, ar16m).bandwidth_us -
+                  tune::predict<algo::ring, proto::simple>(tune::shm_host, ar16m).bandwidth_us ==
+              0.5 * (24 << 20) / 2.0 / 1e3);
+static_assert(
+    tune::predict<algo::ring, proto::simple>(cached, {coll::all_reduce, 2, 4 << 20}).total_us() ==
+    tune::predict<algo::ring, proto::simple>(tune::shm_host, {coll::all_reduce, 2, 4 << 20}).total_us());
 
 // The allow-set is an input: without direct, the next best.
 constexpr selection without_direct = [] {

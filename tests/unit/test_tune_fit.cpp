@@ -101,7 +101,8 @@ std::vector<collx::tune::timed_call> synthetic_calls(const collx::tune::profile&
             if (!tune::select_detail::candidate<A, Pr, transport::shm, exec::host>(c, {})) return;
             constexpr int ch = proto::channel_of<Pr>;
             const algo::cost_terms t = A::cost(c, P, b, {q.chunks[ch], q.single_copy});
-            calls.push_back({t, ch, over, tune::predict_us<A, Pr>(truth, q) * (1 + amp * n.next())});
+            const double miss = tune::miss_share(truth, tune::working_set_bytes(c, P, b));
+            calls.push_back({t, ch, over, tune::predict_us<A, Pr>(truth, q) * (1 + amp * n.next()), miss});
           });
         }
   return calls;
@@ -109,18 +110,19 @@ std::vector<collx::tune::timed_call> synthetic_calls(const collx::tune::profile&
 
 TEST_CASE("fit: a whole profile from timed calls of every variant", "[tune][fit]") {
   using namespace collx;
-  const tune::profile& truth = tune::shm_host;
+  tune::profile truth = tune::shm_host;
+  truth.cache_bytes = 32 << 20, truth.mem_gbps = 2.5;  // 4 ranks × 2 × 16 MiB misses 3/4 of it
   // Start far from the truth: the fit must not lean on it.
-  tune::profile start = tune::shm_host;
+  tune::profile start = truth;
   start.intra = {tune::link_kind::shm, 5.0, 50.0};
   start.barrier_us = 9, start.peer_gbps = 40, start.copy_gbps = 3, start.reduce_gbps = 2,
-  start.oversub_step_us = 1;
+  start.oversub_step_us = 1, start.mem_gbps = 30;
   for (double amp : {0.0, 0.05}) {
     const auto calls = synthetic_calls(truth, amp, 7);
     const tune::profile_fit f = tune::fit_profile(calls, start);
     INFO("noise " << amp << ", " << calls.size() << " calls, residual " << f.rms_rel_residual);
     const double tol = amp == 0 ? 1e-6 : 0.05;
-    CHECK(f.identified == 2 * proto::channel_count + 5);
+    CHECK(f.identified == 2 * proto::channel_count + 6);
     for (int ch = 0; ch < proto::channel_count; ++ch) {
       INFO("channel " << ch);
       CHECK(f.model.alpha_us(f.model.intra, ch) == Approx(truth.alpha_us(truth.intra, ch)).epsilon(tol));
@@ -131,6 +133,8 @@ TEST_CASE("fit: a whole profile from timed calls of every variant", "[tune][fit]
     CHECK(f.model.copy_gbps == Approx(truth.copy_gbps).epsilon(amp == 0 ? tol : 0.15));
     CHECK(f.model.reduce_gbps == Approx(truth.reduce_gbps).epsilon(tol));
     CHECK(f.model.oversub_step_us == Approx(truth.oversub_step_us).epsilon(tol));
+    CHECK(f.model.mem_gbps == Approx(truth.mem_gbps).epsilon(tol));
+    CHECK(f.model.cache_bytes == truth.cache_bytes);
     CHECK(f.rms_rel_residual <= amp + 1e-9);
   }
 }

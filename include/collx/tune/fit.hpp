@@ -10,7 +10,7 @@
 //
 // fit_profile() fits a whole one-node profile (tune/model.hpp) at once to
 // timed calls of any variants: the model is linear in (α per protocol, 1/bw
-// per protocol, barrier, 1/peer, 1/copy, 1/γ, oversubscribed step) once each
+// per protocol, barrier, 1/peer, 1/copy, 1/γ, oversubscribed step, 1/memory) once each
 // call's cost terms are known, so non-negative least squares (Lawson-Hanson,
 // same 1/t² weights) finds the parameters that explain every measurement
 // together, instead of each from the one schedule that isolates it. Host only.
@@ -61,13 +61,15 @@ inline line_fit fit_line(const std::vector<double>& x, const std::vector<double>
 }
 
 /// One measured call: what its schedule did (A::cost with the call's
-/// context), on which protocol channel, whether ranks outnumbered CPUs, and
-/// its time in µs.
+/// context), on which protocol channel, whether ranks outnumbered CPUs, its
+/// time in µs, and the share of its bytes that missed the cache (miss_share
+/// of its working set under the profile's cache size).
 struct timed_call {
   algo::cost_terms terms;
   int channel = 0;
   bool oversubscribed = false;
   double us = 0;
+  double miss = 0;
 };
 
 /// A fitted profile and how well it explains the calls.
@@ -180,14 +182,7 @@ inline std::vector<double> nnls(const std::vector<double>& A, const std::vector<
 inline double rms_rel_residual(const profile& p, const std::vector<timed_call>& calls) {
   double ss = 0;
   for (const timed_call& c : calls) {
-    const algo::cost_terms& t = c.terms;
-    const int ch = c.channel;
-    const double step = c.oversubscribed ? p.oversub_step_us : p.alpha_us(p.intra, ch);
-    const double bar = c.oversubscribed ? p.oversub_step_us : p.barrier_us;
-    auto over = [](double bytes, double gbps) { return bytes > 0 ? bytes / gbps / 1e3 : 0.0; };
-    const double pred = t.steps * step + t.barriers * bar + over(t.bytes_sent, p.gbps(p.intra, ch)) +
-                        over(t.peer_bytes, p.peer_gbps) + over(t.staged_bytes, p.copy_gbps) +
-                        over(t.bytes_reduced, p.reduce_gbps);
+    const double pred = price_one_node(p, c.terms, c.channel, c.oversubscribed, c.miss).total_us();
     const double r = c.us > 0 ? (pred - c.us) / c.us : 0;
     ss += r * r;
   }
@@ -200,8 +195,9 @@ inline double rms_rel_residual(const profile& p, const std::vector<timed_call>& 
 /// other protocols offsets and shares of them.
 inline profile_fit fit_profile(const std::vector<timed_call>& calls, const profile& start) {
   constexpr std::size_t C = proto::channel_count;
-  // Columns: α[C], 1/bw[C], barrier, 1/peer, 1/copy, 1/γ, oversubscribed step.
-  constexpr std::size_t n = 2 * C + 5;
+  // Columns: α[C], 1/bw[C], barrier, 1/peer, 1/copy, 1/γ, oversubscribed
+  // step, 1/memory (bytes that missed the cache; start.cache_bytes is kept).
+  constexpr std::size_t n = 2 * C + 6;
   const std::size_t m = calls.size();
   std::vector<double> A(m * n, 0), b(m, 0);
   for (std::size_t i = 0; i < m; ++i) {
@@ -219,6 +215,7 @@ inline profile_fit fit_profile(const std::vector<timed_call>& calls, const profi
     row[2 * C + 1] = t.peer_bytes / 1e3;
     row[2 * C + 2] = t.staged_bytes / 1e3;
     row[2 * C + 3] = t.bytes_reduced / 1e3;
+    row[2 * C + 5] = c.miss * (t.bytes_sent + t.peer_bytes + t.staged_bytes + t.bytes_reduced) / 1e3;
     const double w = c.us > 0 ? 1 / c.us : 0;  // relative residuals
     for (std::size_t j = 0; j < n; ++j) row[j] *= w;
     b[i] = c.us * w;
@@ -253,6 +250,7 @@ inline profile_fit fit_profile(const std::vector<timed_call>& calls, const profi
   if (known(2 * C + 2)) p.copy_gbps = 1 / x[2 * C + 2];
   if (known(2 * C + 3)) p.reduce_gbps = 1 / x[2 * C + 3];
   if (known(2 * C + 4)) p.oversub_step_us = x[2 * C + 4];
+  if (known(2 * C + 5)) p.mem_gbps = 1 / x[2 * C + 5];
   f.rms_rel_residual = rms_rel_residual(p, calls);
   return f;
 }

@@ -10,6 +10,15 @@
 //     + barriers · barrier + peer_bytes / peer_bw + staged_bytes / copy_bw
 //                                                               peer memory
 //     + bytes_reduced / γ
+//     + miss · (bytes_sent + peer_bytes + staged_bytes + bytes_reduced) / mem
+//                                                               memory
+//
+// The last term is the cache: while a call's working set (every rank's
+// input and output on the node) fits the node's last-level cache, bytes move
+// at the rates above, which a probe measures in cache; beyond it, the share
+// that misses (miss = 1 − cache / working set) also pays for memory
+// (mem_gbps). Shared-memory bandwidth on a CPU falls several-fold between a
+// 1 MiB and a 64 MiB call, and one β cannot describe both ends.
 //
 // When ranks outnumber CPUs, a step or a barrier costs a context switch rather
 // than a cache-line transfer, which is what makes few-step schedules win there.
@@ -76,6 +85,8 @@ struct profile {
   double copy_gbps = 0;        // a local copy (staging)
   double reduce_gbps = 0;      // γ: bytes combined per second
   double oversub_step_us = 0;  // a step when ranks outnumber CPUs (a context switch)
+  double cache_bytes = 0;      // the node's last-level cache (all of it); 0: no cache term
+  double mem_gbps = 0;         // extra rate for bytes that miss it; 0: no cache term
 
   /// Per-step latency and payload bandwidth of protocol channel ch on link l.
   constexpr double alpha_us(const link& l, int ch) const { return l.alpha_us + proto[ch].extra_alpha_us; }
@@ -103,6 +114,31 @@ inline constexpr profile shm_host{
     .reduce_gbps = 19.6,
     .oversub_step_us = 12.0,
 };
+
+/// Bytes a call touches on one node: every rank's input and output (FIFOs
+/// and staging are small beside them), for `local` ranks of the node, with
+/// `bytes` counted as nccl-tests does (tune/model.hpp's problem).
+constexpr double working_set_bytes(coll c, int local, double bytes) {
+  switch (c) {
+    case coll::all_gather:
+    case coll::reduce_scatter:
+    case coll::reduce:
+      return bytes * (local + 1);  // one side is bytes / P per rank (reduce: the root's output)
+    default: return 2 * bytes * local;
+  }
+}
+
+/// Share of a working set's bytes that miss a cache of cache_bytes (0: no
+/// cache term): an LRU cache streaming twice its size misses half.
+constexpr double cache_miss(double cache_bytes, double working_set) {
+  return cache_bytes > 0 && working_set > cache_bytes ? 1 - cache_bytes / working_set : 0;
+}
+
+/// Share of a call's bytes that miss the last-level cache of profile m
+/// (0 where m has no cache term).
+constexpr double miss_share(const profile& m, double working_set) {
+  return m.mem_gbps > 0 ? cache_miss(m.cache_bytes, working_set) : 0;
+}
 
 /// Per compiled protocol (channel order): payload bytes one primitive call
 /// moves at most (prims::max_chunk() in bytes).
@@ -151,10 +187,33 @@ struct prediction {
 
 inline constexpr double unavailable_us = std::numeric_limits<double>::infinity();
 
+/// A one-node call's terms priced under profile m: t's steps and barriers at
+/// protocol channel ch's latency (a context switch each when oversubscribed),
+/// its bytes at their rates, and `miss` of them (miss_share) at memory's.
+/// Shared by predict() and the fit's residual (tune/fit.hpp).
+constexpr prediction price_one_node(const profile& m, const algo::cost_terms& t, int ch, bool oversubscribed,
+                                    double miss) {
+  prediction r{};
+  r.reduction_us = t.bytes_reduced / m.reduce_gbps / 1e3;
+  if (m.proto[ch].efficiency <= 0 && t.bytes_sent > 0) {  // the protocol is off on this machine
+    r.bandwidth_us = unavailable_us;
+    return r;
+  }
+  const double step_us = oversubscribed ? m.oversub_step_us : m.alpha_us(m.intra, ch);
+  const double barrier_us = oversubscribed ? m.oversub_step_us : m.barrier_us;
+  r.latency_us = t.steps * step_us + t.barriers * barrier_us;
+  if (t.bytes_sent > 0) r.bandwidth_us += t.bytes_sent / m.gbps(m.intra, ch) / 1e3;
+  r.bandwidth_us += t.peer_bytes / m.peer_gbps / 1e3 + t.staged_bytes / m.copy_gbps / 1e3;
+  if (miss > 0)
+    r.bandwidth_us +=
+        miss * (t.bytes_sent + t.peer_bytes + t.staged_bytes + t.bytes_reduced) / m.mem_gbps / 1e3;
+  return r;
+}
+
 /// The prediction of <A, Pr> for the problem under profile m.
 ///
 /// One node (P ≤ ranks_per_node, or ranks_per_node 0): every term at the
-/// intra link. Several nodes: the schedule is priced as if its ranks were
+/// intra link (price_one_node). Several nodes: the schedule is priced as if its ranks were
 /// placed node by node so that only the messages of the same schedule run
 /// among the nodes cross them (NCCL's rings and trees are laid out so:
 /// chains inside a node, the ring or tree between nodes). That schedule's
@@ -162,27 +221,20 @@ inline constexpr double unavailable_us = std::numeric_limits<double>::infinity()
 /// go through the node's NICs (inter.gbps × ranks_per_node) while every
 /// rank's bytes go through its intra link, concurrently (pipelined), so the
 /// slower of the two counts. Peer-memory algorithms reach one node only.
+/// The cache term is priced on one node only.
 template <class A, class Pr>
 constexpr prediction predict(const profile& m, const problem& q) {
   constexpr int ch = proto::channel_of<Pr>;
   const algo::cost_context ctx{q.chunks[ch], q.single_copy};
   const algo::cost_terms t = A::cost(q.kind, q.nranks, q.bytes, ctx);
+  const int nodes = m.nodes(q.nranks);
+  if (nodes <= 1)
+    return price_one_node(m, t, ch, q.oversubscribed,
+                          miss_share(m, working_set_bytes(q.kind, q.nranks, q.bytes)));
   prediction r{};
   r.reduction_us = t.bytes_reduced / m.reduce_gbps / 1e3;
-  if (m.proto[ch].efficiency <= 0 && t.bytes_sent > 0) {  // the protocol is off on this machine
-    r.bandwidth_us = unavailable_us;
-    return r;
-  }
-  const int nodes = m.nodes(q.nranks);
-  if (nodes <= 1) {
-    const double step_us = q.oversubscribed ? m.oversub_step_us : m.alpha_us(m.intra, ch);
-    const double barrier_us = q.oversubscribed ? m.oversub_step_us : m.barrier_us;
-    r.latency_us = t.steps * step_us + t.barriers * barrier_us;
-    if (t.bytes_sent > 0) r.bandwidth_us += t.bytes_sent / m.gbps(m.intra, ch) / 1e3;
-    r.bandwidth_us += t.peer_bytes / m.peer_gbps / 1e3 + t.staged_bytes / m.copy_gbps / 1e3;
-    return r;
-  }
-  if (t.barriers > 0 || t.peer_bytes > 0 || t.staged_bytes > 0) {
+  if ((m.proto[ch].efficiency <= 0 && t.bytes_sent > 0) || t.barriers > 0 || t.peer_bytes > 0 ||
+      t.staged_bytes > 0) {
     r.bandwidth_us = unavailable_us;
     return r;
   }

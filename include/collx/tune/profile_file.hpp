@@ -3,7 +3,7 @@
 // (tune/active.hpp).
 //
 //   {
-//     "format": "collx-profile", "version": 1,
+//     "format": "collx-profile", "version": 2,
 //     "machine": {"hostname": "...", "cpu": "AMD EPYC", "cpus": 2, "numa_nodes": 1},
 //     "measured": "2026-12-01T17:00:00Z",      (optional, free text)
 //     "source": "collx-probe ...",             (optional, free text)
@@ -14,7 +14,8 @@
 //       "protocols": {"simple": {"extra_alpha_us": 0.15, "efficiency": 1},
 //                     "ll": {...}, "ll128": {...}},      (every compiled protocol)
 //       "barrier_us": 0.5, "peer_gbps": 2.5, "copy_gbps": 25,
-//       "reduce_gbps": 19.6, "oversub_step_us": 12
+//       "reduce_gbps": 19.6, "oversub_step_us": 12,
+//       "cache_bytes": 33554432, "mem_gbps": 3.1      (version 2; 0: no cache term)
 //     },
 //     "probe": {...}                            (optional: the probe's evidence, not read)
 //   }
@@ -25,7 +26,9 @@
 // non-finite number, an unknown link kind or protocol each throw collx::error
 // (invalid_argument) naming the file and the key; an unknown key is collected
 // as a warning (a newer writer's addition) and otherwise ignored. Whether the
-// profile belongs to this machine is tune/active.hpp's check.
+// profile belongs to this machine is tune/active.hpp's check. Version 1
+// (before the cache term) is still read, with the cache term off and a
+// warning saying so.
 #pragma once
 
 #include <collx/config.hpp>
@@ -45,7 +48,8 @@
 namespace collx::tune {
 
 inline constexpr const char* profile_format = "collx-profile";
-inline constexpr int profile_version = 1;
+inline constexpr int profile_version = 2;
+inline constexpr int profile_oldest_version = 1;  // the oldest still read
 
 /// A profile with what it says about itself.
 struct profile_doc {
@@ -179,6 +183,8 @@ COLLX_COLD inline std::string to_json(const profile_doc& d) {
   model.set("copy_gbps", d.model.copy_gbps);
   model.set("reduce_gbps", d.model.reduce_gbps);
   model.set("oversub_step_us", d.model.oversub_step_us);
+  model.set("cache_bytes", d.model.cache_bytes);
+  model.set("mem_gbps", d.model.mem_gbps);
   if (d.probe.type != json::kind::null) v.set("probe", d.probe);
   return v.dump();
 }
@@ -208,10 +214,13 @@ COLLX_COLD inline profile_doc from_json(const std::string& text, const std::stri
   if (const std::string f = r.text("format"); f != profile_format)
     r.fail("'format' is '" + f + "', not '" + profile_format + "'");
   const double ver = r.number("version");
-  if (ver != profile_version)
-    r.fail("version " + std::to_string(int(ver)) + " is not the one this collx reads (" +
-           std::to_string(profile_version) + ")" +
+  if (ver != std::floor(ver) || ver < profile_oldest_version || ver > profile_version) {
+    char shown[32];
+    std::snprintf(shown, sizeof shown, "%g", ver);
+    r.fail(std::string("version ") + shown + " is not one this collx reads (" +
+           std::to_string(profile_oldest_version) + " to " + std::to_string(profile_version) + ")" +
            (ver > profile_version ? "; it was written by a newer collx" : ""));
+  }
   {
     profile_detail::reader m = r.child("machine");
     d.machine.hostname = m.text("hostname", false);
@@ -245,6 +254,14 @@ COLLX_COLD inline profile_doc from_json(const std::string& text, const std::stri
   d.model.copy_gbps = m.number("copy_gbps", false);
   d.model.reduce_gbps = m.number("reduce_gbps", false);
   d.model.oversub_step_us = m.number("oversub_step_us");
+  if (ver >= 2) {
+    d.model.cache_bytes = m.number("cache_bytes");
+    d.model.mem_gbps = m.number("mem_gbps");
+  } else {
+    d.warnings.push_back("profile " + origin +
+                         ": version 1 has no cache term; the model prices every size at "
+                         "in-cache rates (collx-probe --save writes version 2)");
+  }
   if (!(d.model.intra.gbps > 0)) m.fail("'model.intra.gbps' must be positive");
   m.finish();
   r.finish();
