@@ -127,20 +127,7 @@ struct hier_options {
   }
 };
 
-/// This host's id: COLLX_HOSTID, else host name and boot id.
-inline std::string host_id() {
-  if (const char* v = std::getenv("COLLX_HOSTID"); v != nullptr && *v != '\0') return v;
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  std::string id = host;
-  if (std::FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
-    char boot[64] = {};
-    if (std::fgets(boot, sizeof boot, f) != nullptr) id += std::string("/") + boot;
-    std::fclose(f);
-  }
-  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
-  return id;
-}
+using net::host_id;
 
 }  // namespace hier
 
@@ -160,9 +147,7 @@ class hier_communicator {
     };
     const std::string id = hier::host_id();
     record mine{};
-    std::uint64_t h = 1469598103934665603ull;
-    for (unsigned char c : id) h = (h ^ c) * 1099511628211ull;
-    mine.hash = h;
+    mine.hash = net::host_hash(id);
     std::snprintf(mine.name, sizeof mine.name, "%s", id.c_str());
     std::vector<record> all(static_cast<std::size_t>(P));
     flat_.all_gather(reinterpret_cast<const std::uint8_t*>(&mine),

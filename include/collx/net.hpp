@@ -53,6 +53,7 @@
 #include <collx/communicator.hpp>
 #include <collx/error.hpp>
 #include <collx/net/connect.hpp>
+#include <collx/net/host_id.hpp>
 #include <collx/net/ib_proxy.hpp>
 #include <collx/net/ifname.hpp>
 #include <collx/net/proxy.hpp>
@@ -61,9 +62,12 @@
 #include <collx/transport/proxied.hpp>
 #include <collx/transport/shm_segment.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -188,6 +192,17 @@ struct net_access {
     const int rank = s.rank(), nranks = s.size();
     const auto deadline = bootstrap::clock::now() + opt_in.timeout;
     comm_options opt = opt_in;
+    // The ranks of this host (host ids through the bootstrap).
+    int local_ranks = 0;
+    {
+      const std::uint64_t mine = net::host_hash(net::host_id());
+      const std::vector<std::byte> all = s.allgather(&mine, sizeof mine);
+      for (int r = 0; r < nranks; ++r) {
+        std::uint64_t h = 0;
+        std::memcpy(&h, all.data() + std::size_t(r) * sizeof h, sizeof h);
+        local_ranks += h == mine;
+      }
+    }
     if (so.simple_slot_bytes != 0 && std::getenv(proto::simple::channel.fifo_bytes_env) == nullptr &&
         opt.slot_bytes_of<proto::simple>() == proto::simple::channel.default_slot_bytes)
       opt.slot_bytes_of<proto::simple>() = so.simple_slot_bytes;
@@ -248,6 +263,12 @@ struct net_access {
     v.peer_left = h->px->left_flags();
     v.on_departed = &net::proxy_base::departed_of;
     net_communicator c(h, v, rank, nranks, opt);
+    // Oversubscription is per host: the ranks that share this one (the
+    // constructor counted every rank of the communicator).
+    const long ncpu = ::sysconf(_SC_NPROCESSORS_ONLN);
+    c.s_->oversubscribed = ncpu > 0 && local_ranks > ncpu;
+    c.s_->cpu_share = c.s_->oversubscribed ? double(ncpu) / local_ranks : 1;
+    if (opt.spin.count() == 0) c.s_->spin_ns = c.s_->oversubscribed ? 2'000 : 100'000;
     c.s_->keepalive = std::make_shared<bootstrap::session>(std::move(s));
     return c;
   }

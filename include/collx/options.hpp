@@ -9,7 +9,8 @@
 //                         (each protocol names its variable in its channel spec,
 //                         proto/channel.hpp)
 //   COLLX_SPIN_US         µs a wait busy-polls before yielding (default: chosen)
-//   COLLX_SLEEP           0: never sleep on a futex when ranks outnumber CPUs
+//   COLLX_SLEEP           0: never sleep on a futex (when ranks outnumber CPUs, or
+//                         on a proxied transport), keep yielding
 //   COLLX_SINGLE_COPY     0: never read peers' user buffers in place
 //   COLLX_SINGLE_COPY_MIN bytes from which calls read peers' buffers in place
 //   COLLX_CHECK_CALLS     0: skip the per-call mismatch check
@@ -67,9 +68,11 @@ struct comm_options {
   /// when ranks outnumber CPUs, so a waiting rank hands its core to the peer it
   /// waits for. COLLX_SPIN_US overrides.
   std::chrono::nanoseconds spin{0};
-  /// When ranks outnumber CPUs, a wait that has yielded a few times sleeps on
-  /// a futex until the peer it waits for publishes (COLLX_SLEEP=0: keep
-  /// yielding instead). Peers ring the doorbell either way.
+  /// When ranks outnumber CPUs, or on a proxied transport (whose proxy thread
+  /// needs the CPU a yielding rank would take), a wait that has yielded a few
+  /// times sleeps on a futex until the peer (or the proxy) it waits for
+  /// publishes (COLLX_SLEEP=0: keep yielding instead). Peers ring the
+  /// doorbell either way.
   bool sleep = true;
   /// Variant used when a call does not name one.
   variant_choice variant{};

@@ -12,9 +12,11 @@
 
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -630,6 +632,62 @@ TEST_CASE("net::init_rank: a receive from a peer that closed its communicator fa
   check_fails_after_peer_left(
       already_waiting, std::chrono::milliseconds(already_waiting ? 300 : 0),
       [](net_communicator& c, float* x, float* y, std::size_t n) { c.broadcast(x, y, n, 1); });
+}
+
+TEST_CASE("net::init_rank: a rank waiting for a late peer sleeps, leaving the CPU to the proxies",
+          "[net][init]") {
+  // Rank 1 comes 1.5 s late. Rank 0 waits in its all_reduce: after its spin
+  // and a few yields it must sleep on its doorbell (the proxy rings it), not
+  // yield for the whole wait, which takes a CPU its proxy (and here rank 1's)
+  // needs. Its thread's CPU time during the call tells which it did: a
+  // yielding loop uses the CPU whenever no other thread wants it.
+  const unique_id id = get_unique_id();
+  net::socket_options so;
+  so.ifname = "lo";
+  comm_options opt;
+  opt.timeout = std::chrono::seconds(20);
+  constexpr std::size_t n = 4096;
+  std::string error1, error0;
+  double cpu0 = 0, wall0 = 0;
+  bool ok0 = false;
+  std::thread t1([&] {
+    try {
+      net_communicator c = net::init_rank(2, id, 1, opt, so);
+      std::vector<float> x(n, 2.0f), y(n);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      c.all_reduce(x.data(), y.data(), n, reduce_op::sum);
+      c.destroy();
+    } catch (const std::exception& e) {
+      error1 = e.what();
+    }
+  });
+  try {
+    net_communicator c = net::init_rank(2, id, 0, opt, so);
+    std::vector<float> x(n, 1.0f), y(n + 8, -7.0f);
+    auto thread_cpu = [] {
+      timespec ts{};
+      ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+      return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+    };
+    const double c0 = thread_cpu();
+    const auto w0 = std::chrono::steady_clock::now();
+    c.all_reduce(x.data(), y.data(), n, reduce_op::sum);
+    wall0 = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+    cpu0 = thread_cpu() - c0;
+    ok0 = std::all_of(y.begin(), y.begin() + n, [](float v) { return v == 3.0f; }) &&
+          std::all_of(y.begin() + n, y.end(), [](float v) { return v == -7.0f; });
+    c.destroy();
+  } catch (const std::exception& e) {
+    error0 = e.what();
+  }
+  t1.join();
+  INFO("rank 0: " << error0 << "; rank 1: " << error1 << "; rank 0 waited " << wall0 << " s using " << cpu0
+                  << " s of CPU");
+  REQUIRE(error0.empty());
+  REQUIRE(error1.empty());
+  CHECK(ok0);
+  CHECK(wall0 > 1.0);  // it did wait for the late peer
+  CHECK(cpu0 < 0.25 * wall0);
 }
 
 TEST_CASE("net options: COLLX_NET chooses the transport, bad stream counts refused", "[net][init]") {

@@ -213,9 +213,13 @@ variant_choice resolve_remembered(state<Transport>& s, variant_choice v, const c
     // (direct's one-shot when the vector fits one chunk) decides as they do.
     const auto chunks = tune::chunk_table_of([&](int ch) { return s.view.fifo_slots(ch); },
                                              [&](int ch) { return s.view.fifo_slot_bytes(ch); });
-    const tune::problem q{
-        C,     s.size, bytes, s.size > 1 && bytes >= double(s.view.user_buffer_min_bytes()), s.oversubscribed,
-        chunks};
+    const tune::problem q{C,
+                          s.size,
+                          bytes,
+                          s.size > 1 && bytes >= double(s.view.user_buffer_min_bytes()),
+                          s.oversubscribed,
+                          chunks,
+                          s.cpu_share};
     memo.valid = false;
     memo.requested = v;
     memo.chosen = resolve<Transport, Exec>(s, C, v, &q);
@@ -243,7 +247,11 @@ struct executor_for<exec::host> {
     ex.deadline_ns = 0;  // from the first slow wait on
     ex.timeout_ns = static_cast<std::uint64_t>(s.opt.timeout.count()) * 1000000ull;
     ex.spin_ns = s.spin_ns;
-    if (s.oversubscribed) {
+    // Sleep on the doorbell once spinning and a few yields are over when the
+    // ranks outnumber the CPUs, and always on a proxied transport: there a
+    // yielding rank would take the CPU its own proxy needs to move the bytes
+    // it waits for (the proxy rings the doorbell when they arrive).
+    if (s.oversubscribed || Transport::needs_proxy) {
       ex.bells = s.view.doorbell(0);
       ex.self = s.rank;
       ex.sleep = s.opt.sleep;
