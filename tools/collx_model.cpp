@@ -79,7 +79,7 @@ constexpr const char* usage_text =
     "  sizes take K, M, G suffixes (powers of 1024); -b 8 -e 8M -f 4 by default\n"
     "  --algo      only these algorithms; --terms also prints each algorithm's\n"
     "              cost terms (algo/cost.hpp)\n"
-    "  --oversubscribed  the tuner's problem has more ranks than CPUs\n"
+    "  --oversubscribed  the tuner's problem has more ranks than CPUs (this machine's)\n"
     "Columns per size: tune::predict_us in us per algorithm under the profile alpha,\n"
     "beta and gamma describe; tune:<algo>, the same under the loaded profile\n"
     "(COLLX_TUNE_FILE, ~/.config/collx/profile.json, else tune::shm_host); pick\n"
@@ -99,7 +99,6 @@ bool parse_seconds(const std::string& s, double& out) {
   out = std::strtod(s.c_str(), &end);
   return *end == '\0' && out >= 0;
 }
-
 
 // ---- the tuner ------------------------------------------------------------------
 
@@ -268,7 +267,8 @@ int evaluate(int argc, char** argv) {
                          bytes,
                          P > 1 && opt.single_copy && bytes >= double(opt.single_copy_min_bytes),
                          oversubscribed,
-                         chunks};
+                         chunks,
+                         oversubscribed ? std::min(1.0, double(tune::this_machine().cpus) / P) : 1.0};
   };
   const tune::profile given = profile_of(m);
   auto chosen = [&](const prediction& p) {

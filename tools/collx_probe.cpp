@@ -35,6 +35,7 @@
 // collective and rank count (tools/probe_svg.hpp); progress on stderr.
 // Exit status: 0; 1 when a measurement failed; 2 for a bad command line.
 #include "cli.hpp"
+#include "line_latency.hpp"
 #include "probe_look.hpp"
 #include "probe_svg.hpp"
 
@@ -121,7 +122,29 @@ std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
+/// The core-to-core cache-line latency (tools/line_latency.hpp) between the
+/// first two CPUs, sampled before every collx-perf run: on a virtual machine
+/// the host may move the vCPUs while the probe runs, and this says whether it
+/// did (bench/results/slow_mode.md).
+std::vector<double> line_samples;
+
+void sample_line_latency() {
+  static const std::vector<int> cpus = [] {
+    std::vector<int> v;
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
+      for (int c = 0; c < CPU_SETSIZE && v.size() < 2; ++c)
+        if (CPU_ISSET(c, &allowed)) v.push_back(c);
+    return v;
+  }();
+  if (cpus.size() < 2) return;
+  const double ns = probe::line_latency_ns(cpus[0], cpus[1], 20000);
+  if (ns > 0) line_samples.push_back(ns);
+}
+
 perf_run run_perf(const settings& s, const std::string& env, const std::string& args) {
+  sample_line_latency();
   const std::string cmd =
       "env COLLX_TUNE_FILE=builtin " + env + " " + shell_quote(s.perf) + " " + args + " -c 0 --procs 2>&1";
   std::FILE* p = popen(cmd.c_str(), "r");
@@ -354,16 +377,23 @@ double busbw_factor(coll c, int P) {
   return c == coll::all_reduce ? 2 * f : c == coll::broadcast || c == coll::reduce ? 1 : f;
 }
 
+/// The tuner's problem for c on P process ranks of this machine at b bytes,
+/// as comm/dispatch.hpp builds it for a communicator with default options.
+tune::problem problem_of(coll c, int P, double b) {
+  const int cpus = tune::this_machine().cpus;
+  const bool oversub = cpus > 0 && P > cpus;
+  const comm_options defaults;
+  tune::problem q{c, P, b, P > 1 && b >= double(defaults.single_copy_min_bytes), oversub};
+  if (oversub) q.cpu_share = double(cpus) / P;
+  return q;
+}
+
 comparison compare(const settings& s, const tune::profile& m, coll c, int P,
                    const std::string& profile_path) {
   comparison out;
   out.c = c, out.P = P;
   const std::vector<double> sizes = cli::sweep(s.lo, s.hi, s.factor);
-  const bool oversub = P > tune::this_machine().cpus;
-  const comm_options defaults;
-  auto problem_at = [&](double b) {
-    return tune::problem{c, P, b, P > 1 && b >= double(defaults.single_copy_min_bytes), oversub};
-  };
+  auto problem_at = [&](double b) { return problem_of(c, P, b); };
   // Every candidate at any size (the candidate set does not depend on size).
   const std::vector<tune::explained> cands = tune::explain<transport::shm>(m, problem_at(sizes.front()));
   // Every variant once per repeat, interleaved, so that a change of load
@@ -396,7 +426,7 @@ comparison compare(const settings& s, const tune::profile& m, coll c, int P,
         constexpr int ch = proto::channel_of<Pr>;
         out.calls.push_back({A::cost(c, P, b, {q.chunks[ch], q.single_copy}), ch, q.oversubscribed,
                              mi->second.at(b),
-                             tune::cache_miss(m.cache_bytes, tune::working_set_bytes(c, P, b))});
+                             tune::cache_miss(m.cache_bytes, tune::working_set_bytes(c, P, b)), q.cpu_share});
       });
     }
     r.pick = ex.front().variant;
@@ -503,6 +533,12 @@ value comparison_json(const comparison& c) {
 void print_tables(const probe::topology& t, const measured& m, const std::vector<comparison>& cs, int P) {
   std::printf("# collx-probe — look\n");
   for (const std::string& l : t.lines) std::printf("  %s\n", l.c_str());
+  if (!line_samples.empty()) {
+    const auto [lo, hi] = std::minmax_element(line_samples.begin(), line_samples.end());
+    std::printf(
+        "  core-to-core cache-line latency, before each of %zu runs: min %.0f, median %.0f, max %.0f ns\n",
+        line_samples.size(), *lo, median(line_samples), *hi);
+  }
   std::printf("\n# measure (process ranks, P = %d; medians)\n", P);
   std::printf("  %-8s %10s %10s %10s %12s %14s\n", "protocol", "alpha_us", "GB/s", "residual", "knee S*",
               "90% bw from");
@@ -644,6 +680,7 @@ int main(int argc, char** argv) {
     evidence.set("cache_bytes", m.cache_bytes);
     evidence.set("mem_gbps", m.mem_gbps);
     evidence.set("sweep_fit_rms_rel_residual", m.sweep_fit_residual);
+
     value& gam = evidence.set("gamma_gbps", value::object());
     for (auto& [d, g] : m.gamma_gbps) gam.set(d, g);
     doc.probe = evidence;
@@ -664,9 +701,7 @@ int main(int argc, char** argv) {
     int refit_within = 0, refit_sizes = 0;
     for (const comparison& c : cs)
       for (const size_row& r : c.rows) {
-        const bool oversub = c.P > t.machine.cpus;
-        const comm_options defaults;
-        const tune::problem q{c.c, c.P, r.bytes, r.bytes >= double(defaults.single_copy_min_bytes), oversub};
+        const tune::problem q = problem_of(c.c, c.P, r.bytes);
         const variant_choice v = tune::fastest<transport::shm>(refit.model, q);
         const auto mi = c.measured_us.find(vname(v));
         if (mi == c.measured_us.end() || mi->second.count(r.bytes) == 0) continue;
@@ -674,6 +709,19 @@ int main(int argc, char** argv) {
         refit_within += mi->second.at(r.bytes) <= 1.1 * r.fastest_us;
       }
     if (s.refit) doc.model = refit.model;
+    // The cache-line latency over the whole run (measure and compare).
+    {
+      value ll = value::object();
+      ll.set("samples", int(line_samples.size()));
+      if (!line_samples.empty()) {
+        const auto [lo, hi] = std::minmax_element(line_samples.begin(), line_samples.end());
+        ll.set("min", *lo);
+        ll.set("median", median(line_samples));
+        ll.set("max", *hi);
+      }
+      evidence.set("line_latency_ns", ll);
+      doc.probe = evidence;
+    }
     if (!s.plot.empty())
       for (const comparison& c : cs) {
         std::vector<probe::svg_series> series;

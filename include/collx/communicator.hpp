@@ -108,7 +108,7 @@ namespace collx {
 namespace comm {
 struct access;      // collx/process.hpp's door to the private creation members
 struct net_access;  // collx/net.hpp's (socket transport)
-}
+}  // namespace comm
 
 /// A rank's handle on a group of ranks whose connections live in Transport's
 /// memory and whose waits run on Exec. Generic parts: the API, validation,
@@ -329,8 +329,8 @@ class basic_communicator {
   static transport::shm_layout layout_for(int nranks, const comm_options& opt) {
     static_assert(proto::channel_count <= transport::max_channels,
                   "more compiled protocols than the shm segment has channels (transport::max_channels)");
-    return transport::shm_layout::make(static_cast<std::uint32_t>(nranks), opt.fifo_slots, opt.slot_bytes.data(),
-                                       proto::channel_count);
+    return transport::shm_layout::make(static_cast<std::uint32_t>(nranks), opt.fifo_slots,
+                                       opt.slot_bytes.data(), proto::channel_count);
   }
 
   comm::state<Transport>& live(const char* op) const { return comm::live(s_, op); }
@@ -410,6 +410,7 @@ basic_communicator<Transport, Exec>::basic_communicator(std::shared_ptr<void> me
   // is the same for every rank, so the automatic choice that depends on it is too.
   const long ncpu = ::sysconf(_SC_NPROCESSORS_ONLN);
   s.oversubscribed = ncpu > 0 && nranks > ncpu;
+  s.cpu_share = s.oversubscribed ? double(ncpu) / nranks : 1;
   s.spin_ns = static_cast<std::uint64_t>(opt.spin.count());
   if (s.spin_ns == 0) {
     // Spin long only if the ranks fit on the CPUs: a waiting rank then hands

@@ -56,6 +56,21 @@ static_assert(
     tune::predict<algo::ring, proto::simple>(cached, {coll::all_reduce, 2, 4 << 20}).total_us() ==
     tune::predict<algo::ring, proto::simple>(tune::shm_host, {coll::all_reduce, 2, 4 << 20}).total_us());
 
+// Oversubscribed, ranks share CPUs: every byte takes 1 / cpu_share as long;
+// steps cost a context switch either way.
+constexpr tune::problem ar1m_over{coll::all_reduce, 4, 1 << 20, false, true};
+constexpr tune::problem ar1m_over_half = [] {
+  tune::problem q = ar1m_over;
+  q.cpu_share = 0.5;
+  return q;
+}();
+static_assert(tune::predict<algo::ring, proto::simple>(tune::shm_host, ar1m_over_half).bandwidth_us ==
+              2 * tune::predict<algo::ring, proto::simple>(tune::shm_host, ar1m_over).bandwidth_us);
+static_assert(tune::predict<algo::ring, proto::simple>(tune::shm_host, ar1m_over_half).reduction_us ==
+              2 * tune::predict<algo::ring, proto::simple>(tune::shm_host, ar1m_over).reduction_us);
+static_assert(tune::predict<algo::ring, proto::simple>(tune::shm_host, ar1m_over_half).latency_us ==
+              tune::predict<algo::ring, proto::simple>(tune::shm_host, ar1m_over).latency_us);
+
 // The allow-set is an input: without direct, the next best.
 constexpr selection without_direct = [] {
   selection s = selection::all();

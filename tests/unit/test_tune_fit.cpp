@@ -96,13 +96,15 @@ std::vector<collx::tune::timed_call> synthetic_calls(const collx::tune::profile&
       for (bool over : {false, true})
         for (double b = 8; b <= 16 << 20; b *= 8) {
           if (over && P == 2) continue;
-          const tune::problem q{c, P, b, b >= 256 * 1024, over};
+          tune::problem q{c, P, b, b >= 256 * 1024, over};
+          q.cpu_share = over ? 0.5 : 1;  // 4 ranks on 2 CPUs
           tune::select_detail::for_each_variant<false>([&]<class A, class Pr>() {
             if (!tune::select_detail::candidate<A, Pr, transport::shm, exec::host>(c, {})) return;
             constexpr int ch = proto::channel_of<Pr>;
             const algo::cost_terms t = A::cost(c, P, b, {q.chunks[ch], q.single_copy});
             const double miss = tune::miss_share(truth, tune::working_set_bytes(c, P, b));
-            calls.push_back({t, ch, over, tune::predict_us<A, Pr>(truth, q) * (1 + amp * n.next()), miss});
+            calls.push_back(
+                {t, ch, over, tune::predict_us<A, Pr>(truth, q) * (1 + amp * n.next()), miss, q.cpu_share});
           });
         }
   return calls;

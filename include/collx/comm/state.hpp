@@ -51,6 +51,7 @@ struct state {
   std::vector<p2p_op> pending;      // transfers queued in the open group
   std::uint64_t spin_ns = 0;        // resolved comm_options::spin
   bool oversubscribed = false;      // more ranks than this host's online CPUs
+  double cpu_share = 1;             // CPUs / ranks of this host when oversubscribed (tune::problem)
   std::shared_ptr<void> keepalive;  // e.g. the bootstrap session of process ranks
   // Reliability watch (comm/watch.hpp): this rank's call sequence, and the
   // state of the periodic check run from slow waits.

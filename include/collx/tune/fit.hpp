@@ -70,6 +70,7 @@ struct timed_call {
   bool oversubscribed = false;
   double us = 0;
   double miss = 0;
+  double cpu_share = 1;  // problem::cpu_share
 };
 
 /// A fitted profile and how well it explains the calls.
@@ -182,7 +183,8 @@ inline std::vector<double> nnls(const std::vector<double>& A, const std::vector<
 inline double rms_rel_residual(const profile& p, const std::vector<timed_call>& calls) {
   double ss = 0;
   for (const timed_call& c : calls) {
-    const double pred = price_one_node(p, c.terms, c.channel, c.oversubscribed, c.miss).total_us();
+    const double pred =
+        price_one_node(p, c.terms, c.channel, c.oversubscribed, c.miss, c.cpu_share).total_us();
     const double r = c.us > 0 ? (pred - c.us) / c.us : 0;
     ss += r * r;
   }
@@ -211,11 +213,12 @@ inline profile_fit fit_profile(const std::vector<timed_call>& calls, const profi
       row[ch] = t.steps;
       row[2 * C] = t.barriers;
     }
-    row[C + ch] = t.bytes_sent / 1e3;
-    row[2 * C + 1] = t.peer_bytes / 1e3;
-    row[2 * C + 2] = t.staged_bytes / 1e3;
-    row[2 * C + 3] = t.bytes_reduced / 1e3;
-    row[2 * C + 5] = c.miss * (t.bytes_sent + t.peer_bytes + t.staged_bytes + t.bytes_reduced) / 1e3;
+    const double kb = (c.cpu_share > 0 && c.cpu_share < 1 ? 1 / c.cpu_share : 1) / 1e3;  // per byte
+    row[C + ch] = t.bytes_sent * kb;
+    row[2 * C + 1] = t.peer_bytes * kb;
+    row[2 * C + 2] = t.staged_bytes * kb;
+    row[2 * C + 3] = t.bytes_reduced * kb;
+    row[2 * C + 5] = c.miss * (t.bytes_sent + t.peer_bytes + t.staged_bytes + t.bytes_reduced) * kb;
     const double w = c.us > 0 ? 1 / c.us : 0;  // relative residuals
     for (std::size_t j = 0; j < n; ++j) row[j] *= w;
     b[i] = c.us * w;

@@ -176,6 +176,10 @@ struct problem {
   bool oversubscribed = false;  // more ranks than CPUs on this node
   /// The FIFO geometry (comm/dispatch.hpp reads the transport's).
   chunk_table chunks = default_chunks;
+  /// CPUs per rank on this node when oversubscribed (CPUs / ranks, < 1): the
+  /// ranks' copies and reductions share the CPUs, so every byte takes
+  /// 1 / cpu_share as long. 1 otherwise.
+  double cpu_share = 1;
 };
 
 /// A prediction split by what it pays for, in µs: per-step latencies and
@@ -189,12 +193,14 @@ inline constexpr double unavailable_us = std::numeric_limits<double>::infinity()
 
 /// A one-node call's terms priced under profile m: t's steps and barriers at
 /// protocol channel ch's latency (a context switch each when oversubscribed),
-/// its bytes at their rates, and `miss` of them (miss_share) at memory's.
+/// its bytes at their rates, and `miss` of them (miss_share) at memory's,
+/// each byte's time over the rank's share of a CPU (problem::cpu_share).
 /// Shared by predict() and the fit's residual (tune/fit.hpp).
 constexpr prediction price_one_node(const profile& m, const algo::cost_terms& t, int ch, bool oversubscribed,
-                                    double miss) {
+                                    double miss, double cpu_share = 1) {
+  const double per_byte = cpu_share > 0 && cpu_share < 1 ? 1 / cpu_share : 1;
   prediction r{};
-  r.reduction_us = t.bytes_reduced / m.reduce_gbps / 1e3;
+  r.reduction_us = per_byte * t.bytes_reduced / m.reduce_gbps / 1e3;
   if (m.proto[ch].efficiency <= 0 && t.bytes_sent > 0) {  // the protocol is off on this machine
     r.bandwidth_us = unavailable_us;
     return r;
@@ -207,6 +213,7 @@ constexpr prediction price_one_node(const profile& m, const algo::cost_terms& t,
   if (miss > 0)
     r.bandwidth_us +=
         miss * (t.bytes_sent + t.peer_bytes + t.staged_bytes + t.bytes_reduced) / m.mem_gbps / 1e3;
+  r.bandwidth_us *= per_byte;
   return r;
 }
 
@@ -230,7 +237,7 @@ constexpr prediction predict(const profile& m, const problem& q) {
   const int nodes = m.nodes(q.nranks);
   if (nodes <= 1)
     return price_one_node(m, t, ch, q.oversubscribed,
-                          miss_share(m, working_set_bytes(q.kind, q.nranks, q.bytes)));
+                          miss_share(m, working_set_bytes(q.kind, q.nranks, q.bytes)), q.cpu_share);
   prediction r{};
   r.reduction_us = t.bytes_reduced / m.reduce_gbps / 1e3;
   if ((m.proto[ch].efficiency <= 0 && t.bytes_sent > 0) || t.barriers > 0 || t.peer_bytes > 0 ||

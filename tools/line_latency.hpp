@@ -1,0 +1,56 @@
+// tools/line_latency.hpp — core-to-core cache-line latency: two threads
+// pinned to two CPUs pass one cache line back and forth (each waits for the
+// other's store, then stores), and the time of one transfer is the round
+// trip over two. It is the floor under every shared-memory step (a FIFO
+// flag is such a line), and on a virtual machine it shows where the host
+// placed the vCPUs: this project's 2-vCPU machine flips between ~30 ns and
+// ~170–270 ns from one second to the next (bench/results/slow_mode.md).
+#pragma once
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+namespace collx::probe {
+
+/// Mean ns of one cache-line transfer between CPUs a and b over `rounds`
+/// round trips; negative when a CPU cannot be bound (not allowed here).
+inline double line_latency_ns(int a, int b, int rounds = 100000) {
+  auto bind = [](int cpu) {
+    cpu_set_t s;
+    CPU_ZERO(&s);
+    CPU_SET(cpu, &s);
+    return pthread_setaffinity_np(pthread_self(), sizeof s, &s) == 0;
+  };
+  struct alignas(128) line {
+    std::atomic<int> v{0};
+  } flag;
+  std::atomic<bool> bound_b{true};
+  std::thread peer([&] {
+    if (!bind(b)) bound_b = false;  // still answers, so the loop below ends
+    for (int i = 0; i < rounds; ++i) {
+      while (flag.v.load(std::memory_order_acquire) != 2 * i + 1) {
+      }
+      flag.v.store(2 * i + 2, std::memory_order_release);
+    }
+  });
+  cpu_set_t old;
+  CPU_ZERO(&old);
+  pthread_getaffinity_np(pthread_self(), sizeof old, &old);
+  const bool bound_a = bind(a);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < rounds; ++i) {
+    flag.v.store(2 * i + 1, std::memory_order_release);
+    while (flag.v.load(std::memory_order_acquire) != 2 * i + 2) {
+    }
+  }
+  const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+  peer.join();
+  pthread_setaffinity_np(pthread_self(), sizeof old, &old);
+  return bound_a && bound_b ? ns / rounds / 2 : -1;
+}
+
+}  // namespace collx::probe
