@@ -106,13 +106,25 @@ if rf:
               f"sweep-based profile; under it the pick would be within 10 % of the fastest at "
               f"{rf['pick_within_10pct_in_sample']} of {rf['sizes']} sizes (in sample: judged on the data it was fitted to)."]
 fits = d["measure"]["fits"]
-lines += ["", "Measured parameters (fit t = a + b·bytes over the ring all_gather sweep):", "",
+lines += ["", "Line fits t = a + b·bytes over each protocol's ring all_gather sweep (reported, not the profile):", "",
           "| protocol | α µs | GB/s | rms relative residual |", "|---|---:|---:|---:|"]
 lines += [f"| {f['protocol']} | {f['alpha_us']:.3f} | {f['gbps']:.3f} | {100*f['rms_rel_residual']:.1f} % |" for f in fits]
 me = d["measure"]
-lines += ["", f"barrier {me['barrier_us']:.3f} µs, peer {me['peer_gbps']:.3f} GB/s, copy {me['copy_gbps']:.2f} GB/s, "
-          f"γ(float32) {me['gamma_gbps']['float32']:.2f} GB/s, oversubscribed step {me['oversub_step_us']:.2f} µs"
-          f"{'' if me['oversub_measured'] else ' (not measured)'}."]
+pr = d["profile"]
+lines += ["", f"The profile, fitted to every measure run at once (`tune::fit_profile`, residual "
+          f"{100*me['sweep_fit_rms_rel_residual']:.1f} %):", "",
+          "| protocol | α µs | GB/s in cache | oversubscribed step µs |", "|---|---:|---:|---:|"]
+for n, p in pr["protocols"].items():
+    lines.append(f"| {n} | {pr['intra']['alpha_us'] + p['extra_alpha_us']:.3f} | "
+                 f"{pr['intra']['gbps'] * p['efficiency']:.3f} | {pr['oversub_step_us'] + p['oversub_extra_us']:.2f} |")
+ll = me.get("line_latency_ns", {})
+lines += ["", f"barrier {pr['barrier_us']:.3f} µs; GB/s: peer {pr['peer_gbps']:.3f}, single copy "
+          f"{pr['single_copy_gbps']:.3f}, copy {pr['copy_gbps']:.2f}, γ(float32) {pr['reduce_gbps']:.2f}; "
+          f"last-level cache {pr['cache_bytes'] / 1048576:.0f} MiB, memory {pr['mem_gbps']:.3f} GB/s"
+          f"{'' if me['oversub_measured'] else '; oversubscribed step not measured'}."]
+if ll.get("samples"):
+    lines += ["", f"Core-to-core cache-line latency before each of {ll['samples']} runs: min {ll['min']:.0f}, "
+              f"median {ll['median']:.0f}, max {ll['max']:.0f} ns (bench/results/slow_mode.md)."]
 open(md, "w").write("\n".join(lines + details) + "\n")
 print("\n".join(lines))
 PY

@@ -214,7 +214,7 @@ struct protocol_fit {
 
 struct measured {
   std::vector<protocol_fit> protos;
-  double barrier_us = 0, peer_gbps = 0, copy_gbps = 0, oversub_step_us = 0;
+  double barrier_us = 0, peer_gbps = 0, single_copy_gbps = 0, copy_gbps = 0, oversub_step_us = 0;
   bool oversub_measured = false;
   std::map<std::string, double> gamma_gbps;  // per dtype
   double cache_bytes = 0, mem_gbps = 0;      // the cache term (look's last-level cache, fitted memory rate)
@@ -249,6 +249,17 @@ double copy_gbps(std::size_t bytes) {
   return double(bytes) / best / 1e9;
 }
 
+/// The tuner's problem for c on P process ranks of this machine at b bytes,
+/// as comm/dispatch.hpp builds it for a communicator with default options.
+tune::problem problem_of(coll c, int P, double b) {
+  const int cpus = tune::this_machine().cpus;
+  const bool oversub = cpus > 0 && P > cpus;
+  const comm_options defaults;
+  tune::problem q{c, P, b, P > 1 && b >= double(defaults.single_copy_min_bytes), oversub};
+  if (oversub) q.cpu_share = double(cpus) / P;
+  return q;
+}
+
 measured measure(const settings& s, int P, double cache_bytes) {
   measured m;
   m.cache_bytes = cache_bytes;
@@ -280,74 +291,77 @@ measured measure(const settings& s, int P, double cache_bytes) {
   m.gamma_gbps["float64"] = gamma_of<double>(8 << 20);
   m.gamma_gbps["int32"] = gamma_of<std::int32_t>(8 << 20);
   m.copy_gbps = copy_gbps(16 << 20);
-  progress("measuring barrier and peer bandwidth (nvls all_gather)");
+  // The calls every parameter is fitted to (tune::fit_profile, below): the
+  // sweeps, and a few runs whose cost terms isolate what the sweeps leave out.
+  std::vector<tune::timed_call> calls;
+  // One all_gather of b bytes on `ranks` ranks by A on channel ch, `us` long.
+  auto add = [&]<class A>(int ch, int ranks, double b, double us, bool single_copy) {
+    const tune::problem q = problem_of(coll::all_gather, ranks, b);
+    calls.push_back({A::cost(coll::all_gather, ranks, b, {q.chunks[ch], single_copy}), ch, q.oversubscribed,
+                     us, tune::cache_miss(cache_bytes, tune::working_set_bytes(coll::all_gather, ranks, b)),
+                     q.cpu_share, single_copy});
+  };
+  const auto channel_named = [](const std::string& n) {
+    for (int c = 0; c < proto::channel_count; ++c)
+      if (n == proto::channel_names[std::size_t(c)]) return c;
+    throw std::runtime_error("no protocol named " + n);
+  };
+  for (const protocol_fit& x : m.protos)
+    for (auto [b, us] : x.points) add.operator()<algo::ring>(channel_named(x.name), P, b, us, false);
+  constexpr int simple_ch = proto::channel_of<proto::simple>;
+  progress(
+      "measuring barrier and peer bandwidth (nvls all_gather: 8 B and 1 MiB staged, 16 MiB single copy)");
   const double tb =
       timed(s, "COLLX_SINGLE_COPY=0", "all_gather --algo nvls" + p, 8, 8, 2, s.repeats).begin()->second;
-  m.barrier_us = tb / 2;  // nvls staged: two barriers
+  add.operator()<algo::nvls>(simple_ch, P, 8, tb, false);
+  const double mid = 1024.0 * 1024;
+  const double ts =
+      timed(s, "COLLX_SINGLE_COPY=0", "all_gather --algo nvls" + p, mid, mid, 2, s.repeats).begin()->second;
+  add.operator()<algo::nvls>(simple_ch, P, mid, ts, false);
   const double big = 16.0 * 1024 * 1024;
   const double tp = timed(s, "COLLX_SINGLE_COPY_MIN=0", "all_gather --algo nvls" + p, big, big, 2, s.repeats)
                         .begin()
                         ->second;
+  add.operator()<algo::nvls>(simple_ch, P, big, tp, true);
   const int over = 2 * tune::this_machine().cpus;
-  m.oversub_step_us = tune::shm_host.oversub_step_us;
   if (over <= 8 && over > P) {
-    progress("measuring the oversubscribed step (" + std::to_string(over) + " ranks)");
-    const double to =
-        timed(s, "COLLX_SINGLE_COPY=0", "all_gather --algo ring --proto simple -p " + std::to_string(over),
-              16, 16, 2, s.repeats)
-            .begin()
-            ->second;
-    m.oversub_step_us = to / (over - 1);
+    progress("measuring the oversubscribed step per protocol (" + std::to_string(over) + " ranks)");
+    for (const protocol_fit& x : m.protos) {
+      const double to = timed(s, "COLLX_SINGLE_COPY=0",
+                              "all_gather --algo ring --proto " + x.name + " -p " + std::to_string(over), 16,
+                              16, 2, s.repeats)
+                            .begin()
+                            ->second;
+      add.operator()<algo::ring>(channel_named(x.name), over, 16, to, false);
+    }
     m.oversub_measured = true;
   }
-  // The profile: the link is the lowest-latency protocol's α and Simple's
-  // bandwidth; each protocol adds its α difference and delivers its share.
+  // The start: the line fits (the link is the lowest-latency protocol's α and
+  // Simple's bandwidth; each protocol adds its α difference and delivers its
+  // share), γ and copy from this process, the cache from the look, the rest
+  // shm_host's. Then every parameter the calls exercise, at once: the line
+  // fits price a byte alike at every size, so the sweeps' sizes that run out
+  // of the cache pull their in-cache bandwidth down; with the cache term they
+  // are priced as what they are.
   tune::profile& pr = m.model;
+  pr = tune::shm_host;
   double alpha = 1e30;
   for (const protocol_fit& x : m.protos) alpha = std::min(alpha, x.alpha_us);
   const double simple_gbps = m.protos[0].gbps;
   pr.intra = {tune::link_kind::shm, alpha, simple_gbps};
-  pr.inter = {tune::link_kind::tcp, 0, 0};
-  pr.ranks_per_node = 0;
-  for (int c = 0; c < proto::channel_count; ++c) {
-    const std::string n = proto::channel_names[std::size_t(c)];
-    for (const protocol_fit& x : m.protos)
-      if (x.name == n) pr.proto[c] = {x.alpha_us - alpha, std::min(1.0, x.gbps / simple_gbps)};
-  }
-  pr.barrier_us = m.barrier_us;
+  for (const protocol_fit& x : m.protos)
+    pr.proto[channel_named(x.name)] = {x.alpha_us - alpha, std::min(1.0, x.gbps / simple_gbps), 0};
   pr.copy_gbps = m.copy_gbps;
   pr.reduce_gbps = m.gamma_gbps["float32"];
-  pr.oversub_step_us = m.oversub_step_us;
   pr.cache_bytes = cache_bytes;
-  // Then α, bandwidth and the memory rate of every protocol at once, from
-  // the same sweeps (tune::fit_profile): the line fits above price a byte
-  // alike at every size, so the sweeps' large sizes, which run out of the
-  // cache, pull the in-cache bandwidth down; with the cache term they are
-  // priced as what they are.
-  std::vector<tune::timed_call> calls;
-  for (const protocol_fit& x : m.protos) {
-    int ch = 0;
-    for (int c = 0; c < proto::channel_count; ++c)
-      if (x.name == proto::channel_names[std::size_t(c)]) ch = c;
-    for (auto [b, us] : x.points) {
-      const double ws = tune::working_set_bytes(coll::all_gather, P, b);
-      calls.push_back(
-          {algo::ring::cost(coll::all_gather, P, b), ch, false, us, tune::cache_miss(cache_bytes, ws)});
-    }
-  }
-  pr.peer_gbps = 1;  // not exercised by the sweeps; set below
   const tune::profile_fit sf = tune::fit_profile(calls, pr);
-  pr.intra = sf.model.intra;
-  for (int c = 0; c < proto::channel_count; ++c) pr.proto[c] = sf.model.proto[c];
-  pr.mem_gbps = m.mem_gbps = sf.model.mem_gbps;
+  pr = sf.model;
   m.sweep_fit_residual = sf.rms_rel_residual;
-  // Peer bandwidth net of the barriers and of the memory term at that size.
-  const double ws = tune::working_set_bytes(coll::all_gather, P, big);
-  const double miss = tune::miss_share(pr, ws);
-  const double mem_us = miss > 0 ? miss * f * big / pr.mem_gbps / 1e3 : 0;
-  m.peer_gbps =
-      f * big / std::max(tp - 3 * m.barrier_us - mem_us, 1e-3) / 1e3;  // single copy: three barriers
-  pr.peer_gbps = m.peer_gbps;
+  m.barrier_us = pr.barrier_us;
+  m.peer_gbps = pr.peer_gbps;
+  m.single_copy_gbps = pr.single_copy_gbps;
+  m.oversub_step_us = pr.oversub_step_us;
+  m.mem_gbps = pr.mem_gbps;
   return m;
 }
 
@@ -375,17 +389,6 @@ std::string vname(variant_choice v) { return std::string(name(v.algo)) + "/" + n
 double busbw_factor(coll c, int P) {
   const double f = double(P - 1) / P;
   return c == coll::all_reduce ? 2 * f : c == coll::broadcast || c == coll::reduce ? 1 : f;
-}
-
-/// The tuner's problem for c on P process ranks of this machine at b bytes,
-/// as comm/dispatch.hpp builds it for a communicator with default options.
-tune::problem problem_of(coll c, int P, double b) {
-  const int cpus = tune::this_machine().cpus;
-  const bool oversub = cpus > 0 && P > cpus;
-  const comm_options defaults;
-  tune::problem q{c, P, b, P > 1 && b >= double(defaults.single_copy_min_bytes), oversub};
-  if (oversub) q.cpu_share = double(cpus) / P;
-  return q;
 }
 
 comparison compare(const settings& s, const tune::profile& m, coll c, int P,
@@ -530,6 +533,20 @@ value comparison_json(const comparison& c) {
   return v;
 }
 
+/// A profile's parameters, for a reader.
+void print_profile(const tune::profile& r) {
+  std::printf("    %-8s %10s %12s %16s\n", "protocol", "alpha_us", "GB/s", "oversub_step_us");
+  for (int ch = 0; ch < proto::channel_count; ++ch)
+    std::printf("    %-8s %10.3f %12.3f %16.2f\n", proto::channel_names[std::size_t(ch)],
+                r.alpha_us(r.intra, ch), r.gbps(r.intra, ch),
+                r.oversub_step_us + r.proto[ch].oversub_extra_us);
+  std::printf("    barrier %.3f us; GB/s: peer %.3f, single copy %.3f, copy %.2f, reduce %.2f\n",
+              r.barrier_us, r.peer_gbps, r.single_copy_gbps, r.copy_gbps, r.reduce_gbps);
+  std::printf("    last-level cache %s; bytes beyond it also pay %.3f GB/s%s\n",
+              cli::human(r.cache_bytes).c_str(), r.mem_gbps,
+              r.mem_gbps > 0 ? "" : " (no run left the cache: no cache term)");
+}
+
 void print_tables(const probe::topology& t, const measured& m, const std::vector<comparison>& cs, int P) {
   std::printf("# collx-probe — look\n");
   for (const std::string& l : t.lines) std::printf("  %s\n", l.c_str());
@@ -546,22 +563,13 @@ void print_tables(const probe::topology& t, const measured& m, const std::vector
     std::printf("  %-8s %10.3f %10.3f %9.1f%% %12s %14s\n", p.name.c_str(), p.alpha_us, p.gbps,
                 100 * p.fit.rms_rel_residual, cli::human(p.alpha_us * p.gbps * 1e3).c_str(),
                 cli::human(9 * p.alpha_us * p.gbps * 1e3).c_str());
-  std::printf("  barrier %.3f us; peer %.3f GB/s; copy %.2f GB/s; oversubscribed step %.2f us%s\n",
-              m.barrier_us, m.peer_gbps, m.copy_gbps, m.oversub_step_us,
-              m.oversub_measured ? "" : " (not measured: shm_host's)");
   std::printf("  gamma GB/s:");
   for (auto& [d, g] : m.gamma_gbps) std::printf(" %s %.2f", d.c_str(), g);
-  std::printf("  (the model uses float32's)\n");
-  const tune::profile& pr = m.model;
-  std::printf("  the profile (every sweep at once, with the cache term): alpha us");
-  for (int ch = 0; ch < proto::channel_count; ++ch)
-    std::printf(" %s %.3f", proto::channel_names[std::size_t(ch)], pr.alpha_us(pr.intra, ch));
-  std::printf("; GB/s in cache");
-  for (int ch = 0; ch < proto::channel_count; ++ch)
-    std::printf(" %s %.3f", proto::channel_names[std::size_t(ch)], pr.gbps(pr.intra, ch));
-  std::printf("\n  last-level cache %s; bytes that miss it also pay %.3f GB/s%s; residual %.1f %%\n",
-              cli::human(m.cache_bytes).c_str(), m.mem_gbps,
-              m.mem_gbps > 0 ? "" : " (no sweep left the cache: no cache term)", 100 * m.sweep_fit_residual);
+  std::printf("  (the model uses float32's); oversubscribed step %s\n",
+              m.oversub_measured ? "measured" : "not measured: shm_host's");
+  std::printf("  the profile, fitted to every measure run at once (residual %.1f %%):\n",
+              100 * m.sweep_fit_residual);
+  print_profile(m.model);
   for (const comparison& c : cs) {
     std::printf("\n# compare %s on %d ranks: the tuner's pick (model) against every variant (measured)\n",
                 name(c.c), c.P);
@@ -674,6 +682,7 @@ int main(int argc, char** argv) {
     for (const protocol_fit& p : m.protos) fits.push(fit_json(p));
     evidence.set("barrier_us", m.barrier_us);
     evidence.set("peer_gbps", m.peer_gbps);
+    evidence.set("single_copy_gbps", m.single_copy_gbps);
     evidence.set("copy_gbps", m.copy_gbps);
     evidence.set("oversub_step_us", m.oversub_step_us);
     evidence.set("oversub_measured", m.oversub_measured);
@@ -785,16 +794,7 @@ int main(int argc, char** argv) {
           calls.size());
       std::printf("  rms relative residual %.1f %% (the sweep-based profile: %.1f %%)\n",
                   100 * refit.rms_rel_residual, 100 * sweep_residual);
-      std::printf("  alpha us:");
-      for (int ch = 0; ch < proto::channel_count; ++ch)
-        std::printf(" %s %.3f", proto::channel_names[std::size_t(ch)], r.alpha_us(r.intra, ch));
-      std::printf("; GB/s:");
-      for (int ch = 0; ch < proto::channel_count; ++ch)
-        std::printf(" %s %.3f", proto::channel_names[std::size_t(ch)], r.gbps(r.intra, ch));
-      std::printf(
-          "\n  barrier %.3f us, peer %.3f, copy %.2f, reduce %.2f, memory %.3f GB/s, oversubscribed step "
-          "%.2f us\n",
-          r.barrier_us, r.peer_gbps, r.copy_gbps, r.reduce_gbps, r.mem_gbps, r.oversub_step_us);
+      print_profile(r);
       std::printf("  under it the pick is within 10 %% of the fastest at %d of %d sizes (in sample)%s\n",
                   refit_within, refit_sizes, s.refit ? "; this is the profile saved" : "");
       if (s.save)

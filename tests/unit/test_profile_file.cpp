@@ -30,6 +30,8 @@ tune::profile_doc sample_doc() {
   d.model = tune::h100_ib_ndr;  // every field differs from the defaults
   d.model.cache_bytes = 50.0 * 1024 * 1024;
   d.model.mem_gbps = 3.25;
+  d.model.single_copy_gbps = 1.75;
+  d.model.proto[proto::channel_of<proto::ll>].oversub_extra_us = 0.5;
   d.machine = tune::this_machine();
   d.measured = "2026-12-01T17:00:00Z";
   d.source = "test \"quoted\"\n";
@@ -82,6 +84,9 @@ TEST_CASE("profile file: round trip keeps every number exactly", "[tune][profile
   CHECK(r.model.oversub_step_us == m.oversub_step_us);
   CHECK(r.model.cache_bytes == 50.0 * 1024 * 1024);
   CHECK(r.model.mem_gbps == 3.25);
+  CHECK(r.model.single_copy_gbps == 1.75);
+  for (int c = 0; c < proto::channel_count; ++c)
+    CHECK(r.model.proto[c].oversub_extra_us == (c == proto::channel_of<proto::ll> ? 0.5 : 0.0));
   CHECK(r.machine.cpu == d.machine.cpu);
   CHECK(r.machine.cpus == d.machine.cpus);
   CHECK(r.machine.numa_nodes == d.machine.numa_nodes);
@@ -114,17 +119,27 @@ TEST_CASE("profile file: the text's layout", "[tune][profile]") {
 
 TEST_CASE("profile file: version 1 (no cache term) is read with the cache term off and a warning",
           "[tune][profile]") {
-  // A version 1 file as that writer made it: no cache_bytes, no mem_gbps.
+  // A version 1 file as that writer made it: no cache term, single-copy rate
+  // or per-protocol oversubscribed step.
   tune::json::value v = tune::json::parse(tune::to_json(sample_doc()));
   for (auto& m : v.members)
     if (m.key == "version") m.num = 1;
   for (auto& m : v.members)
     if (m.key == "model")
-      std::erase_if(m.members,
-                    [](const tune::json::value& x) { return x.key == "cache_bytes" || x.key == "mem_gbps"; });
+      std::erase_if(m.members, [](const tune::json::value& x) {
+        return x.key == "cache_bytes" || x.key == "mem_gbps" || x.key == "single_copy_gbps";
+      });
+  for (auto& m : v.members)
+    if (m.key == "model")
+      for (auto& k : m.members)
+        if (k.key == "protocols")
+          for (auto& pr : k.members)
+            std::erase_if(pr.members, [](const tune::json::value& x) { return x.key == "oversub_extra_us"; });
   const tune::profile_doc r = tune::from_json(v.dump(), "old.json");
   CHECK(r.model.cache_bytes == 0);
   CHECK(r.model.mem_gbps == 0);
+  CHECK(r.model.single_copy_gbps == 0);
+  CHECK(r.model.proto[proto::channel_of<proto::ll>].oversub_extra_us == 0);
   CHECK(r.model.intra.gbps == tune::h100_ib_ndr.intra.gbps);
   REQUIRE(r.warnings.size() == 1);
   CHECK_THAT(r.warnings[0], Contains("old.json") && Contains("version 1 has no cache term"));
@@ -152,6 +167,9 @@ TEST_CASE("profile file: bad profiles are rejected naming the problem", "[tune][
   // Version 2 needs the cache term; version 1 (before it) is read without it, with a warning.
   check_rejected(edited("\"mem_gbps\"", "\"memory_gbps\""), "missing key 'model.mem_gbps'");
   check_rejected(edited("\"cache_bytes\"", "\"cache\""), "missing key 'model.cache_bytes'");
+  check_rejected(edited("\"single_copy_gbps\"", "\"cma_gbps\""), "missing key 'model.single_copy_gbps'");
+  check_rejected(edited("\"oversub_extra_us\"", "\"oversub_us\""),
+                 "missing key 'model.protocols.simple.oversub_extra_us'");
   // Partial: a key missing, at any depth, named with its path.
   check_rejected(edited("\"barrier_us\"", "\"barrier\""), "missing key 'model.barrier_us'");
   check_rejected(edited("\"ll128\"", "\"ll256\""), "missing key 'model.protocols.ll128'");

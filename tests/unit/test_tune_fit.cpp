@@ -103,8 +103,8 @@ std::vector<collx::tune::timed_call> synthetic_calls(const collx::tune::profile&
             constexpr int ch = proto::channel_of<Pr>;
             const algo::cost_terms t = A::cost(c, P, b, {q.chunks[ch], q.single_copy});
             const double miss = tune::miss_share(truth, tune::working_set_bytes(c, P, b));
-            calls.push_back(
-                {t, ch, over, tune::predict_us<A, Pr>(truth, q) * (1 + amp * n.next()), miss, q.cpu_share});
+            calls.push_back({t, ch, over, tune::predict_us<A, Pr>(truth, q) * (1 + amp * n.next()), miss,
+                             q.cpu_share, q.single_copy});
           });
         }
   return calls;
@@ -114,17 +114,22 @@ TEST_CASE("fit: a whole profile from timed calls of every variant", "[tune][fit]
   using namespace collx;
   tune::profile truth = tune::shm_host;
   truth.cache_bytes = 32 << 20, truth.mem_gbps = 2.5;  // 4 ranks × 2 × 16 MiB misses 3/4 of it
+  truth.single_copy_gbps = 1.7;                        // peers' buffers in place, from 256 KiB
+  truth.reduce_gbps = 5.0;  // slower than Simple's 7 GB/s: a reduction there adds 1/5 − 1/7 ns per byte
+  truth.proto[proto::channel_of<proto::simple>].oversub_extra_us = 3.0;
+  truth.proto[proto::channel_of<proto::ll128>].oversub_extra_us = 1.0;
   // Start far from the truth: the fit must not lean on it.
   tune::profile start = truth;
   start.intra = {tune::link_kind::shm, 5.0, 50.0};
-  start.barrier_us = 9, start.peer_gbps = 40, start.copy_gbps = 3, start.reduce_gbps = 2,
-  start.oversub_step_us = 1, start.mem_gbps = 30;
+  start.barrier_us = 9, start.peer_gbps = 40, start.copy_gbps = 3,  // γ: measured apart, not fitted
+      start.oversub_step_us = 1, start.mem_gbps = 30, start.single_copy_gbps = 20;
+  for (auto& pp : start.proto) pp.oversub_extra_us = 5;
   for (double amp : {0.0, 0.05}) {
     const auto calls = synthetic_calls(truth, amp, 7);
     const tune::profile_fit f = tune::fit_profile(calls, start);
     INFO("noise " << amp << ", " << calls.size() << " calls, residual " << f.rms_rel_residual);
     const double tol = amp == 0 ? 1e-6 : 0.05;
-    CHECK(f.identified == 2 * proto::channel_count + 6);
+    CHECK(f.identified == 3 * proto::channel_count + 5);
     for (int ch = 0; ch < proto::channel_count; ++ch) {
       INFO("channel " << ch);
       CHECK(f.model.alpha_us(f.model.intra, ch) == Approx(truth.alpha_us(truth.intra, ch)).epsilon(tol));
@@ -135,6 +140,12 @@ TEST_CASE("fit: a whole profile from timed calls of every variant", "[tune][fit]
     CHECK(f.model.copy_gbps == Approx(truth.copy_gbps).epsilon(amp == 0 ? tol : 0.15));
     CHECK(f.model.reduce_gbps == Approx(truth.reduce_gbps).epsilon(tol));
     CHECK(f.model.oversub_step_us == Approx(truth.oversub_step_us).epsilon(tol));
+    for (int ch = 0; ch < proto::channel_count; ++ch) {
+      INFO("channel " << ch);
+      CHECK(f.model.proto[ch].oversub_extra_us ==
+            Approx(truth.proto[ch].oversub_extra_us).epsilon(tol).margin(amp == 0 ? 1e-6 : 0.1));
+    }
+    CHECK(f.model.single_copy_gbps == Approx(truth.single_copy_gbps).epsilon(tol));
     CHECK(f.model.mem_gbps == Approx(truth.mem_gbps).epsilon(tol));
     CHECK(f.model.cache_bytes == truth.cache_bytes);
     CHECK(f.rms_rel_residual <= amp + 1e-9);

@@ -101,13 +101,20 @@ static_assert(tune::find_preset("h100_nvswitc") == nullptr && tune::find_preset(
 
 TEST_CASE("tune presets: one-node prediction equals the hand-computed terms", "[tune][presets]") {
   // Ring all_reduce, 8 ranks, 1 MiB, Simple on h100_nvswitch:
-  // 14 steps x 3.4 us; 2·7/8 MiB at 370.8 GB/s; 7/8 MiB reduced at 3350/3 GB/s.
+  // 14 steps x 3.4 us; 2·7/8 MiB at 370.8 GB/s; the 7/8 MiB reduced cost
+  // nothing beyond their transfer: γ (3350/3 GB/s) is faster than NVLink.
   const tune::problem q{coll::all_reduce, 8, MiB};
   const tune::prediction p = tune::predict<algo::ring, proto::simple>(tune::h100_nvswitch, q);
   CHECK(p.latency_us == Approx(14 * 3.4));
   CHECK(p.bandwidth_us == Approx(2 * 7.0 / 8 * MiB / 370.8e3));
-  CHECK(p.reduction_us == Approx(7.0 / 8 * MiB / (3350.0 / 3 * 1e3)));
-  CHECK(p.total_us() == Approx(47.6 + 4.9488 + 0.8216).epsilon(1e-4));
+  CHECK(p.reduction_us == 0);
+  CHECK(p.total_us() == Approx(47.6 + 4.9488).epsilon(1e-4));
+  // Where γ is the slower, a reduced byte adds 1/γ − 1/link: the same call
+  // with γ at 100 GB/s.
+  tune::profile slow_gamma = tune::h100_nvswitch;
+  slow_gamma.reduce_gbps = 100;
+  CHECK(tune::predict<algo::ring, proto::simple>(slow_gamma, q).reduction_us ==
+        Approx(7.0 / 8 * MiB * (1 / 100.0 - 1 / 370.8) / 1e3));
   // LL on the same link: 0.6 us per step, bandwidth capped at 141 GB/s.
   const tune::prediction l = tune::predict<algo::ring, proto::ll>(tune::h100_nvswitch, q);
   CHECK(l.latency_us == Approx(14 * 0.6));

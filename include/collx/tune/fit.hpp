@@ -9,11 +9,16 @@
 // with size fits badly and says so).
 //
 // fit_profile() fits a whole one-node profile (tune/model.hpp) at once to
-// timed calls of any variants: the model is linear in (α per protocol, 1/bw
-// per protocol, barrier, 1/peer, 1/copy, 1/γ, oversubscribed step, 1/memory) once each
+// timed calls of any variants: the model is linear in (α, 1/bw and the
+// oversubscribed step per protocol, barrier, 1/peer, 1/single copy, 1/copy,
+// 1/memory) once each
 // call's cost terms are known, so non-negative least squares (Lawson-Hanson,
 // same 1/t² weights) finds the parameters that explain every measurement
-// together, instead of each from the one schedule that isolates it. Host only.
+// together, instead of each from the one schedule that isolates it. γ is not
+// fitted but taken from the start (collx-probe measures it in its own
+// process): a reduction costs what it adds beyond its operand's transfer
+// (tune/model.hpp), which is not linear in the rates; the fit prices it
+// under its own first pass's rates and fits again. Host only.
 #pragma once
 
 #include <collx/algo/cost.hpp>
@@ -70,7 +75,8 @@ struct timed_call {
   bool oversubscribed = false;
   double us = 0;
   double miss = 0;
-  double cpu_share = 1;  // problem::cpu_share
+  double cpu_share = 1;      // problem::cpu_share
+  bool single_copy = false;  // problem::single_copy: peer bytes read in place
 };
 
 /// A fitted profile and how well it explains the calls.
@@ -176,30 +182,14 @@ inline std::vector<double> nnls(const std::vector<double>& A, const std::vector<
   return x;
 }
 
-}  // namespace fit_detail
-
-/// How well profile p explains the calls: the rms of (predicted − measured) /
-/// measured, predicted by the model's one-node formula (tune/model.hpp).
-inline double rms_rel_residual(const profile& p, const std::vector<timed_call>& calls) {
-  double ss = 0;
-  for (const timed_call& c : calls) {
-    const double pred =
-        price_one_node(p, c.terms, c.channel, c.oversubscribed, c.miss, c.cpu_share).total_us();
-    const double r = c.us > 0 ? (pred - c.us) / c.us : 0;
-    ss += r * r;
-  }
-  return calls.empty() ? 0 : std::sqrt(ss / double(calls.size()));
-}
-
-/// Fits a one-node profile to `calls` (see the header comment); parameters
-/// that no call exercises, or that come out 0 (an infinite rate), keep
-/// `start`'s values. The link is the fastest protocol's α and bandwidth, the
-/// other protocols offsets and shares of them.
-inline profile_fit fit_profile(const std::vector<timed_call>& calls, const profile& start) {
+// One linear fit: every parameter but γ (start's, measured apart), with the
+// reductions' time priced under `rates` and taken off the measured times.
+inline profile_fit fit_once(const std::vector<timed_call>& calls, const profile& start,
+                            const profile& rates) {
   constexpr std::size_t C = proto::channel_count;
-  // Columns: α[C], 1/bw[C], barrier, 1/peer, 1/copy, 1/γ, oversubscribed
-  // step, 1/memory (bytes that missed the cache; start.cache_bytes is kept).
-  constexpr std::size_t n = 2 * C + 6;
+  // Columns: α[C], 1/bw[C], oversubscribed step[C] (steps and barriers when
+  // ranks outnumber CPUs), then the scalars below (start.cache_bytes is kept).
+  enum : std::size_t { barrier = 3 * C, peer, single, copy, memory, n };
   const std::size_t m = calls.size();
   std::vector<double> A(m * n, 0), b(m, 0);
   for (std::size_t i = 0; i < m; ++i) {
@@ -208,20 +198,25 @@ inline profile_fit fit_profile(const std::vector<timed_call>& calls, const profi
     double* row = &A[i * n];
     const std::size_t ch = static_cast<std::size_t>(c.channel);
     if (c.oversubscribed) {
-      row[2 * C + 4] = t.steps + t.barriers;
+      row[2 * C + ch] = t.steps + t.barriers;
     } else {
       row[ch] = t.steps;
-      row[2 * C] = t.barriers;
+      row[barrier] = t.barriers;
     }
     const double kb = (c.cpu_share > 0 && c.cpu_share < 1 ? 1 / c.cpu_share : 1) / 1e3;  // per byte
     row[C + ch] = t.bytes_sent * kb;
-    row[2 * C + 1] = t.peer_bytes * kb;
-    row[2 * C + 2] = t.staged_bytes * kb;
-    row[2 * C + 3] = t.bytes_reduced * kb;
-    row[2 * C + 5] = c.miss * (t.bytes_sent + t.peer_bytes + t.staged_bytes + t.bytes_reduced) * kb;
+    row[c.single_copy ? single : peer] = t.peer_bytes * kb;
+    row[copy] = t.staged_bytes * kb;
+    row[memory] = c.miss * (t.bytes_sent + t.peer_bytes + t.staged_bytes + t.bytes_reduced) * kb;
     const double w = c.us > 0 ? 1 / c.us : 0;  // relative residuals
     for (std::size_t j = 0; j < n; ++j) row[j] *= w;
-    b[i] = c.us * w;
+    algo::cost_terms reduced_only{};
+    reduced_only.bytes_reduced = t.bytes_reduced;
+    reduced_only.bytes_sent = t.bytes_sent;  // the operand's transfer (not priced here)
+    reduced_only.peer_bytes = t.peer_bytes;
+    const prediction pr =
+        price_one_node(rates, reduced_only, c.channel, c.oversubscribed, 0, c.cpu_share, c.single_copy);
+    b[i] = (c.us - pr.reduction_us) * w;
   }
   // Unit columns, so that steps (~1) and kilobytes (~1e4) weigh alike.
   std::array<double, n> norm{};
@@ -238,23 +233,66 @@ inline profile_fit fit_profile(const std::vector<timed_call>& calls, const profi
   profile& p = f.model;
   p = start;
   auto known = [&](std::size_t j) { return norm[j] > 0 && x[j] > 0; };
-  std::array<double, C> alpha{}, gbps{};
+  std::array<double, C> alpha{}, gbps{}, over{};
   for (std::size_t ch = 0; ch < C; ++ch) {
     alpha[ch] = known(ch) ? x[ch] : start.alpha_us(start.intra, int(ch));
     gbps[ch] = known(C + ch) ? 1 / x[C + ch] : start.gbps(start.intra, int(ch));
+    over[ch] = known(2 * C + ch) ? x[2 * C + ch] : start.oversub_step_us + start.proto[ch].oversub_extra_us;
   }
   for (std::size_t j = 0; j < n; ++j) f.identified += known(j);
   const double a0 = *std::min_element(alpha.begin(), alpha.end());
   const double g0 = *std::max_element(gbps.begin(), gbps.end());
+  const double o0 = *std::min_element(over.begin(), over.end());
   p.intra = {start.intra.kind, a0, g0};
-  for (std::size_t ch = 0; ch < C; ++ch) p.proto[ch] = {alpha[ch] - a0, g0 > 0 ? gbps[ch] / g0 : 0};
-  if (known(2 * C)) p.barrier_us = x[2 * C];
-  if (known(2 * C + 1)) p.peer_gbps = 1 / x[2 * C + 1];
-  if (known(2 * C + 2)) p.copy_gbps = 1 / x[2 * C + 2];
-  if (known(2 * C + 3)) p.reduce_gbps = 1 / x[2 * C + 3];
-  if (known(2 * C + 4)) p.oversub_step_us = x[2 * C + 4];
-  if (known(2 * C + 5)) p.mem_gbps = 1 / x[2 * C + 5];
-  f.rms_rel_residual = rms_rel_residual(p, calls);
+  p.oversub_step_us = o0;
+  for (std::size_t ch = 0; ch < C; ++ch)
+    p.proto[ch] = {alpha[ch] - a0, g0 > 0 ? gbps[ch] / g0 : 0, over[ch] - o0};
+  if (known(barrier)) p.barrier_us = x[barrier];
+  if (known(peer)) p.peer_gbps = 1 / x[peer];
+  if (known(single)) p.single_copy_gbps = 1 / x[single];
+  if (known(copy)) p.copy_gbps = 1 / x[copy];
+  if (known(memory)) p.mem_gbps = 1 / x[memory];
+  return f;
+}
+
+}  // namespace fit_detail
+
+/// How well profile p explains the calls: the rms of (predicted − measured) /
+/// measured, predicted by the model's one-node formula (tune/model.hpp).
+inline double rms_rel_residual(const profile& p, const std::vector<timed_call>& calls) {
+  double ss = 0;
+  for (const timed_call& c : calls) {
+    const double pred =
+        price_one_node(p, c.terms, c.channel, c.oversubscribed, c.miss, c.cpu_share, c.single_copy)
+            .total_us();
+    const double r = c.us > 0 ? (pred - c.us) / c.us : 0;
+    ss += r * r;
+  }
+  return calls.empty() ? 0 : std::sqrt(ss / double(calls.size()));
+}
+
+/// Fits a one-node profile to `calls` (see the header comment); parameters
+/// that no call exercises, or that come out 0 (an infinite rate), keep
+/// `start`'s values. The link is the fastest protocol's α and bandwidth, the
+/// other protocols offsets and shares of them.
+inline profile_fit fit_profile(const std::vector<timed_call>& calls, const profile& start) {
+  // The reductions' time depends on the fitted rates (what a reduction adds
+  // beyond its operand's transfer): fit again under the last fit's rates
+  // until they settle.
+  profile_fit f = fit_detail::fit_once(calls, start, start);
+  for (int pass = 0; pass < 100; ++pass) {
+    profile_fit next = fit_detail::fit_once(calls, start, f.model);
+    bool settled =
+        std::fabs(next.model.peer_gbps - f.model.peer_gbps) <= 1e-12 * f.model.peer_gbps &&
+        std::fabs(next.model.single_copy_gbps - f.model.single_copy_gbps) <= 1e-12 * f.model.single_copy_gbps;
+    for (int ch = 0; ch < proto::channel_count; ++ch) {
+      const double a = next.model.gbps(next.model.intra, ch), b = f.model.gbps(f.model.intra, ch);
+      settled = settled && std::fabs(a - b) <= 1e-12 * b;
+    }
+    f = next;
+    if (settled) break;
+  }
+  f.rms_rel_residual = rms_rel_residual(f.model, calls);
   return f;
 }
 

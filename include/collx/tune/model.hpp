@@ -8,8 +8,9 @@
 //   t = steps · (α(link) + α(proto)) + bytes_sent / (bw(link) · eff(proto))
 //                                                               connections
 //     + barriers · barrier + peer_bytes / peer_bw + staged_bytes / copy_bw
-//                                                               peer memory
-//     + bytes_reduced / γ
+//                                    (peer_bw: single_copy_gbps when the call
+//                                     reads peers' user buffers in place)  peer memory
+//     + bytes_reduced · max(0, 1/γ − 1/operand bw)          reduction
 //     + miss · (bytes_sent + peer_bytes + staged_bytes + bytes_reduced) / mem
 //                                                               memory
 //
@@ -21,7 +22,9 @@
 // 1 MiB and a 64 MiB call, and one β cannot describe both ends.
 //
 // When ranks outnumber CPUs, a step or a barrier costs a context switch rather
-// than a cache-line transfer, which is what makes few-step schedules win there.
+// than a cache-line transfer (plus the protocol's oversub_extra_us), which is
+// what makes few-step schedules win there, and every byte takes ranks / CPUs
+// as long (problem::cpu_share).
 // The model knows no algorithm: what a schedule does (nvls's staging, direct's
 // one-shot/two-shot switch) is in its cost(), which gets from the problem what
 // it may depend on (algo::cost_context: the protocol's chunk bytes from the
@@ -68,6 +71,11 @@ struct link {
 struct proto_params {
   double extra_alpha_us = 0;
   double efficiency = 1;
+  /// What a step adds to profile::oversub_step_us when ranks outnumber CPUs:
+  /// protocols differ in how many waits a step makes (Simple's sender waits
+  /// for credits, LL's writes flags and goes on), and each wait may be a
+  /// context switch.
+  double oversub_extra_us = 0;
 };
 
 /// A machine as the model sees it, two levels deep: ranks_per_node ranks
@@ -81,12 +89,14 @@ struct profile {
   int ranks_per_node = 0;
   proto_params proto[proto::channel_count];  // per compiled protocol, in channel order (proto/list.hpp)
   double barrier_us = 0;                     // one barrier of a peer-memory algorithm
-  double peer_gbps = 0;        // reading or writing peers' buffers (a switch channel's emulated copies)
-  double copy_gbps = 0;        // a local copy (staging)
-  double reduce_gbps = 0;      // γ: bytes combined per second
-  double oversub_step_us = 0;  // a step when ranks outnumber CPUs (a context switch)
-  double cache_bytes = 0;      // the node's last-level cache (all of it); 0: no cache term
-  double mem_gbps = 0;         // extra rate for bytes that miss it; 0: no cache term
+  double peer_gbps = 0;         // reading or writing peers' buffers (a switch channel's emulated copies)
+  double single_copy_gbps = 0;  // reading peers' user buffers in place (cross-memory attach for process
+                                // ranks; problem::single_copy); 0: at peer_gbps
+  double copy_gbps = 0;         // a local copy (staging)
+  double reduce_gbps = 0;       // γ: bytes combined per second
+  double oversub_step_us = 0;   // a step when ranks outnumber CPUs (a context switch)
+  double cache_bytes = 0;       // the node's last-level cache (all of it); 0: no cache term
+  double mem_gbps = 0;          // extra rate for bytes that miss it; 0: no cache term
 
   /// Per-step latency and payload bandwidth of protocol channel ch on link l.
   constexpr double alpha_us(const link& l, int ch) const { return l.alpha_us + proto[ch].extra_alpha_us; }
@@ -191,26 +201,42 @@ struct prediction {
 
 inline constexpr double unavailable_us = std::numeric_limits<double>::infinity();
 
+/// The time reductions of `bytes_reduced` bytes add to a call, µs. Every
+/// reduction is fused with the transfer that brings its operand
+/// (recv_reduce_copy, recv_reduce_send; a peer-memory schedule's loads) and
+/// runs while the bytes stream in, so it costs only what γ takes beyond that
+/// transfer's rate, operand_gbps: nothing where γ is the faster (measured on
+/// CPU ranks, an all_reduce moves its bytes as fast as an all_gather does;
+/// NCCL's model has no reduction term at all).
+constexpr double reduction_us(const profile& m, double bytes_reduced, double operand_gbps) {
+  if (bytes_reduced <= 0) return 0;
+  const double extra = 1 / m.reduce_gbps - (operand_gbps > 0 ? 1 / operand_gbps : 0);
+  return extra > 0 ? bytes_reduced * extra / 1e3 : 0;
+}
+
 /// A one-node call's terms priced under profile m: t's steps and barriers at
 /// protocol channel ch's latency (a context switch each when oversubscribed),
 /// its bytes at their rates, and `miss` of them (miss_share) at memory's,
 /// each byte's time over the rank's share of a CPU (problem::cpu_share).
 /// Shared by predict() and the fit's residual (tune/fit.hpp).
 constexpr prediction price_one_node(const profile& m, const algo::cost_terms& t, int ch, bool oversubscribed,
-                                    double miss, double cpu_share = 1) {
+                                    double miss, double cpu_share = 1, bool single_copy = false) {
   const double per_byte = cpu_share > 0 && cpu_share < 1 ? 1 / cpu_share : 1;
   prediction r{};
-  r.reduction_us = per_byte * t.bytes_reduced / m.reduce_gbps / 1e3;
   if (m.proto[ch].efficiency <= 0 && t.bytes_sent > 0) {  // the protocol is off on this machine
     r.bandwidth_us = unavailable_us;
     return r;
   }
-  const double step_us = oversubscribed ? m.oversub_step_us : m.alpha_us(m.intra, ch);
-  const double barrier_us = oversubscribed ? m.oversub_step_us : m.barrier_us;
+  const double peer_gbps = single_copy && m.single_copy_gbps > 0 ? m.single_copy_gbps : m.peer_gbps;
+  r.reduction_us =
+      per_byte * reduction_us(m, t.bytes_reduced, t.bytes_sent > 0 ? m.gbps(m.intra, ch) : peer_gbps);
+  const double oversub_us = m.oversub_step_us + m.proto[ch].oversub_extra_us;
+  const double step_us = oversubscribed ? oversub_us : m.alpha_us(m.intra, ch);
+  const double barrier_us = oversubscribed ? oversub_us : m.barrier_us;
   r.latency_us = t.steps * step_us + t.barriers * barrier_us;
   if (t.bytes_sent > 0) r.bandwidth_us += t.bytes_sent / m.gbps(m.intra, ch) / 1e3;
-  r.bandwidth_us += t.peer_bytes / m.peer_gbps / 1e3 + t.staged_bytes / m.copy_gbps / 1e3;
-  if (miss > 0)
+  r.bandwidth_us += t.peer_bytes / peer_gbps / 1e3 + t.staged_bytes / m.copy_gbps / 1e3;
+  if (miss > 0 && m.mem_gbps > 0)  // no memory rate: no cache term
     r.bandwidth_us +=
         miss * (t.bytes_sent + t.peer_bytes + t.staged_bytes + t.bytes_reduced) / m.mem_gbps / 1e3;
   r.bandwidth_us *= per_byte;
@@ -237,9 +263,10 @@ constexpr prediction predict(const profile& m, const problem& q) {
   const int nodes = m.nodes(q.nranks);
   if (nodes <= 1)
     return price_one_node(m, t, ch, q.oversubscribed,
-                          miss_share(m, working_set_bytes(q.kind, q.nranks, q.bytes)), q.cpu_share);
+                          miss_share(m, working_set_bytes(q.kind, q.nranks, q.bytes)), q.cpu_share,
+                          q.single_copy);
   prediction r{};
-  r.reduction_us = t.bytes_reduced / m.reduce_gbps / 1e3;
+  r.reduction_us = reduction_us(m, t.bytes_reduced, m.gbps(m.intra, ch));
   if ((m.proto[ch].efficiency <= 0 && t.bytes_sent > 0) || t.barriers > 0 || t.peer_bytes > 0 ||
       t.staged_bytes > 0) {
     r.bandwidth_us = unavailable_us;

@@ -11,9 +11,11 @@
 //       "intra": {"kind": "shm", "alpha_us": 0.65, "gbps": 7.0},
 //       "inter": {"kind": "tcp", "alpha_us": 0, "gbps": 0},
 //       "ranks_per_node": 0,
-//       "protocols": {"simple": {"extra_alpha_us": 0.15, "efficiency": 1},
+//       "protocols": {"simple": {"extra_alpha_us": 0.15, "efficiency": 1,
+//                                "oversub_extra_us": 2.0},        (version 2)
 //                     "ll": {...}, "ll128": {...}},      (every compiled protocol)
 //       "barrier_us": 0.5, "peer_gbps": 2.5, "copy_gbps": 25,
+//       "single_copy_gbps": 3.5,                                  (version 2)
 //       "reduce_gbps": 19.6, "oversub_step_us": 12,
 //       "cache_bytes": 33554432, "mem_gbps": 3.1      (version 2; 0: no cache term)
 //     },
@@ -27,8 +29,8 @@
 // (invalid_argument) naming the file and the key; an unknown key is collected
 // as a warning (a newer writer's addition) and otherwise ignored. Whether the
 // profile belongs to this machine is tune/active.hpp's check. Version 1
-// (before the cache term) is still read, with the cache term off and a
-// warning saying so.
+// (before the cache term, the per-protocol oversubscribed step and the
+// single-copy rate) is still read, with those off and a warning saying so.
 #pragma once
 
 #include <collx/config.hpp>
@@ -177,9 +179,11 @@ COLLX_COLD inline std::string to_json(const profile_doc& d) {
     json::value& p = protos.set(proto::channel_names[static_cast<std::size_t>(c)], json::value::object());
     p.set("extra_alpha_us", d.model.proto[c].extra_alpha_us);
     p.set("efficiency", d.model.proto[c].efficiency);
+    p.set("oversub_extra_us", d.model.proto[c].oversub_extra_us);
   }
   model.set("barrier_us", d.model.barrier_us);
   model.set("peer_gbps", d.model.peer_gbps);
+  model.set("single_copy_gbps", d.model.single_copy_gbps);
   model.set("copy_gbps", d.model.copy_gbps);
   model.set("reduce_gbps", d.model.reduce_gbps);
   model.set("oversub_step_us", d.model.oversub_step_us);
@@ -245,6 +249,7 @@ COLLX_COLD inline profile_doc from_json(const std::string& text, const std::stri
       if (d.model.proto[c].efficiency > 1)
         p.fail("'" + p.key("efficiency") + "' is a share of the link's bandwidth, at most 1, got " +
                std::to_string(d.model.proto[c].efficiency));
+      if (ver >= 2) d.model.proto[c].oversub_extra_us = p.number("oversub_extra_us");
       p.finish();
     }
     ps.finish();
@@ -255,12 +260,14 @@ COLLX_COLD inline profile_doc from_json(const std::string& text, const std::stri
   d.model.reduce_gbps = m.number("reduce_gbps", false);
   d.model.oversub_step_us = m.number("oversub_step_us");
   if (ver >= 2) {
+    d.model.single_copy_gbps = m.number("single_copy_gbps");
     d.model.cache_bytes = m.number("cache_bytes");
     d.model.mem_gbps = m.number("mem_gbps");
   } else {
     d.warnings.push_back("profile " + origin +
-                         ": version 1 has no cache term; the model prices every size at "
-                         "in-cache rates (collx-probe --save writes version 2)");
+                         ": version 1 has no cache term, single-copy rate or per-protocol oversubscribed "
+                         "step; the model prices every size at in-cache rates (collx-probe --save writes "
+                         "version 2)");
   }
   if (!(d.model.intra.gbps > 0)) m.fail("'model.intra.gbps' must be positive");
   m.finish();
