@@ -222,7 +222,8 @@ int main(int argc, char** argv) {
     const char* store = std::getenv("GLOO_BENCH_STORE");
     const int rank = std::atoi(r);
     if (host == nullptr || store == nullptr || rank < 0 || rank >= P) {
-      std::fprintf(stderr, "gloo-bench: GLOO_BENCH_RANK needs GLOO_BENCH_HOST, GLOO_BENCH_STORE and a rank < -p\n");
+      std::fprintf(stderr,
+                   "gloo-bench: GLOO_BENCH_RANK needs GLOO_BENCH_HOST, GLOO_BENCH_STORE and a rank < -p\n");
       return 2;
     }
     try {
