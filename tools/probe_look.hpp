@@ -3,13 +3,18 @@
 // The CPU topology from hwloc where the build found it (COLLX_PROBE_HWLOC:
 // packages, NUMA nodes, cores, hardware threads, cache sizes), else from
 // sysconf and /sys; GPUs from /proc/driver/nvidia/gpus (NVIDIA's driver; no
-// CUDA or NVML is linked); RDMA devices from /sys/class/infiniband
-// (rdma-core's sysfs); network interfaces from /sys/class/net with their
-// link speed. Each finding is a JSON value and a line of text.
+// CUDA or NVML is linked); RDMA devices and their ports (state, InfiniBand
+// or RoCE, LID, MTU) through rdma-core's verbs where the probe links
+// collx::ibverbs, else their names from /sys/class/infiniband; network
+// interfaces from /sys/class/net with their link speed. Each finding is a JSON value and a line of text.
 #pragma once
 
+#include <collx/net/verbs.hpp>
 #include <collx/tune/json.hpp>
 #include <collx/tune/machine_id.hpp>
+#if COLLX_HAVE_IBVERBS
+#include <collx/net/verbs_rdma.hpp>
+#endif
 
 #include <dirent.h>
 #include <unistd.h>
@@ -54,6 +59,73 @@ struct topology {
   tune::json::value json = tune::json::value::object();
   std::vector<std::string> lines;
 };
+
+/// RDMA devices and their ports through a verbs provider (rdma-core's where
+/// collx was built with it, net/verbs_rdma.hpp; tests pass the fake one):
+/// per port whether it is active, InfiniBand or Ethernet (RoCE), its LID and
+/// active MTU. Without a provider (built without rdma-core), the device
+/// names from sysfs. A device that cannot be opened is listed with the
+/// reason, not fatal.
+inline void rdma_look(topology& t, const net::verbs::provider* vp) {
+  using tune::json::value;
+  value& rdma = t.json.set("rdma", value::array());
+  std::string summary;
+  if (vp == nullptr) {
+    for (const std::string& d : look_detail::entries("/sys/class/infiniband")) {
+      value dj = value::object();
+      dj.set("name", d);
+      dj.set("source", "sysfs (built without rdma-core: ports not queried)");
+      rdma.push(dj);
+      summary += (summary.empty() ? "" : ", ") + d;
+    }
+  } else {
+    std::vector<net::verbs::device_info> devs;
+    try {
+      devs = vp->devices(vp->self);
+    } catch (const std::exception& e) {
+      t.lines.push_back(std::string("rdma: listing devices failed: ") + e.what());
+    }
+    for (const net::verbs::device_info& d : devs) {
+      value dj = value::object();
+      dj.set("name", d.name);
+      dj.set("source", vp->name);
+      value& ports = dj.set("ports", value::array());
+      std::string ps;
+      try {
+        net::verbs::handle ctx = vp->open(vp->self, d.name);
+        for (int port = 1; port <= d.nports; ++port) {
+          const net::verbs::port_info pi = vp->query_port(ctx, port, 0);
+          value pj = value::object();
+          pj.set("port", port);
+          pj.set("active", pi.active);
+          pj.set("link_layer", pi.ethernet ? "ethernet" : "infiniband");
+          pj.set("lid", int(pi.lid));
+          pj.set("mtu", double(pi.mtu));
+          ports.push(pj);
+          ps += (ps.empty() ? "" : ", ") + std::to_string(port) + (pi.active ? " active " : " down ") +
+                (pi.ethernet ? "RoCE" : "IB lid " + std::to_string(pi.lid));
+        }
+        vp->close(ctx);
+      } catch (const std::exception& e) {
+        dj.set("error", e.what());
+        ps = std::string("not opened: ") + e.what();
+      }
+      rdma.push(dj);
+      summary += (summary.empty() ? "" : "; ") + d.name + " (port " + ps + ")";
+    }
+  }
+  t.lines.push_back("rdma: " + (summary.empty() ? std::string("none") : summary));
+}
+
+/// The provider look() asks about RDMA devices: rdma-core's where the probe
+/// was built with it (collx::ibverbs), else none.
+inline const net::verbs::provider* rdma_provider() {
+#if COLLX_HAVE_IBVERBS
+  return &net::verbs::system_provider();
+#else
+  return nullptr;
+#endif
+}
 
 inline topology look() {
   using tune::json::value;
@@ -134,10 +206,7 @@ inline topology look() {
                                         : std::to_string(gpus.items.size()) + " NVIDIA") +
                     "; link matrix not probed (needs CUDA/NVML)");
 
-  value& rdma = t.json.set("rdma", value::array());
-  for (const std::string& d : look_detail::entries("/sys/class/infiniband")) rdma.push(value(d));
-  t.lines.push_back("rdma: " + (rdma.items.empty() ? std::string("none (/sys/class/infiniband empty)")
-                                                   : std::to_string(rdma.items.size()) + " device(s)"));
+  rdma_look(t, rdma_provider());
 
   value& nics = t.json.set("network", value::array());
   std::string nl;

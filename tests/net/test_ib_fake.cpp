@@ -13,6 +13,8 @@
 #include <collx/net.hpp>
 #include <collx/net/fake_verbs.hpp>
 
+#include "probe_look.hpp"
+
 #include <poll.h>
 
 #include <catch2/catch.hpp>
@@ -471,6 +473,34 @@ TEST_CASE("ib over the fake fabric: abort, mismatched calls, a peer that left", 
     CHECK((codes[0] == status::mismatch && codes[1] == status::mismatch));
     CHECK(errors[0].find("COLLX_IB_QPS_PER_CONNECTION") != std::string::npos);
   }
+}
+
+TEST_CASE("probe look: RDMA devices and ports through a verbs provider", "[ib][probe]") {
+  // Two fake devices, the second's link down: the look names both, with each
+  // port's state, link layer and LID as the provider reports them.
+  net::verbs::fake_fabric fab(2);
+  fab.set_link("fake1", false);
+  probe::topology t;
+  probe::rdma_look(t, &fab.table());
+  const tune::json::value* rdma = t.json.find("rdma");
+  REQUIRE(rdma != nullptr);
+  REQUIRE(rdma->items.size() == 2);
+  for (int i = 0; i < 2; ++i) {
+    const tune::json::value& d = rdma->items[std::size_t(i)];
+    INFO("device " << i);
+    CHECK(d.find("name")->str == "fake" + std::to_string(i));
+    const tune::json::value* ports = d.find("ports");
+    REQUIRE(ports != nullptr);
+    REQUIRE(ports->items.size() == 1);
+    const tune::json::value& p = ports->items[0];
+    CHECK(p.find("port")->num == 1);
+    CHECK(p.find("active")->type == tune::json::kind::boolean);
+    CHECK(p.find("active")->b == (i == 0));
+    CHECK(p.find("link_layer")->str == "infiniband");
+    CHECK(p.find("lid")->num == i + 1);
+  }
+  REQUIRE(t.lines.size() == 1);
+  CHECK(t.lines[0] == "rdma: fake0 (port 1 active IB lid 1); fake1 (port 1 down IB lid 2)");
 }
 
 TEST_CASE("ib options: COLLX_NET and COLLX_IB_*, device selection", "[ib][options]") {
