@@ -4,7 +4,7 @@
 # how each was derived, to bench/results/tuner.md.
 #
 #   bench/calibrate.sh [--build DIR] [--repeats N]
-#   bench/calibrate.sh --quality [--hog] [--build DIR] [--repeats N]
+#   bench/calibrate.sh --quality [--hog] [--ranks LIST] [--build DIR] [--repeats N]
 #
 # --quality: the tuner's quality bar instead. collx-probe measures this
 # machine, saves the profile and compares, for all_reduce, all_gather and
@@ -15,6 +15,8 @@
 # the fastest measured variant and the predicted bus bandwidth of the pick
 # within 20 % of the measured one, and MET / NOT MET against 80 % of the
 # sizes for each. --hog runs one busy loop per CPU during the probe.
+# --ranks: the rank counts compared (default 2,4); a list other than the
+# default is named in the output files (tuner_quality_hog_ranks2.md).
 #
 # Each parameter comes from the schedule whose cost terms isolate it (cost
 # terms of ring all_gather on P ranks: P-1 steps, (P-1)/P·bytes sent, nothing
@@ -38,11 +40,12 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 build=build/cpu
 repeats=5
-quality=0 hog=0
+quality=0 hog=0 ranks=2,4
 while (($#)); do
   case $1 in
     --build) build=$2; shift 2 ;;
     --repeats) repeats=$2; shift 2 ;;
+    --ranks) ranks=$2; shift 2 ;;
     --quality) quality=1; shift ;;
     --hog) hog=1; shift ;;
     -h | --help) sed -n '2,36p' "$0"; exit 0 ;;
@@ -54,6 +57,7 @@ if ((quality)); then
   [[ -x $probe ]] || { echo "calibrate.sh: $probe not built" >&2; exit 2; }
   out=bench/results/tuner_quality
   if ((hog)); then out+=_hog; fi
+  if [[ $ranks != 2,4 ]]; then out+=_ranks${ranks//,/_}; fi
   hogs=()
   if ((hog)); then
     for ((i = 0; i < $(nproc); ++i)); do
@@ -63,16 +67,17 @@ if ((quality)); then
     trap 'kill "${hogs[@]}" 2>/dev/null' EXIT
   fi
   started=$(date -u '+%Y-%m-%d %H:%M UTC') load=$(cut -d' ' -f1-3 /proc/loadavg)
-  "$probe" --colls all_reduce,all_gather,reduce_scatter --ranks 2,4 -b 8 -e 64M -f 8 --repeats "$repeats" \
+  "$probe" --colls all_reduce,all_gather,reduce_scatter --ranks "$ranks" -b 8 -e 64M -f 8 --repeats "$repeats" \
     --save "$out.profile.json" --json >"$out.raw.json" 2>"$out.stderr.txt"
   if ((hog)); then kill "${hogs[@]}" 2>/dev/null; fi
-  python3 - "$out.raw.json" "$out.md" "$started" "$load" "$(git rev-parse --short HEAD)" "$repeats" "$hog" <<'PY'
+  python3 - "$out.raw.json" "$out.md" "$started" "$load" "$(git rev-parse --short HEAD)" "$repeats" "$hog" "$ranks" <<'PY'
 import json, sys
-raw, md, started, load, commit, repeats, hog = sys.argv[1:]
+raw, md, started, load, commit, repeats, hog, ranks = sys.argv[1:]
 d = json.load(open(raw))
 m = d["look"]["machine"]
 lines = [f"# Tuner quality bar{' under a CPU hog' if hog == '1' else ''}", "",
-         f"`bench/calibrate.sh --quality{' --hog' if hog == '1' else ''} --repeats {repeats}` at commit {commit}, "
+         f"`bench/calibrate.sh --quality{' --hog' if hog == '1' else ''}{'' if ranks == '2,4' else ' --ranks ' + ranks} "
+         f"--repeats {repeats}` at commit {commit}, "
          f"started {started}; {m['cpu']}, {m['cpus']} CPUs; load average at start {load}"
          + (" plus one busy loop per CPU" if hog == "1" else "") + ".",
          "collx-probe measured the profile on 2 process ranks, then ran every candidate variant of each collective "
