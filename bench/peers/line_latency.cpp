@@ -34,7 +34,8 @@ int main(int argc, char** argv) {
   for (int r = 0; r < repeat; ++r) {
     const double ns = collx::probe::line_latency_ns(cpus[0], cpus[1]);
     if (ns < 0) {
-      std::fprintf(stderr, "line-latency: cannot bind to CPUs %d and %d\n", cpus[0], cpus[1]);
+      std::fprintf(stderr, "line-latency: cannot bind to CPUs %d and %d, or no answer within 2 s\n", cpus[0],
+                   cpus[1]);
       return 1;
     }
     std::printf("%.1f\n", ns);

@@ -405,18 +405,9 @@ basic_communicator<Transport, Exec>::basic_communicator(std::shared_ptr<void> me
   s.rank = rank;
   s.size = nranks;
   s.opt = opt;
-  // All ranks of a communicator share this host. The online CPU count (not
-  // this process's affinity, which a launcher may have narrowed to one CPU)
-  // is the same for every rank, so the automatic choice that depends on it is too.
-  const long ncpu = ::sysconf(_SC_NPROCESSORS_ONLN);
-  s.oversubscribed = ncpu > 0 && nranks > ncpu;
-  s.cpu_share = s.oversubscribed ? double(ncpu) / nranks : 1;
-  s.spin_ns = static_cast<std::uint64_t>(opt.spin.count());
-  if (s.spin_ns == 0) {
-    // Spin long only if the ranks fit on the CPUs: a waiting rank then hands
-    // its core to the peer it waits for.
-    s.spin_ns = s.oversubscribed ? 2'000 : 100'000;
-  }
+  // All ranks of a shared-memory communicator share this host (a network
+  // communicator places itself again with the ranks of its own host).
+  s.place_on_host(nranks);
   s.pid_ns = detail::pid_namespace_of_self();
   publish_identity(s.view, rank);  // the transport's (found by ADL): the rank's record
 }

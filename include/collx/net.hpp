@@ -62,8 +62,6 @@
 #include <collx/transport/proxied.hpp>
 #include <collx/transport/shm_segment.hpp>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -265,10 +263,7 @@ struct net_access {
     net_communicator c(h, v, rank, nranks, opt);
     // Oversubscription is per host: the ranks that share this one (the
     // constructor counted every rank of the communicator).
-    const long ncpu = ::sysconf(_SC_NPROCESSORS_ONLN);
-    c.s_->oversubscribed = ncpu > 0 && local_ranks > ncpu;
-    c.s_->cpu_share = c.s_->oversubscribed ? double(ncpu) / local_ranks : 1;
-    if (opt.spin.count() == 0) c.s_->spin_ns = c.s_->oversubscribed ? 2'000 : 100'000;
+    c.s_->place_on_host(local_ranks);
     c.s_->keepalive = std::make_shared<bootstrap::session>(std::move(s));
     return c;
   }

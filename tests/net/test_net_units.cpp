@@ -513,13 +513,30 @@ TEST_CASE("proxy: a failure of the proxy thread itself keeps its text for the ra
 // process, each with its own proxy; values against a reference, guard words
 // past the output, then a clean destroy (goodbyes, no error).
 
+namespace {
+
+/// What two loopback ranks of one test share: a fresh id, the loopback
+/// interface, and a deadline that fails a broken test instead of hanging it.
+struct loopback_job {
+  unique_id id = get_unique_id();
+  net::socket_options so = [] {
+    net::socket_options o;
+    o.ifname = "lo";
+    return o;
+  }();
+  comm_options opt = [] {
+    comm_options o;
+    o.timeout = std::chrono::seconds(20);
+    return o;
+  }();
+};
+
+}  // namespace
+
 TEST_CASE("net::init_rank: two ranks over loopback, all_reduce and all_gather", "[net][init]") {
-  const unique_id id = get_unique_id();
-  net::socket_options so;
-  so.ifname = "lo";
-  so.nstreams = 2;
-  comm_options opt;
-  opt.timeout = std::chrono::seconds(20);
+  loopback_job job;
+  job.so.nstreams = 2;
+  const auto& [id, so, opt] = job;
   constexpr std::size_t n = 100000, guard = 8;
   std::vector<std::string> errors(2);
   std::vector<std::vector<float>> out(2), gathered(2);
@@ -562,11 +579,8 @@ namespace {
 /// naming rank 1 and its departure.
 template <class Call>
 void check_fails_after_peer_left(bool wait_before, std::chrono::milliseconds linger, Call call) {
-  const unique_id id = get_unique_id();
-  net::socket_options so;
-  so.ifname = "lo";
-  comm_options opt;
-  opt.timeout = std::chrono::seconds(20);
+  const loopback_job job;
+  const auto& [id, so, opt] = job;
   constexpr std::size_t n = 1000;
   std::atomic<bool> left{false};
   std::string error1, msg0;
@@ -641,11 +655,8 @@ TEST_CASE("net::init_rank: a rank waiting for a late peer sleeps, leaving the CP
   // yield for the whole wait, which takes a CPU its proxy (and here rank 1's)
   // needs. Its thread's CPU time during the call tells which it did: a
   // yielding loop uses the CPU whenever no other thread wants it.
-  const unique_id id = get_unique_id();
-  net::socket_options so;
-  so.ifname = "lo";
-  comm_options opt;
-  opt.timeout = std::chrono::seconds(20);
+  const loopback_job job;
+  const auto& [id, so, opt] = job;
   constexpr std::size_t n = 4096;
   std::string error1, error0;
   double cpu0 = 0, wall0 = 0;

@@ -60,6 +60,21 @@ struct state {
   int watch_next = 0;      // next peer the periodic check looks at
   std::string watch_what;  // detail of the failure the check found
 
+  /// What follows from `ranks_here` of this communicator's ranks sharing
+  /// this host: whether they outnumber its online CPUs (not this process's
+  /// affinity, which a launcher may have narrowed to one CPU; the count is
+  /// the same on every rank of the host, so the automatic choice that depends
+  /// on it is too), the model's CPU share, and the default spin — long only
+  /// if the ranks fit on the CPUs: a waiting rank then hands its core to the
+  /// peer it waits for. Needs `opt` set.
+  void place_on_host(int ranks_here) {
+    const long ncpu = ::sysconf(_SC_NPROCESSORS_ONLN);
+    oversubscribed = ncpu > 0 && ranks_here > ncpu;
+    cpu_share = oversubscribed ? double(ncpu) / ranks_here : 1;
+    spin_ns = static_cast<std::uint64_t>(opt.spin.count());
+    if (spin_ns == 0) spin_ns = oversubscribed ? 2'000 : 100'000;
+  }
+
   state() = default;
   state(const state&) = delete;
   state& operator=(const state&) = delete;

@@ -18,7 +18,8 @@
 // fitted but taken from the start (collx-probe measures it in its own
 // process): a reduction costs what it adds beyond its operand's transfer
 // (tune/model.hpp), which is not linear in the rates; the fit prices it
-// under its own first pass's rates and fits again. Host only.
+// under its previous pass's rates and fits again until the rates settle
+// (at most 100 passes). Host only.
 #pragma once
 
 #include <collx/algo/cost.hpp>
