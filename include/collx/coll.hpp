@@ -81,8 +81,8 @@ struct mismatch_report {
   /// while a faster one already receives the next, and every receive ends
   /// with a group sync, so no worker is ever two headers ahead.
   std::uint64_t header[2][2] = {{0, 0}, {0, 0}};
-  int peer = -1;                     // the peer whose header disagreed
-  int message = 0;                   // which message of that peer (send_recv groups)
+  int peer = -1;    // the peer whose header disagreed
+  int message = 0;  // which message of that peer (send_recv groups)
   std::uint64_t expected = 0, got = 0;
   bool messages = false;  // got/expected are message counts, not element counts
 };
@@ -93,6 +93,12 @@ struct mismatch_report {
 /// per-rank receive count; all_to_all the count per peer. all_to_allv reads
 /// `layout` and send_recv `plan` instead, and report disagreeing counts
 /// through `report`.
+///
+/// `stride`: elements from one rank's block to the next in the blocked
+/// buffers (all_gather's recv, reduce_scatter's send, all_to_all's both); 0
+/// means `count`. A call split into stripes (collx/stripes.hpp) gives each stripe a
+/// slice of every block, so its blocks lie `stride` apart while it moves
+/// `count` elements of each; schedules address blocks through block().
 template <class T>
 struct schedule_args {
   const T* send = nullptr;
@@ -104,6 +110,10 @@ struct schedule_args {
   const peer_layout* layout = nullptr;
   const p2p_plan* plan = nullptr;
   mismatch_report* report = nullptr;
+  std::size_t stride = 0;
+
+  /// Elements between consecutive ranks' blocks.
+  COLLX_HOST_DEVICE constexpr std::size_t block() const { return stride != 0 ? stride : count; }
 };
 
 }  // namespace collx

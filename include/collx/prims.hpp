@@ -73,8 +73,18 @@ class prims {
       : prims(ex, view, rank, red, proto::channel_of<Proto>) {}
   /// The same on channel `channel`: for proto::runtime<Ps...> (proto/runtime.hpp),
   /// the channel of the protocol chosen for this call.
-  COLLX_HOST_DEVICE prims(const Exec& ex, const View& view, int rank, const Red& red, int channel)
-      : ex_(ex), view_(view), engine_(ex_, view_, rank, channel), red_(red), rank_(rank) {}
+  /// `stripe` of `nstripes`: a call split into stripes runs one primitives object
+  /// per stripe (collx/stripes.hpp), on that stripe's FIFOs of every connection and
+  /// with that stripe's share of the rank's scratch buffer.
+  COLLX_HOST_DEVICE prims(const Exec& ex, const View& view, int rank, const Red& red, int channel,
+                          int stripe = 0, int nstripes = 1)
+      : ex_(ex),
+        view_(view),
+        engine_(ex_, view_, rank, channel, stripe),
+        red_(red),
+        rank_(rank),
+        stripe_(stripe),
+        nstripes_(nstripes) {}
   COLLX_HOST_DEVICE ~prims() { engine_.finish(); }
   prims(const prims&) = delete;
   prims& operator=(const prims&) = delete;
@@ -137,8 +147,17 @@ class prims {
   }
 
   // ---- peer memory ----------------------------------------------------------------
-  COLLX_HOST_DEVICE T* buffer(int rank) const { return reinterpret_cast<T*>(view_.peer_buffer(rank)); }
-  COLLX_HOST_DEVICE std::size_t buffer_elems() const { return view_.peer_buffer_bytes() / sizeof(T); }
+  // A stripe's share of each buffer: only schedules that use peer buffers as
+  // their own rank's scratch are split into stripes (collx/stripes.hpp), so stripes
+  // never meet in a buffer.
+  COLLX_HOST_DEVICE std::size_t stripe_buffer_bytes() const {
+    return view_.peer_buffer_bytes() / static_cast<std::size_t>(nstripes_) / 256 * 256;
+  }
+  COLLX_HOST_DEVICE T* buffer(int rank) const {
+    return reinterpret_cast<T*>(view_.peer_buffer(rank) +
+                                static_cast<std::size_t>(stripe_) * stripe_buffer_bytes());
+  }
+  COLLX_HOST_DEVICE std::size_t buffer_elems() const { return stripe_buffer_bytes() / sizeof(T); }
 
   COLLX_HOST_DEVICE status local_reduce(const T* a, const T* b, T* dst, std::size_t n, bool finish) {
     const auto g = ex_.workers();
@@ -231,6 +250,7 @@ class prims {
   engine_type engine_;  // refers to ex_ and view_: declared after them
   Red red_;
   int rank_;
+  int stripe_ = 0, nstripes_ = 1;
 };
 
 }  // namespace collx

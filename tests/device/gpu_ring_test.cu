@@ -1,5 +1,5 @@
-// Runs the ring schedules on a GPU: P thread blocks are P ranks sharing one
-// segment in device memory. Checks every element against a double reference
+// Runs the ring schedules on a GPU: P ranks of S thread blocks (stripes) each,
+// sharing one segment in device memory. Checks every element against a double reference
 // and guard words around every output. Exits 77 (skip) only when the machine
 // has no GPU (see no_device), 1 when a GPU is there but cannot be used.
 #include "ring_kernels.cuh"
@@ -36,9 +36,9 @@ float input(int rank, std::size_t i) {
 }
 
 template <class Proto, coll C>
-int run(int P, std::size_t count) {
+int run(int P, int S, std::size_t count) {
   const auto layout =
-      transport::shm_layout::make(static_cast<std::uint32_t>(P), 8, {64 * 1024, 8 * 1024, 32 * 1024});
+      transport::shm_layout::make(static_cast<std::uint32_t>(P), 8, {64 * 1024, 8 * 1024, 32 * 1024}, S);
   std::byte* seg = nullptr;
   CUDA_OK(cudaMalloc(&seg, layout.total_bytes()));
   CUDA_OK(cudaMemset(seg, 0, layout.total_bytes()));
@@ -59,31 +59,32 @@ int run(int P, std::size_t count) {
   int* d_status = nullptr;
   CUDA_OK(cudaMalloc(&d_sends, P * sizeof(float*)));
   CUDA_OK(cudaMalloc(&d_recvs, P * sizeof(float*)));
-  CUDA_OK(cudaMalloc(&d_status, P * sizeof(int)));
+  CUDA_OK(cudaMalloc(&d_status, P * S * sizeof(int)));
   CUDA_OK(cudaMemcpy(d_sends, sends.data(), P * sizeof(float*), cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(d_recvs, recvs.data(), P * sizeof(float*), cudaMemcpyHostToDevice));
   exec::cuda ex{};
   ex.abort_word = reinterpret_cast<const std::uint32_t*>(seg + offsetof(transport::shm_header, abort));
   transport::shm_view view{seg, layout};
-  // The P blocks spin on each other: all must be resident at once, or the
+  // The P·S blocks spin on each other: all must be resident at once, or the
   // unscheduled ranks leave the others to time out.
   auto kernel = test::ring_kernel<Proto, C, float, reduce_op::sum>;
   int per_sm = 0, sms = 0;
   CUDA_OK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 256, 0));
   CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  if (per_sm * sms < P) {
-    std::printf("%s/%s P=%d: only %d blocks of 256 threads can be resident at once: WRONG\n", Proto::name,
-                name(C), P, per_sm * sms);
+  if (per_sm * sms < P * S) {
+    std::printf("%s/%s P=%d S=%d: only %d blocks of 256 threads can be resident at once: WRONG\n",
+                Proto::name, name(C), P, S, per_sm * sms);
     return 1;
   }
-  kernel<<<P, 256>>>(view, ex, d_sends, d_recvs, count, 0, d_status, timeout_ns());
+  kernel<<<P * S, 256>>>(view, ex, d_sends, d_recvs, count, 0, d_status, timeout_ns());
   CUDA_OK(cudaGetLastError());
   CUDA_OK(cudaDeviceSynchronize());
-  std::vector<int> st(P);
-  CUDA_OK(cudaMemcpy(st.data(), d_status, P * sizeof(int), cudaMemcpyDeviceToHost));
+  std::vector<int> st(P * S);
+  CUDA_OK(cudaMemcpy(st.data(), d_status, P * S * sizeof(int), cudaMemcpyDeviceToHost));
   int wrong = 0;
+  for (int b = 0; b < P * S; ++b)
+    if (st[b] != 0) ++wrong;
   for (int r = 0; r < P; ++r) {
-    if (st[r] != 0) ++wrong;
     CUDA_OK(cudaMemcpy(host_out.data(), recvs[r] - guard, host_out.size() * sizeof(float),
                        cudaMemcpyDeviceToHost));
     for (std::size_t i = 0; i < guard; ++i)
@@ -108,14 +109,14 @@ int run(int P, std::size_t count) {
   cudaFree(d_recvs);
   cudaFree(d_status);
   cudaFree(seg);
-  std::printf("%s/%s P=%d count=%zu: %s\n", Proto::name, name(C), P, count, wrong ? "WRONG" : "ok");
+  std::printf("%s/%s P=%d S=%d count=%zu: %s\n", Proto::name, name(C), P, S, count, wrong ? "WRONG" : "ok");
   return wrong;
 }
 
 template <class Proto>
-int run_protocol(int P, std::size_t count) {
-  return run<Proto, coll::all_reduce>(P, count) + run<Proto, coll::all_gather>(P, count) +
-         run<Proto, coll::reduce_scatter>(P, count);
+int run_protocol(int P, int S, std::size_t count) {
+  return run<Proto, coll::all_reduce>(P, S, count) + run<Proto, coll::all_gather>(P, S, count) +
+         run<Proto, coll::reduce_scatter>(P, S, count);
 }
 
 /// Whether cudaGetDeviceCount's answer means this machine has no GPU to run
@@ -149,12 +150,13 @@ int main() {
   }
   int wrong = 0;
   for (int P : {1, 2, 3, 4, 8})
-    for (std::size_t count :
-         {std::size_t(0), std::size_t(1), std::size_t(P + 1), std::size_t(1009), std::size_t(1 << 20) + 3}) {
-      wrong += run_protocol<proto::simple>(P, count);
-      wrong += run_protocol<proto::ll>(P, count);
-      wrong += run_protocol<proto::ll128>(P, count);
-    }
+    for (int S : {1, 4})
+      for (std::size_t count : {std::size_t(0), std::size_t(1), std::size_t(P + 1), std::size_t(1009),
+                                std::size_t(1 << 20) + 3}) {
+        wrong += run_protocol<proto::simple>(P, S, count);
+        wrong += run_protocol<proto::ll>(P, S, count);
+        wrong += run_protocol<proto::ll128>(P, S, count);
+      }
   std::printf("%s\n", wrong ? "FAILED" : "all ok");
   return wrong ? 1 : 0;
 }

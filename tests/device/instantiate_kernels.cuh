@@ -16,18 +16,17 @@
 
 namespace collx::test {
 
-/// Any algorithm's schedule in a kernel, with the arguments beyond the
+/// Any algorithm's schedule in a kernel (block b: stripe b % S of rank b / S), with the arguments beyond the
 /// scalars (all_to_allv layout, send_recv plan, mismatch report) in device memory.
 template <class Algo, class Proto, coll C, class T, reduce_op Op>
 __global__ void algo_kernel(transport::shm_view view, exec::cuda ex, const T* send, T* recv,
                             std::size_t count, const peer_layout* layout, const p2p_plan* plan,
                             mismatch_report* report, int* status_out) {
-  const int rank = static_cast<int>(blockIdx.x);
+  const int S = view.nstripes(), b = static_cast<int>(blockIdx.x), rank = b / S;
   reducer<T, Op> red{static_cast<std::uint32_t>(view.nranks())};
-  prims<Proto, exec::cuda, transport::shm_view, T, reducer<T, Op>> p(ex, view, rank, red);
   schedule_args<T> a{send, recv, count, 0, rank, view.nranks(), layout, plan, report};
-  const status st = Algo::template run<C>(p, a);
-  if (threadIdx.x == 0) status_out[rank] = static_cast<int>(st);
+  const status st = run_stripe<Algo, Proto, C>(ex, view, red, proto::channel_of<Proto>, a, b % S, S);
+  if (threadIdx.x == 0) status_out[b] = static_cast<int>(st);
 }
 
 /// A schedule over proto::runtime (the protocol chosen per call, as the
@@ -35,14 +34,12 @@ __global__ void algo_kernel(transport::shm_view view, exec::cuda ex, const T* se
 template <class Algo, coll C, class T, reduce_op Op>
 __global__ void runtime_protocol_kernel(transport::shm_view view, exec::cuda ex, const T* send, T* recv,
                                         std::size_t count, int channel, int* status_out) {
-  const int rank = static_cast<int>(blockIdx.x);
+  const int S = view.nstripes(), b = static_cast<int>(blockIdx.x), rank = b / S;
   reducer<T, Op> red{static_cast<std::uint32_t>(view.nranks())};
-  prims<proto::runtime<proto::simple, proto::ll, proto::ll128>, exec::cuda, transport::shm_view, T,
-        reducer<T, Op>>
-      p(ex, view, rank, red, channel);
+  using any_protocol = proto::runtime<proto::simple, proto::ll, proto::ll128>;
   schedule_args<T> a{send, recv, count, 0, rank, view.nranks(), nullptr, nullptr, nullptr};
-  const status st = Algo::template run<C>(p, a);
-  if (threadIdx.x == 0) status_out[rank] = static_cast<int>(st);
+  const status st = run_stripe<Algo, any_protocol, C>(ex, view, red, channel, a, b % S, S);
+  if (threadIdx.x == 0) status_out[b] = static_cast<int>(st);
 }
 template <class T, reduce_op Op>
 void instantiate_runtime_protocol() {

@@ -5,11 +5,14 @@
 // guard elements around every buffer must stay untouched, and inputs of
 // out-of-place calls unchanged. Calls run back to back on the same
 // connections (no host barrier between them), as an application issues them,
-// so step counters carry over from call to call.
+// so step counters carry over from call to call. With stripes (NCCL's
+// channels, collx/stripes.hpp), each rank runs S teams, one per stripe, each
+// on its slice and its own FIFOs, as S blocks of a GPU rank would.
 #include <collx/exec/host_team.hpp>
 #include <collx/prims.hpp>
 #include <collx/proto/runtime.hpp>
 #include <collx/reduce_op.hpp>
+#include <collx/stripes.hpp>
 #include <collx/transport/shm.hpp>
 #include <collx/transport/shm_segment.hpp>
 #include <collx/variants.hpp>
@@ -23,6 +26,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -193,16 +197,17 @@ constexpr int own_channel() {
   else return -1;
 }
 
-/// What every worker runs: the schedule of <A, Pr> for case c, on `channel`.
+/// What every worker runs: stripe `stripe` of `nstripes` of the schedule of
+/// <A, Pr> for case c, on `channel`.
 template <class A, class Pr, class Exec, class T, class Red>
-status run_one(int channel, const Exec& ex, const transport::shm_view& view, int rank, const case_desc& c,
-               T* send, T* recv, const Red& red, const peer_layout* layout = nullptr,
-               const p2p_plan* plan = nullptr, mismatch_report* report = nullptr) {
-  prims<Pr, Exec, transport::shm_view, T, Red> p(ex, view, rank, red, channel);
+status run_one(int channel, int stripe, int nstripes, const Exec& ex, const transport::shm_view& view,
+               int rank, const case_desc& c, T* send, T* recv, const Red& red,
+               const peer_layout* layout = nullptr, const p2p_plan* plan = nullptr,
+               mismatch_report* report = nullptr) {
   schedule_args<T> a{send, recv, c.count, c.root, rank, view.nranks(), layout, plan, report};
   status st = status::invalid_argument;
   auto go = [&]<coll C>() {
-    if constexpr (A::implements(C)) st = A::template run<C>(p, a);
+    if constexpr (A::implements(C)) st = run_stripe<A, Pr, C>(ex, view, red, channel, a, stripe, nstripes);
   };
   switch (c.kind) {
     case coll::all_reduce: go.template operator()<coll::all_reduce>(); break;
@@ -219,10 +224,13 @@ status run_one(int channel, const Exec& ex, const transport::shm_view& view, int
 }
 
 template <class A>
-std::vector<case_desc> cases_for(int P) {
+std::vector<case_desc> cases_for(int P, int S) {
   // 1031 elements take several steps of the 2 KiB slots below; 6151 fill the
-  // FIFO several times over (only where few threads share the CPUs).
+  // FIFO several times over (only where few threads share the CPUs). With
+  // stripes: 200 elements leave all but the first stripe empty; 1031 and
+  // 6151 give every stripe a slice, the last one shorter.
   std::vector<std::size_t> counts{0, 1, std::size_t(P) + 1, 1031};
+  if (S > 1) counts = {0, 200, 1031};
   if (!quick() && P <= 3) counts.push_back(6151);
   std::vector<case_desc> out;
   for (coll k : {coll::all_reduce, coll::all_gather, coll::reduce_scatter, coll::broadcast, coll::reduce,
@@ -355,14 +363,15 @@ struct run_result {
   std::size_t cases = 0;
 };
 
-/// Runs every case of <A, Pr> on P ranks of W workers, back to back.
+/// Runs every case of <A, Pr> on P ranks of S stripes of W workers, back to back.
 template <class A, class Pr>
-run_result run_matrix(int W, int P, std::uint64_t seed, bool single_copy, int channel = own_channel<Pr>()) {
-  const auto cases = cases_for<A>(P);
+run_result run_matrix(int W, int P, std::uint64_t seed, bool single_copy, int channel = own_channel<Pr>(),
+                      int S = 1) {
+  const auto cases = cases_for<A>(P, S);
   run_result res;
   res.cases = cases.size();
   // Small FIFOs: many steps per call, and a full FIFO often.
-  const auto layout = transport::shm_layout::make(static_cast<std::uint32_t>(P), 4, {2048, 2048, 2048});
+  const auto layout = transport::shm_layout::make(static_cast<std::uint32_t>(P), 4, {2048, 2048, 2048}, S);
   auto seg = transport::shm_segment::create_anonymous(layout);
   const transport::shm_view view = seg->view();
   view.header()->single_copy_min = single_copy ? 0 : ~std::uint64_t{0};
@@ -384,56 +393,65 @@ run_result run_matrix(int W, int P, std::uint64_t seed, bool single_copy, int ch
       else ibufs[k].push_back(make_buffers<std::int32_t>(cases[k], r, P));
     }
 
-  std::vector<std::unique_ptr<exec::team_state>> teams;
+  std::vector<std::unique_ptr<exec::team_state>> teams;  // rank r, stripe s: teams[r * S + s]
   for (int r = 0; r < P; ++r)
-    teams.push_back(std::make_unique<exec::team_state>(W, seed + 1000 * r, 2000, 20'000'000'000ull));
-  std::vector<std::vector<status>> statuses(static_cast<std::size_t>(P), std::vector<status>(cases.size()));
+    for (int s = 0; s < S; ++s)
+      teams.push_back(
+          std::make_unique<exec::team_state>(W, seed + 1000 * r + 77 * s, 2000, 20'000'000'000ull));
+  std::vector<std::vector<status>> statuses(static_cast<std::size_t>(P * S),
+                                            std::vector<status>(cases.size()));
   std::vector<std::thread> threads;
   for (int r = 0; r < P; ++r)
-    for (int lane = 0; lane < W; ++lane)
-      threads.emplace_back([&, r, lane] {
-        exec::host_team ex;
-        ex.base.abort_word = view.abort_word();
-        ex.base.deadline_ns = 0;
-        ex.base.timeout_ns = 60'000'000'000ull;
-        ex.base.spin_ns = 2'000;
-        ex.base.bells = view.doorbell(0);
-        ex.base.self = r;
-        ex.team = teams[static_cast<std::size_t>(r)].get();
-        ex.lane = lane;
-        for (std::size_t k = 0; k < cases.size(); ++k) {
-          const case_desc& c = cases[k];
-          status st;
-          if (c.kind == coll::all_to_allv || c.kind == coll::send_recv) {
-            auto& b = bbufs[k][static_cast<std::size_t>(r)];
-            st = run_one<A, Pr>(channel, ex, view, r, c, b.send.data(), b.recv.data() + guard,
-                                reducer<float, reduce_op::sum>{static_cast<std::uint32_t>(P)}, &b.layout,
-                                &b.plan, &b.report);
-          } else if (c.is_float) {
-            auto& b = fbufs[k][static_cast<std::size_t>(r)];
-            st = run_one<A, Pr>(channel, ex, view, r, c, b.send_ptr, b.recv_ptr,
-                                reducer<float, reduce_op::sum>{static_cast<std::uint32_t>(P)});
-          } else {
-            auto& b = ibufs[k][static_cast<std::size_t>(r)];
-            st = run_one<A, Pr>(channel, ex, view, r, c, b.send_ptr, b.recv_ptr,
-                                reducer<std::int32_t, reduce_op::max>{static_cast<std::uint32_t>(P)});
+    for (int s = 0; s < S; ++s)
+      for (int lane = 0; lane < W; ++lane)
+        threads.emplace_back([&, r, s, lane] {
+          const std::size_t team = static_cast<std::size_t>(r * S + s);
+          exec::host_team ex;
+          ex.base.abort_word = view.abort_word();
+          ex.base.deadline_ns = 0;
+          ex.base.timeout_ns = 60'000'000'000ull;
+          ex.base.spin_ns = 2'000;
+          ex.base.bells = view.doorbell(0);
+          ex.base.self = r;
+          ex.team = teams[team].get();
+          ex.lane = lane;
+          for (std::size_t k = 0; k < cases.size(); ++k) {
+            const case_desc& c = cases[k];
+            status st;
+            if (c.kind == coll::all_to_allv || c.kind == coll::send_recv) {
+              auto& b = bbufs[k][static_cast<std::size_t>(r)];
+              st = run_one<A, Pr>(channel, s, S, ex, view, r, c, b.send.data(), b.recv.data() + guard,
+                                  reducer<float, reduce_op::sum>{static_cast<std::uint32_t>(P)}, &b.layout,
+                                  &b.plan, &b.report);
+            } else if (c.is_float) {
+              auto& b = fbufs[k][static_cast<std::size_t>(r)];
+              st = run_one<A, Pr>(channel, s, S, ex, view, r, c, b.send_ptr, b.recv_ptr,
+                                  reducer<float, reduce_op::sum>{static_cast<std::uint32_t>(P)});
+            } else {
+              auto& b = ibufs[k][static_cast<std::size_t>(r)];
+              st = run_one<A, Pr>(channel, s, S, ex, view, r, c, b.send_ptr, b.recv_ptr,
+                                  reducer<std::int32_t, reduce_op::max>{static_cast<std::uint32_t>(P)});
+            }
+            if (lane == 0) statuses[team][k] = st;
+            if (st != status::ok) {
+              detail::store_relaxed(view.abort_word(), std::uint32_t{1});  // the peers stop waiting
+              return;
+            }
           }
-          if (lane == 0) statuses[static_cast<std::size_t>(r)][k] = st;
-          if (st != status::ok) {
-            detail::store_relaxed(view.abort_word(), std::uint32_t{1});  // the peers stop waiting
-            return;
-          }
-        }
-      });
+        });
   for (auto& t : threads) t.join();
 
   for (std::size_t k = 0; k < cases.size(); ++k)
     for (int r = 0; r < P; ++r) {
-      const status st = statuses[static_cast<std::size_t>(r)][k];
+      status st = status::ok;
+      int bad = 0;
+      for (int s = 0; s < S && st == status::ok; ++s)
+        st = statuses[static_cast<std::size_t>(r * S + s)][k], bad = s;
       if (st != status::ok) {
         if (res.errors.size() < 20)
           res.errors.push_back(describe(cases[k]) + ", P " + std::to_string(P) + ", rank " +
-                               std::to_string(r) + ": status " + to_string(st));
+                               std::to_string(r) + ", stripe " + std::to_string(bad) + ": status " +
+                               to_string(st));
         continue;
       }
       if (cases[k].kind == coll::all_to_allv || cases[k].kind == coll::send_recv)
@@ -458,7 +476,7 @@ bool selected(const std::string& variant) {
   return list.find("," + variant + ",") != std::string::npos;
 }
 
-void run_all(int W, int P, bool single_copy) {
+void run_all(int W, int P, bool single_copy, int S = 1) {
   const std::uint64_t seed = seed_from_env();
   std::size_t variants = 0, cases = 0;
   [&]<class... As>(type_list<As...>) {
@@ -469,9 +487,9 @@ void run_all(int W, int P, bool single_copy) {
                 [&]<class Pr>() {
                   if constexpr (composable<A, Pr, transport::shm>) {
                     if (!selected(std::string(A::name) + "/" + Pr::name)) return;
-                    INFO("variant " << A::name << "/" << Pr::name << ", W " << W << ", P " << P << ", seed "
-                                    << seed << (single_copy ? ", single copy" : ""));
-                    const run_result r = run_matrix<A, Pr>(W, P, seed, single_copy);
+                    INFO("variant " << A::name << "/" << Pr::name << ", W " << W << ", P " << P << ", S " << S
+                                    << ", seed " << seed << (single_copy ? ", single copy" : ""));
+                    const run_result r = run_matrix<A, Pr>(W, P, seed, single_copy, own_channel<Pr>(), S);
                     std::string all;
                     for (const auto& e : r.errors) all += "\n  " + e;
                     INFO("failures:" << all);
@@ -537,4 +555,47 @@ TEST_CASE("team executor: the ring over proto::runtime, each protocol chosen at 
         }.template operator()<Ps>(),
         ...);
   }(protocols{});
+}
+
+// Stripes (NCCL's channels): every rank runs S teams, each on its slice of
+// every block and its own FIFOs; schedules that do not split run whole on
+// stripe 0 while the other stripes return (collx/stripes.hpp).
+TEST_CASE("team executor: every algorithm × protocol × collective in stripes", "[team][stripes]") {
+  const auto [W, P, S] = GENERATE(std::tuple{2, 2, 3}, std::tuple{1, 3, 4}, std::tuple{8, 2, 2});
+  run_all(W, P, false, S);
+}
+
+TEST_CASE("stripes: slices cover every element once, at the same grain on every rank", "[stripes]") {
+  for (std::size_t elem : {1u, 2u, 4u, 8u, 16u})
+    for (int S : {1, 2, 3, 7, 64})
+      for (std::size_t count : {0u, 1u, 127u, 128u, 129u, 1000u, 65537u}) {
+        std::size_t next = 0;
+        for (int s = 0; s < S; ++s) {
+          const stripe_slice x = slice_of_stripe(count, elem, s, S);
+          INFO("elem " << elem << " S " << S << " count " << count << " stripe " << s);
+          CHECK(x.lo == next);
+          if (x.n > 0 && x.lo + x.n < count) CHECK((x.lo + x.n) * elem % stripe_grain_bytes == 0);
+          next = x.lo + x.n;
+        }
+        CHECK(next == count);
+      }
+}
+
+TEST_CASE("stripes: a view with fewer stripes than asked is refused before any FIFO is touched",
+          "[stripes]") {
+  const auto layout = transport::shm_layout::make(2, 4, {2048, 2048, 2048}, 2);
+  auto seg = transport::shm_segment::create_anonymous(layout);
+  exec::team_state team(1, 1, 0, 1'000'000'000ull);
+  exec::host_team ex;
+  ex.base.abort_word = seg->view().abort_word();
+  ex.team = &team;
+  std::vector<float> a(4096, 1.0f), b(4096, 0.0f);
+  schedule_args<float> args{a.data(), b.data(), a.size(), 0, 0, 2};
+  const reducer<float, reduce_op::sum> red{2};
+  using R = algo::ring;
+  CHECK(run_stripe<R, proto::simple, coll::all_reduce>(ex, seg->view(), red, 0, args, 0, 3) ==
+        status::invalid_argument);
+  CHECK(run_stripe<R, proto::simple, coll::all_reduce>(ex, seg->view(), red, 0, args, 2, 2) ==
+        status::invalid_argument);
+  CHECK(b == std::vector<float>(4096, 0.0f));
 }

@@ -9,8 +9,8 @@
 // round by round, half a FIFO (in elements and in steps) per round.
 #pragma once
 
-#include <collx/algo/detail/hypercube.hpp>
 #include <collx/algo/cost.hpp>
+#include <collx/algo/detail/hypercube.hpp>
 #include <collx/algo/ids.hpp>
 #include <collx/coll.hpp>
 #include <collx/config.hpp>
@@ -37,19 +37,22 @@ struct bruck {
     return {double(steps), bytes * (P - 1) / P, 0};
   }
 
+  /// May be split into stripes (blocks addressed by a.block()).
+  COLLX_HOST_DEVICE static constexpr bool stripe_split(coll c) { return implements(c); }
+
   template <coll C, class Prims, class T>
   COLLX_HOST_DEVICE static status run(Prims& p, const schedule_args<T>& a) {
     static_assert(implements(C), "algo::bruck does not implement this collective (see C above)");
     const int P = a.nranks, r = a.rank;
-    const std::size_t c = a.count, Pz = static_cast<std::size_t>(P);
-    COLLX_TRY(p.local_copy(a.send, a.recv + static_cast<std::size_t>(r) * c, c, false));
+    const std::size_t c = a.count, s = a.block(), Pz = static_cast<std::size_t>(P);
+    COLLX_TRY(p.local_copy(a.send, a.recv + static_cast<std::size_t>(r) * s, c, false));
     const detail::pace ch = detail::pace_of(p);
     for (int d = 1; d < P; d *= 2) {
       const int to = (r - d + P) % P, from = (r + d) % P;
       const std::size_t cnt = static_cast<std::size_t>(d < P - d ? d : P - d);
       // Index x of a stream starting at block b: block (b + x/c) mod P, offset x mod c.
       auto at = [&](int b, std::size_t x) {
-        return a.recv + ((static_cast<std::size_t>(b) + x / c) % Pz) * c + x % c;
+        return a.recv + ((static_cast<std::size_t>(b) + x / c) % Pz) * s + x % c;
       };
       COLLX_TRY(detail::paced(
           {0, cnt * c}, {0, cnt * c}, ch, c,

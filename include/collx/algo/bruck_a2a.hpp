@@ -51,16 +51,19 @@ struct bruck_a2a {
     return {exchanges, exchanges * bytes / P, 0};
   }
 
+  /// May be split into stripes (blocks addressed by a.block()).
+  COLLX_HOST_DEVICE static constexpr bool stripe_split(coll c) { return implements(c); }
+
   template <coll C, class Prims, class T>
   COLLX_HOST_DEVICE static status run(Prims& p, const schedule_args<T>& a) {
     static_assert(implements(C), "algo::bruck_a2a does not implement this collective (see C above)");
     const int P = a.nranks, r = a.rank;
-    const std::size_t c = a.count, chunk = p.max_chunk();
+    const std::size_t c = a.count, s = a.block(), chunk = p.max_chunk();
     if (c == 0) return status::ok;
-    auto block = [&](int i) { return static_cast<std::size_t>((r - i + P) % P) * c; };  // where block i lives
+    auto block = [&](int i) { return static_cast<std::size_t>((r - i + P) % P) * s; };  // where block i lives
     for (int i = 0; i < P; ++i)
       COLLX_TRY(
-          p.local_copy(a.send + static_cast<std::size_t>((r + i) % P) * c, a.recv + block(i), c, false));
+          p.local_copy(a.send + static_cast<std::size_t>((r + i) % P) * s, a.recv + block(i), c, false));
     for (int bit = 1; bit < P; bit <<= 1) {
       const int to = (r + bit) % P, from = (r - bit + P) % P;
       for (int i = bit; i < P; ++i) {

@@ -97,6 +97,13 @@ struct basic_direct {
     return {0, 0, 0};
   }
 
+  /// Blocked collectives address blocks by a.block() and split into stripes;
+  /// message streams (all_to_allv, send_recv) and the barrier run whole on one stripe.
+  COLLX_HOST_DEVICE static constexpr bool stripe_split(coll c) {
+    return c == coll::all_reduce || c == coll::all_gather || c == coll::reduce_scatter ||
+           c == coll::all_to_all;
+  }
+
   template <coll C, class Prims, class T>
   COLLX_HOST_DEVICE static status run(Prims& p, const schedule_args<T>& a) {
     static_assert(implements(C), "algo::direct does not implement this collective (see C above)");
@@ -210,7 +217,7 @@ struct basic_direct {
   COLLX_HOST_DEVICE static status reduce_scatter(Prims& p, const schedule_args<T>& a) {
     const std::size_t c = a.count;
     if (a.nranks == 1) return p.local_copy(a.send, a.recv, c, true);
-    auto begin = [&](int j) { return at(j, c); };
+    auto begin = [&](int j) { return at(j, a.block()); };
     auto len = [&](int) { return c; };
     return rs_phase(p, a, begin, len, a.recv, c);
   }
@@ -218,10 +225,11 @@ struct basic_direct {
   template <class Prims, class T>
   COLLX_HOST_DEVICE static status all_gather(Prims& p, const schedule_args<T>& a) {
     const std::size_t c = a.count;
-    T* mine = a.recv + at(a.rank, c);
+    const std::size_t s = a.block();
+    T* mine = a.recv + at(a.rank, s);
     if (c > 0) COLLX_TRY(p.local_copy(a.send, mine, c, false));  // nothing to do in place
     if (a.nranks == 1) return status::ok;
-    auto begin = [&](int j) { return at(j, c); };
+    auto begin = [&](int j) { return at(j, s); };
     auto len = [&](int) { return c; };
     return ag_phase(p, a, begin, len, mine, c);
   }
@@ -229,17 +237,17 @@ struct basic_direct {
   template <class Prims, class T>
   COLLX_HOST_DEVICE static status all_to_all(Prims& p, const schedule_args<T>& a) {
     const int P = a.nranks, r = a.rank;
-    const std::size_t c = a.count, chunk = p.max_chunk();
-    if (c > 0) COLLX_TRY(p.local_copy(a.send + at(r, c), a.recv + at(r, c), c, false));
+    const std::size_t c = a.count, s = a.block(), chunk = p.max_chunk();
+    if (c > 0) COLLX_TRY(p.local_copy(a.send + at(r, s), a.recv + at(r, s), c, false));
     for (std::size_t off = 0; off < c; off += chunk) {
       const std::size_t n = min(chunk, c - off);
       for (int k = 1; k < P; ++k) {
         const int q = (r + k) % P;
-        COLLX_TRY(p.send(q, a.send + at(q, c) + off, n));
+        COLLX_TRY(p.send(q, a.send + at(q, s) + off, n));
       }
       for (int k = 1; k < P; ++k) {
         const int q = (r - k + P) % P;
-        COLLX_TRY(p.recv(q, a.recv + at(q, c) + off, n));
+        COLLX_TRY(p.recv(q, a.recv + at(q, s) + off, n));
       }
     }
     return status::ok;

@@ -30,8 +30,8 @@
 // calls.
 #pragma once
 
-#include <collx/algo/detail/hypercube.hpp>
 #include <collx/algo/cost.hpp>
+#include <collx/algo/detail/hypercube.hpp>
 #include <collx/algo/ids.hpp>
 #include <collx/coll.hpp>
 #include <collx/config.hpp>

@@ -23,8 +23,8 @@
 // all_reduce results are bitwise identical on every rank and across calls.
 #pragma once
 
-#include <collx/algo/detail/hypercube.hpp>
 #include <collx/algo/cost.hpp>
+#include <collx/algo/detail/hypercube.hpp>
 #include <collx/algo/ids.hpp>
 #include <collx/coll.hpp>
 #include <collx/config.hpp>
@@ -102,6 +102,12 @@ struct rhd {
       steps = end > steps ? end : steps;
     }
     return steps;
+  }
+
+  /// all_gather moves ranges that span several blocks, so it is not split
+  /// into stripes; the others are (reduce_scatter addresses blocks by a.block()).
+  COLLX_HOST_DEVICE static constexpr bool stripe_split(coll c) {
+    return c == coll::all_reduce || c == coll::reduce_scatter;
   }
 
   template <coll C, class Prims, class T>
@@ -203,7 +209,7 @@ struct rhd {
       // This segment: elements [so, so+m) of every block; index x = block·m + offset,
       // contiguous in w, strided in send.
       const std::size_t m = c - so < seg ? c - so : seg, all = Pz * m;
-      auto in = [&](std::size_t x) { return a.send + (x / m) * c + so + x % m; };
+      auto in = [&](std::size_t x) { return a.send + (x / m) * a.block() + so + x % m; };
       if (v < 0) {
         COLLX_TRY(detail::paced(
             {0, all}, {}, ch, m, [&](std::size_t x, std::size_t k) { return p.send(r + 1, in(x), k); },

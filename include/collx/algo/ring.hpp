@@ -53,6 +53,9 @@ struct ring {
     return {0, 0, 0};
   }
 
+  /// Every collective may be split into stripes (blocks addressed by a.block()).
+  COLLX_HOST_DEVICE static constexpr bool stripe_split(coll c) { return implements(c); }
+
   template <coll C, class Prims, class T>
   COLLX_HOST_DEVICE static status run(Prims& p, const schedule_args<T>& a) {
     static_assert(implements(C), "algo::ring does not implement this collective (see C above)");
@@ -102,18 +105,18 @@ struct ring {
   template <class Prims, class T>
   COLLX_HOST_DEVICE static status all_gather(Prims& p, const schedule_args<T>& a) {
     const int P = a.nranks, r = a.rank;
-    const std::size_t c = a.count;
+    const std::size_t c = a.count, b = a.block();
     if (P == 1) return p.local_copy(a.send, a.recv, c, false);
     const int next = mod(r + 1, P), prev = mod(r - 1, P);
     const std::size_t chunk = p.max_chunk();
     for (std::size_t off = 0; off < c; off += chunk) {
       const std::size_t n = c - off < chunk ? c - off : chunk;
-      COLLX_TRY(p.copy_send(next, a.send + off, a.recv + static_cast<std::size_t>(r) * c + off, n));
+      COLLX_TRY(p.copy_send(next, a.send + off, a.recv + static_cast<std::size_t>(r) * b + off, n));
       for (int k = 1; k < P - 1; ++k) {
         const int j = mod(r - k, P);
-        COLLX_TRY(p.recv_copy_send(prev, next, a.recv + static_cast<std::size_t>(j) * c + off, n));
+        COLLX_TRY(p.recv_copy_send(prev, next, a.recv + static_cast<std::size_t>(j) * b + off, n));
       }
-      COLLX_TRY(p.recv(prev, a.recv + static_cast<std::size_t>(mod(r + 1, P)) * c + off, n));
+      COLLX_TRY(p.recv(prev, a.recv + static_cast<std::size_t>(mod(r + 1, P)) * b + off, n));
     }
     return status::ok;
   }
@@ -121,18 +124,18 @@ struct ring {
   template <class Prims, class T>
   COLLX_HOST_DEVICE static status reduce_scatter(Prims& p, const schedule_args<T>& a) {
     const int P = a.nranks, r = a.rank;
-    const std::size_t c = a.count;
+    const std::size_t c = a.count, b = a.block();
     if (P == 1) return p.local_copy(a.send, a.recv, c, true);
     const int next = mod(r + 1, P), prev = mod(r - 1, P);
     const std::size_t chunk = p.max_chunk();
     for (std::size_t off = 0; off < c; off += chunk) {
       const std::size_t n = c - off < chunk ? c - off : chunk;
-      COLLX_TRY(p.send(next, a.send + static_cast<std::size_t>(mod(r - 1, P)) * c + off, n));
+      COLLX_TRY(p.send(next, a.send + static_cast<std::size_t>(mod(r - 1, P)) * b + off, n));
       for (int k = 2; k < P; ++k) {
         const int j = mod(r - k, P);
-        COLLX_TRY(p.recv_reduce_send(prev, next, a.send + static_cast<std::size_t>(j) * c + off, n));
+        COLLX_TRY(p.recv_reduce_send(prev, next, a.send + static_cast<std::size_t>(j) * b + off, n));
       }
-      COLLX_TRY(p.recv_reduce_copy(prev, a.send + static_cast<std::size_t>(r) * c + off, a.recv + off, n));
+      COLLX_TRY(p.recv_reduce_copy(prev, a.send + static_cast<std::size_t>(r) * b + off, a.recv + off, n));
     }
     return status::ok;
   }

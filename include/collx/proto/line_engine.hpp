@@ -47,9 +47,10 @@ class line_engine {
   /// The engine belongs to one primitives object, which owns the executor
   /// and the view it refers to, and caches its connections' step counters
   /// (conn_cache.hpp): call finish() once the object is done.
-  /// `channel`: the number of this protocol's FIFO in every connection (proto/list.hpp).
-  COLLX_HOST_DEVICE line_engine(const Exec& ex, const View& view, int rank, int channel)
-      : ex_(ex), view_(view), rank_(rank), channel_(channel) {}
+  /// `channel`: the number of this protocol's FIFO in every connection (proto/list.hpp);
+  /// `stripe`: which of the connection's stripes (transport/shm.hpp).
+  COLLX_HOST_DEVICE line_engine(const Exec& ex, const View& view, int rank, int channel, int stripe = 0)
+      : ex_(ex), view_(view), rank_(rank), channel_(channel), stripe_(stripe) {}
   line_engine(const line_engine&) = delete;
   line_engine& operator=(const line_engine&) = delete;
 
@@ -85,8 +86,10 @@ class line_engine {
     const auto g = ex_.workers();
     recv_conn* in = nullptr;
     send_conn* out = nullptr;
-    if constexpr (R) in = &conns_.recv(g, from, [&](int q) { return view_.fifo(q, rank_, channel_); });
-    if constexpr (S) out = &conns_.send(g, to, [&](int q) { return view_.fifo(rank_, q, channel_); });
+    if constexpr (R)
+      in = &conns_.recv(g, from, [&](int q) { return view_.fifo(q, rank_, channel_, stripe_); });
+    if constexpr (S)
+      out = &conns_.send(g, to, [&](int q) { return view_.fifo(rank_, q, channel_, stripe_); });
     const std::size_t slot_lines = (R ? in->fifo.slot_bytes : out->fifo.slot_bytes) / Line::line_bytes;
     const std::size_t per_step = slot_lines * payload / sizeof(T);
     constexpr int ts = io::team_size();
@@ -186,6 +189,7 @@ class line_engine {
   const View& view_;
   int rank_;
   int channel_;
+  int stripe_;
   conn_cache<group> conns_;
 };
 

@@ -71,11 +71,11 @@ struct runtime {
    public:
     /// Makes the engine of the protocol on `channel`, which must be one of
     /// Ps... (the dispatch passes the channel of the protocol it resolved).
-    COLLX_HOST_DEVICE engine(const Exec& ex, const View& view, int rank, int channel)
+    COLLX_HOST_DEVICE engine(const Exec& ex, const View& view, int rank, int channel, int stripe = 0)
         : index_(index_of_channel(channel)) {
       with([&](auto& e) {
         using E = std::remove_reference_t<decltype(e)>;
-        ::new (static_cast<void*>(&e)) E(ex, view, rank, channel);
+        ::new (static_cast<void*>(&e)) E(ex, view, rank, channel, stripe);
         return 0;
       });
     }

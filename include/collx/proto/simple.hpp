@@ -51,8 +51,8 @@ struct simple {
 
    public:
     /// `ch`: the number of this protocol's FIFO in every connection (proto/list.hpp).
-    COLLX_HOST_DEVICE engine(const Exec& ex, const View& view, int rank, int ch)
-        : ex_(ex), view_(view), rank_(rank), channel_(ch) {}
+    COLLX_HOST_DEVICE engine(const Exec& ex, const View& view, int rank, int ch, int stripe = 0)
+        : ex_(ex), view_(view), rank_(rank), channel_(ch), stripe_(stripe) {}
     engine(const engine&) = delete;
     engine& operator=(const engine&) = delete;
 
@@ -84,8 +84,10 @@ struct simple {
       const auto g = ex_.workers();
       recv_conn* in = nullptr;
       send_conn* out = nullptr;
-      if constexpr (R) in = &conns_.recv(g, from, [&](int q) { return view_.fifo(q, rank_, channel_); });
-      if constexpr (S) out = &conns_.send(g, to, [&](int q) { return view_.fifo(rank_, q, channel_); });
+      if constexpr (R)
+        in = &conns_.recv(g, from, [&](int q) { return view_.fifo(q, rank_, channel_, stripe_); });
+      if constexpr (S)
+        out = &conns_.send(g, to, [&](int q) { return view_.fifo(rank_, q, channel_, stripe_); });
       const std::size_t per_slot = (R ? in->fifo.slot_bytes : out->fifo.slot_bytes) / sizeof(T);
 
       for (std::size_t done = 0; done < n;) {
@@ -165,6 +167,7 @@ struct simple {
     const View& view_;
     int rank_;
     int channel_;
+    int stripe_;
     conn_cache<group> conns_;
   };
 };

@@ -83,7 +83,10 @@ struct proxied_view {
   COLLX_HOST_DEVICE std::uint32_t fifo_slot_bytes(int ch) const { return local.fifo_slot_bytes(ch); }
   /// Channel ch's FIFO of src→dst; one of them is this rank (the others are
   /// never asked for: every schedule only uses its own connections).
-  COLLX_HOST_DEVICE fifo_ref fifo(int src, int dst, int ch) const { return local.fifo(src, dst, ch); }
+  /// One stripe only: the proxy moves stripe 0's steps (a call is not split into stripes here).
+  COLLX_HOST_DEVICE fifo_ref fifo(int src, int dst, int ch, int stripe = 0) const {
+    return local.fifo(src, dst, ch, stripe);
+  }
   COLLX_HOST_DEVICE struct doorbell* doorbell(int r) const { return local.doorbell(r); }
   /// This rank's scratch buffer (rabenseifner's reduce works in it). Only
   /// `self`'s is meaningful: peer_buffer_access is false, so no schedule that

@@ -16,6 +16,12 @@
 // the peer-memory primitives and the NVLS-style algorithm build on; a rank's
 // own buffer is also its scratch memory.
 //
+// Stripes (NCCL's channels): a call may be split into `nstripes` independent
+// slices, each run by its own worker group (a CUDA block on a GPU) with its
+// own FIFOs. Every directed pair then has nstripes copies of its channel block;
+// stripe 0 is the whole of it when nstripes == 1, so layouts without stripes are
+// unchanged.
+//
 // Capabilities (compile-time): ranks load and store the FIFO memory directly;
 // 128-byte lines arrive in order when the flag word is written with release
 // and read with acquire; every rank can load/store every peer's FIFO; no proxy;
@@ -61,6 +67,8 @@ struct shm_header {
   std::uint32_t nranks;
   std::uint32_t nchannels;
   fifo_geometry fifo[max_channels];
+  std::uint32_t nstripes;
+  std::uint32_t reserved0;
   std::uint64_t step_origin;  // value every step counter started from
   std::uint64_t total_bytes;
   alignas(cache_line) std::uint32_t abort;  // non-zero: every wait returns status::aborted
@@ -100,18 +108,23 @@ struct alignas(cache_line) rank_record {
 static_assert(sizeof(rank_record) % cache_line == 0);
 
 inline constexpr std::uint64_t shm_magic = 0x636f6c6c78736d31ull;  // "collxsm1"
-inline constexpr std::uint32_t shm_version = 6;
+inline constexpr std::uint32_t shm_version = 7;
 inline constexpr std::size_t shm_page = 4096;
 
 COLLX_HOST_DEVICE constexpr std::size_t align_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
 
+/// Most stripes a call may be split into (a GPU rank's blocks; see the header comment).
+inline constexpr int max_stripes = 64;
+
 /// Byte offsets of the parts of a segment for a given geometry. Per directed
-/// pair: nchannels control blocks, then one page-aligned buffer per channel.
+/// pair and stripe: nchannels control blocks, then one page-aligned buffer per
+/// channel.
 /// Make one with make(): it also stores the offsets a FIFO lookup needs, so
 /// that shm_view::fifo() (a few times per call) is a multiply-add.
 struct shm_layout {
   std::uint32_t nranks = 0;
   std::uint32_t nchannels = 0;
+  std::uint32_t nstripes = 1;
   fifo_geometry fifo[max_channels]{};
 
   /// What shm_view::fifo() reads: ctrl_offset(), buffers_offset(),
@@ -121,23 +134,26 @@ struct shm_layout {
     std::uint64_t channel[max_channels]{};
   } at{};
 
-  /// Every channel with `slots` slots; slot_bytes[c] bytes per slot of channel c.
+  /// Every channel with `slots` slots; slot_bytes[c] bytes per slot of
+  /// channel c; `nstripes` stripes (clamped to [1, max_stripes]).
   static constexpr shm_layout make(std::uint32_t nranks, std::uint32_t slots, const std::uint32_t* slot_bytes,
-                                   int nchannels) {
+                                   int nchannels, int nstripes = 1) {
     shm_layout l;
     l.nranks = nranks;
+    l.nstripes = static_cast<std::uint32_t>(nstripes < 1             ? 1
+                                            : nstripes > max_stripes ? max_stripes
+                                                                     : nstripes);
     l.nchannels = static_cast<std::uint32_t>(nchannels < max_channels ? nchannels : max_channels);
     for (std::uint32_t c = 0; c < l.nchannels; ++c) l.fifo[c] = {slots, slot_bytes[c]};
     l.at.ctrl = l.ctrl_offset();
     l.at.buffers = l.buffers_offset();
     l.at.pair = l.pair_bytes();
-    for (std::uint32_t c = 0; c < l.nchannels; ++c)
-      l.at.channel[c] = l.channel_offset(static_cast<int>(c));
+    for (std::uint32_t c = 0; c < l.nchannels; ++c) l.at.channel[c] = l.channel_offset(static_cast<int>(c));
     return l;
   }
   static constexpr shm_layout make(std::uint32_t nranks, std::uint32_t slots,
-                                   std::initializer_list<std::uint32_t> slot_bytes) {
-    return make(nranks, slots, slot_bytes.begin(), static_cast<int>(slot_bytes.size()));
+                                   std::initializer_list<std::uint32_t> slot_bytes, int nstripes = 1) {
+    return make(nranks, slots, slot_bytes.begin(), static_cast<int>(slot_bytes.size()), nstripes);
   }
 
   COLLX_HOST_DEVICE constexpr std::size_t records_offset() const {
@@ -147,6 +163,8 @@ struct shm_layout {
     return align_up(records_offset() + std::size_t(nranks) * sizeof(rank_record), shm_page);
   }
   COLLX_HOST_DEVICE constexpr std::size_t pairs() const { return std::size_t(nranks) * nranks; }
+  /// FIFO blocks: one per directed pair and stripe.
+  COLLX_HOST_DEVICE constexpr std::size_t pair_stripes() const { return pairs() * nstripes; }
   /// Offset of channel ch's buffer inside one pair's buffer block.
   COLLX_HOST_DEVICE constexpr std::size_t channel_offset(int ch) const {
     std::size_t off = 0;
@@ -157,10 +175,10 @@ struct shm_layout {
     return channel_offset(static_cast<int>(nchannels));
   }
   COLLX_HOST_DEVICE constexpr std::size_t buffers_offset() const {
-    return align_up(ctrl_offset() + pairs() * nchannels * sizeof(fifo_ctrl), shm_page);
+    return align_up(ctrl_offset() + pair_stripes() * nchannels * sizeof(fifo_ctrl), shm_page);
   }
   COLLX_HOST_DEVICE constexpr std::size_t barrier_offset() const {
-    return buffers_offset() + pairs() * pair_bytes();
+    return buffers_offset() + pair_stripes() * pair_bytes();
   }
   /// Bytes of each rank's registered buffer: derived from the FIFO geometry, so
   /// ranks that agree on FIFOs agree on it.
@@ -202,9 +220,13 @@ struct shm_view {
   COLLX_HOST_DEVICE std::uint32_t fifo_slots(int ch) const { return layout.fifo[ch].slots; }
   COLLX_HOST_DEVICE std::uint32_t fifo_slot_bytes(int ch) const { return layout.fifo[ch].slot_bytes; }
 
-  /// Channel ch's FIFO of the connection carrying data from rank src to rank dst.
-  COLLX_HOST_DEVICE fifo_ref fifo(int src, int dst, int ch) const {
-    const std::size_t pair = std::size_t(src) * layout.nranks + std::size_t(dst);
+  COLLX_HOST_DEVICE int nstripes() const { return static_cast<int>(layout.nstripes); }
+
+  /// Channel ch's FIFO of the connection carrying stripe `stripe`'s data from
+  /// rank src to rank dst.
+  COLLX_HOST_DEVICE fifo_ref fifo(int src, int dst, int ch, int stripe = 0) const {
+    const std::size_t pair =
+        (std::size_t(src) * layout.nranks + std::size_t(dst)) * layout.nstripes + std::size_t(stripe);
     fifo_ref f;
     f.ctrl = reinterpret_cast<fifo_ctrl*>(base + layout.at.ctrl) + pair * layout.nchannels + ch;
     f.buffer = base + layout.at.buffers + pair * layout.at.pair + layout.at.channel[ch];
@@ -218,7 +240,7 @@ struct shm_view {
   /// flag's wrap point with it.
   void reset_counters(std::uint64_t origin) const {
     auto* c = reinterpret_cast<fifo_ctrl*>(base + layout.ctrl_offset());
-    for (std::size_t i = 0; i < layout.pairs() * layout.nchannels; ++i)
+    for (std::size_t i = 0; i < layout.pair_stripes() * layout.nchannels; ++i)
       c[i].tail = c[i].head_seen = c[i].head = origin;
     header()->step_origin = origin;
   }

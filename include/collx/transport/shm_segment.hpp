@@ -105,7 +105,7 @@ class shm_segment {
   }
 
   static bool same_geometry(const shm_header& h, const shm_layout& l) {
-    if (h.nchannels != l.nchannels) return false;
+    if (h.nchannels != l.nchannels || h.nstripes != l.nstripes) return false;
     for (std::uint32_t c = 0; c < l.nchannels; ++c)
       if (!(h.fifo[c] == l.fifo[c])) return false;
     return true;
@@ -117,6 +117,7 @@ class shm_segment {
     h->version = shm_version;
     h->nranks = layout_.nranks;
     h->nchannels = layout_.nchannels;
+    h->nstripes = layout_.nstripes;
     for (std::uint32_t c = 0; c < layout_.nchannels; ++c) h->fifo[c] = layout_.fifo[c];
     h->total_bytes = bytes_;
   }
