@@ -8,16 +8,18 @@
 #   summary.md            one line per step: PASS / FAIL / SKIP, its time
 #   nvidia-smi.txt        the GPU, driver and clocks
 #   ptx-check.log         tests/device/check_ptx.py on the instantiation check's PTX
-#   ring.log              the GPU ring test (P ranks as P blocks of one kernel)
+#   ring.log              the GPU ring test (P ranks of S blocks in one kernel)
+#   comm.log              cuda::communicator: every collective, graph replays,
+#                         abort, deadline, misuse (P ranks sharing the GPU)
 #   sanitizer-<tool>.log  compute-sanitizer memcheck, racecheck, synccheck on
 #                         the GPU ring test (small: the sanitizers are slow)
 # Exits non-zero if any step failed; a step whose tool is missing is SKIP.
 # Run from the repository root. With the device tool: build here first, then
 #   run(command='scripts/gpu-check.sh "$OUT"', carry=["build/cuda"], timeout_s=…)
 #
-# What exists on the device side today is the ring test and the compile-time
-# checks; the CUDA communicator, the GPU matrix, graph capture and the perf
-# sweep (issue: collx on GPUs) add their steps here.
+# What exists on the device side today: the compile-time checks, the ring
+# test and the CUDA communicator test; the nvlink transport, the perf sweep
+# and the multi-GPU matrix add their steps here.
 set -u
 out=${1:?usage: scripts/gpu-check.sh OUT [BUILD]}
 build=${2:-build/cuda}
@@ -59,6 +61,13 @@ fi
 step "PTX check" "$out/ptx-check.log" \
   python3 tests/device/check_ptx.py "$build"/tests/device/CMakeFiles/collx_device_instantiate.dir/*.ptx
 step "GPU ring test" "$out/ring.log" env COLLX_GPU_TIMEOUT_MS=5000 "$ring"
+comm=$build/tests/device/collx_gpu_comm_test
+if [ -x "$comm" ]; then
+  step "CUDA communicator test" "$out/comm.log" "$comm"
+else
+  echo "| CUDA communicator test | FAIL ($comm missing) | | |" >>"$summary"
+  failed=1
+fi
 
 sanitizer=""
 for s in compute-sanitizer /usr/local/cuda/bin/compute-sanitizer; do

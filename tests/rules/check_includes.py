@@ -5,6 +5,9 @@
   protocols (proto/)     never include an algorithm or an executor header
   transports (transport/) never include a protocol header
   detail/                never includes any policy (algo/, proto/, transport/, exec/)
+  every header outside cuda/ stays free of the CUDA runtime: no cuda_runtime*.h,
+  cuda.h or collx/cuda/ (the CUDA layer is opt-in; libcu++'s cuda/... headers
+  are not the runtime and are allowed)
 
 A policy reaches another only through the primitives and the concepts, so
 that a new transport or executor is one file and not an edit of every
@@ -30,6 +33,7 @@ ALLOWED = {
     # Empty: the rules hold without exceptions.
 }
 
+CUDA_RUNTIME = re.compile(r"^(cuda_runtime(_api)?\.h|cuda\.h|collx/cuda/.*)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]')
 
 
@@ -55,6 +59,12 @@ def main():
             continue
         rel = source.relative_to(root).as_posix()
         folder = rel.split("/")[0]
+        if folder != "cuda" or "/" not in rel:
+            for number, line in enumerate(source.read_text(errors="replace").splitlines(), 1):
+                m = INCLUDE.match(line)
+                if m and CUDA_RUNTIME.match(m.group(1)):
+                    violations.append(f"{root.as_posix()}/{rel}:{number}: only cuda/ may include the CUDA "
+                                      f"runtime or the CUDA layer: {m.group(1)}")
         if folder not in RULES or "/" not in rel:
             continue
         for number, line in enumerate(source.read_text(errors="replace").splitlines(), 1):

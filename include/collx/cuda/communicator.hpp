@@ -1,0 +1,474 @@
+// collx/cuda/communicator.hpp — collectives on CUDA streams: ranks are GPUs
+// (or, for testing, several ranks share one GPU) of this process.
+//
+// What it is: gpu::communicator::create_group(devices) makes one rank per
+// entry of `devices` (thread ranks of one process, as ncclCommInitAll does);
+// ranks may share a GPU. A call such as
+//   comm.all_reduce(d_send, d_recv, n, reduce_op::sum, stream);
+// checks its arguments on the host, picks a variant (the cost model over the
+// communicator's profile, or the one named by explicit composition:
+// gpu::all_reduce<algo::ring, proto::ll>(comm, ...)), and enqueues one kernel
+// of `stripes` blocks on `stream`. It never blocks the host and allocates
+// nothing, so calls may be captured into a CUDA graph and replayed: the FIFO
+// step counters live in device memory and carry over from kernel to kernel.
+// Every rank of the group must issue the same calls in the same order, and
+// the kernels of one call on all ranks must be able to run at the same time
+// (they wait for each other): the communicator checks at launch that the
+// blocks of every rank sharing a GPU fit on it at once.
+//
+// Memory: one segment in the memory of the first rank's GPU holds every
+// connection's FIFOs (transport/shm.hpp's layout, `stripes` copies per
+// directed pair); ranks on other GPUs reach it by peer access, which must be
+// available between every pair of GPUs of the group (else not_supported; the
+// mapped-host-memory fallback and the nvlink transport with FIFOs in the
+// receiver's memory are not built yet). The abort word and one status word
+// per rank live in mapped pinned host memory.
+//
+// Errors: argument errors (host pointers, buffers on another GPU, a stream of
+// another GPU, a bad root, a reduction the type does not support, a variant
+// that does not compose) throw collx::error before anything is enqueued. A
+// failure inside a kernel (a wait past its deadline, an abort) is stored in
+// the rank's status word: error() reads it at any time without synchronising;
+// wait(stream) synchronises the stream and throws naming the rank. abort()
+// (any thread) makes every waiting kernel of the group return. After a kernel
+// failure the connection state is undefined: destroy the group.
+//
+// LL128 relies on 128-byte stores arriving whole; between blocks of one GPU
+// that is the GPU's own memory system, across GPUs NCCL enables it only on
+// NVLink. This communicator does not check links yet, so a group spanning
+// several GPUs excludes LL128 from the automatic choice and refuses it when
+// named. Needs nvcc (kernels are launched with <<<>>>).
+#pragma once
+
+#include <collx/algo/direct.hpp>
+#include <collx/algo/ring.hpp>
+#include <collx/algo/tree.hpp>
+#include <collx/composition.hpp>
+#include <collx/cuda/check.hpp>
+#include <collx/cuda/kernel.hpp>
+#include <collx/dtype.hpp>
+#include <collx/error.hpp>
+#include <collx/needs.hpp>
+#include <collx/options.hpp>
+#include <collx/proto/ll.hpp>
+#include <collx/proto/ll128.hpp>
+#include <collx/proto/simple.hpp>
+#include <collx/reduce_op.hpp>
+#include <collx/stripes.hpp>
+#include <collx/transport/shm.hpp>
+#include <collx/tune/model.hpp>
+#include <collx/tune/presets.hpp>
+#include <collx/type_list.hpp>
+#include <collx/variants.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#if !defined(__CUDACC__)
+#error "collx/cuda/communicator.hpp launches kernels: compile this translation unit with nvcc"
+#endif
+
+namespace collx::gpu {
+
+/// How a group is made. The defaults suit ranks on separate GPUs of a node.
+struct options {
+  /// Blocks per rank per call (NCCL's channels); 1..transport::max_stripes.
+  int stripes = 4;
+  /// FIFO geometry, as comm_options (per protocol slot bytes, slots per FIFO).
+  std::uint32_t fifo_slots = comm_options::default_fifo_slots;
+  std::array<std::uint32_t, proto::channel_count> slot_bytes = comm_options{}.slot_bytes;
+  /// Every wait of a kernel gives up after this long (then error() says timeout).
+  std::uint64_t timeout_ms = 30'000;
+  /// What the automatic choice prices variants with (tune/presets.hpp).
+  tune::profile profile = tune::h100_nvswitch;
+};
+
+/// Algorithms the automatic choice picks from (each instantiated per protocol
+/// and reduction for the element type of a call): the ring and double binary
+/// tree, as NCCL's, and the direct exchange for all_to_all.
+using automatic_algorithms = type_list<algo::ring, algo::tree, algo::direct>;
+
+namespace detail {
+
+/// What the ranks of one group share; freed when the last rank's handle goes.
+struct group_state {
+  int nranks = 0;
+  int stripes = 1;
+  std::vector<int> devices;  // rank → device
+  bool several_devices = false;
+  transport::shm_layout layout{};
+  std::byte* segment = nullptr;         // device memory of devices[0]
+  std::uint32_t* abort_host = nullptr;  // mapped pinned: [0] abort word, then one status word per rank
+  std::uint32_t* abort_dev = nullptr;
+  std::uint64_t timeout_ns = 0;
+  tune::profile profile{};
+
+  ~group_state() {
+    if (segment != nullptr) {
+      (void)cudaSetDevice(devices.empty() ? 0 : devices[0]);
+      (void)cudaFree(segment);
+    }
+    if (abort_host != nullptr) (void)cudaFreeHost(abort_host);
+  }
+  int* status_host(int rank) const { return reinterpret_cast<int*>(abort_host + 1 + rank); }
+  int* status_dev(int rank) const { return reinterpret_cast<int*>(abort_dev + 1 + rank); }
+  /// Ranks that share device d.
+  int ranks_on(int d) const {
+    int n = 0;
+    for (int x : devices) n += x == d;
+    return n;
+  }
+};
+
+}  // namespace detail
+
+/// One rank's handle. Copyable (handles share the group); one thread at a
+/// time per handle; abort() from any thread.
+class communicator {
+ public:
+  communicator() = default;
+
+  /// One rank per entry of `devices` (device ordinals; repeats put several
+  /// ranks on one GPU). Throws: no GPU, a bad ordinal, GPUs without peer
+  /// access to each other, options out of range.
+  static std::vector<communicator> create_group(std::span<const int> devices, const options& opt = {}) {
+    require(!devices.empty(), "gpu::communicator::create_group", "no devices given");
+    require(opt.stripes >= 1 && opt.stripes <= transport::max_stripes, "gpu::communicator::create_group",
+            "stripes must be in [1, " + std::to_string(transport::max_stripes) + "], got " +
+                std::to_string(opt.stripes));
+    require(opt.fifo_slots >= 2 && opt.fifo_slots <= 1024, "gpu::communicator::create_group",
+            "fifo_slots must be in [2, 1024], got " + std::to_string(opt.fifo_slots));
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (no_device(e, count)) {
+      (void)cudaGetLastError();
+      throw_error(status::not_supported, "gpu::communicator::create_group: no CUDA device on this machine");
+    }
+    check(e, "cudaGetDeviceCount");
+    auto g = std::make_shared<detail::group_state>();
+    g->nranks = static_cast<int>(devices.size());
+    g->stripes = opt.stripes;
+    g->devices.assign(devices.begin(), devices.end());
+    for (std::size_t r = 0; r < devices.size(); ++r)
+      require(devices[r] >= 0 && devices[r] < count, "gpu::communicator::create_group", [&] {
+        return "rank " + std::to_string(r) + "'s device " + std::to_string(devices[r]) + " does not exist (" +
+               std::to_string(count) + " devices)";
+      });
+    for (int d : g->devices) g->several_devices |= d != g->devices[0];
+    enable_peer_access(g->devices);
+    g->layout = transport::shm_layout::make(static_cast<std::uint32_t>(g->nranks), opt.fifo_slots,
+                                            opt.slot_bytes.data(), proto::channel_count, opt.stripes);
+    {
+      device_guard on(g->devices[0]);
+      check(cudaMalloc(&g->segment, g->layout.total_bytes()), "cudaMalloc of the FIFO segment");
+      check(cudaMemset(g->segment, 0, g->layout.total_bytes()), "cudaMemset of the FIFO segment");
+      void* words = nullptr;
+      const std::size_t bytes = sizeof(std::uint32_t) * (1 + static_cast<std::size_t>(g->nranks));
+      check(cudaHostAlloc(&words, bytes, cudaHostAllocMapped | cudaHostAllocPortable),
+            "cudaHostAlloc of the abort and status words");
+      g->abort_host = static_cast<std::uint32_t*>(words);
+      for (std::size_t i = 0; i < 1 + static_cast<std::size_t>(g->nranks); ++i) g->abort_host[i] = 0;
+      void* dev = nullptr;
+      check(cudaHostGetDevicePointer(&dev, words, 0), "cudaHostGetDevicePointer");
+      g->abort_dev = static_cast<std::uint32_t*>(dev);
+      check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the segment's initialisation");
+    }
+    g->timeout_ns = opt.timeout_ms * 1'000'000ull;
+    g->profile = opt.profile;
+    std::vector<communicator> out;
+    for (int r = 0; r < g->nranks; ++r) out.push_back(communicator(g, r));
+    return out;
+  }
+
+  int rank() const { return rank_; }
+  int size() const { return live().nranks; }
+  int device() const { return live().devices[static_cast<std::size_t>(rank_)]; }
+  int stripes() const { return live().stripes; }
+
+  // ---- collectives (NCCL's argument conventions; see communicator.hpp) ------------
+  template <class T>
+  void all_reduce(const T* send, T* recv, std::size_t count, reduce_op op, cudaStream_t stream) {
+    automatic<coll::all_reduce>(send, recv, count, op, 0, stream);
+  }
+  template <class T>
+  void all_gather(const T* send, T* recv, std::size_t sendcount, cudaStream_t stream) {
+    automatic<coll::all_gather>(send, recv, sendcount, reduce_op::sum, 0, stream);
+  }
+  template <class T>
+  void reduce_scatter(const T* send, T* recv, std::size_t recvcount, reduce_op op, cudaStream_t stream) {
+    automatic<coll::reduce_scatter>(send, recv, recvcount, op, 0, stream);
+  }
+  template <class T>
+  void broadcast(const T* send, T* recv, std::size_t count, int root, cudaStream_t stream) {
+    automatic<coll::broadcast>(send, recv, count, reduce_op::sum, root, stream);
+  }
+  template <class T>
+  void reduce(const T* send, T* recv, std::size_t count, reduce_op op, int root, cudaStream_t stream) {
+    automatic<coll::reduce>(send, recv, count, op, root, stream);
+  }
+  template <class T>
+  void all_to_all(const T* send, T* recv, std::size_t count, cudaStream_t stream) {
+    automatic<coll::all_to_all>(send, recv, count, reduce_op::sum, 0, stream);
+  }
+
+  /// Type-erased all_reduce: dt names the element type (instantiates every
+  /// element type's kernels where it is used).
+  template <class = void>
+  void all_reduce(const void* send, void* recv, std::size_t count, dtype dt, reduce_op op,
+                  cudaStream_t stream) {
+    require(is_valid(dt), "all_reduce", "invalid dtype");
+    visit_dtype(dt, [&]<class T>(std::type_identity<T>) {
+      all_reduce(static_cast<const T*>(send), static_cast<T*>(recv), count, op, stream);
+    });
+  }
+
+  /// The variant the automatic choice takes for collective c of `bytes`
+  /// (nccl-tests' size) on this group.
+  variant_choice choose(coll c, std::size_t bytes) const {
+    const detail::group_state& g = live();
+    const tune::problem q{c, g.nranks, static_cast<double>(bytes)};
+    variant_choice best{};
+    double best_us = 0;
+    bool found = false;
+    for_each_automatic([&]<class A, class P>() {
+      if (!A::implements(c) || !allowed<A, P>()) return;
+      const double us = tune::predict_us<A, P>(g.profile, q);
+      if (found && !(us < best_us)) return;
+      best = {A::id, P::id};
+      best_us = us;
+      found = true;
+    });
+    return best;
+  }
+
+  /// Enqueues <Algo, Proto>'s schedule of collective C on `stream`.
+  template <class Algo, class Proto, coll C, class T>
+  void execute(const T* send, T* recv, std::size_t count, reduce_op op, int root, cudaStream_t stream) {
+    const detail::group_state& g = live();
+    static_assert(Algo::implements(C), "this algorithm does not implement the collective");
+    static_assert(composable<Algo, Proto, transport::shm, exec::cuda>,
+                  "this algorithm and protocol do not compose on GPU ranks (collx/composition.hpp)");
+    require(allowed<Algo, Proto>(), name(C), [] {
+      return std::string("protocol ") + Proto::name +
+             " needs 128-byte stores that arrive whole; across GPUs that is not checked yet";
+    });
+    validate<C, T>(send, recv, count, op, root, stream);
+    const schedule_args<T> a{send, recv, count, root, rank_, g.nranks};
+    visit_reduce_op(op, [&](auto o) {
+      constexpr reduce_op Op = decltype(o)::value;
+      if constexpr (is_reduction(C) && is_bitwise(Op) && !std::is_integral_v<T>) {
+        throw_error(status::invalid_argument,
+                    std::string(name(C)) + ": bitwise reduction of a floating type");
+      } else {
+        constexpr reduce_op Used = is_reduction(C) ? Op : reduce_op::sum;
+        if constexpr (Used == Op) launch(collective_kernel<Algo, Proto, C, T, Used>, a, stream);
+      }
+    });
+  }
+
+  /// The first failure of this rank's kernels since the group was made (ok if
+  /// none). Reads mapped host memory: no synchronisation, may lag the device.
+  status error() const {
+    const int v = *static_cast<volatile int*>(live().status_host(rank_));
+    return static_cast<status>(v);
+  }
+
+  /// Waits for `stream` and throws collx::error naming this rank if any of its
+  /// kernels failed.
+  void wait(cudaStream_t stream) const {
+    {
+      device_guard on(device());
+      check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    }
+    const status st = error();
+    if (st != status::ok)
+      throw_error(st, "gpu::communicator: rank " + std::to_string(rank_) + " (device " +
+                          std::to_string(device()) + "): a collective failed: " + to_string(st));
+  }
+
+  /// Makes every waiting kernel of the group return status::aborted. Any thread.
+  void abort() const { *static_cast<volatile std::uint32_t*>(live().abort_host) = 1; }
+
+ private:
+  communicator(std::shared_ptr<detail::group_state> g, int rank) : g_(std::move(g)), rank_(rank) {}
+
+  const detail::group_state& live() const {
+    if (!g_) throw_error(status::invalid_argument, "gpu::communicator: used before create_group");
+    return *g_;
+  }
+
+  template <class A, class P>
+  bool allowed() const {
+    return !(protocol_needs<P>::in_order_128b_lines && live().several_devices);
+  }
+
+  template <class F>
+  static void for_each_automatic(F&& f) {
+    [&]<class... As>(type_list<As...>) {
+      (
+          [&]<class A>() {
+            [&]<class... Ps>(type_list<Ps...>) {
+              (
+                  [&]<class P>() {
+                    if constexpr (composable<A, P, transport::shm, exec::cuda>) f.template operator()<A, P>();
+                  }.template operator()<Ps>(),
+                  ...);
+            }(protocols_of<A>{});
+          }.template operator()<As>(),
+          ...);
+    }(automatic_algorithms{});
+  }
+
+  template <coll C, class T>
+  void automatic(const T* send, T* recv, std::size_t count, reduce_op op, int root, cudaStream_t stream) {
+    const detail::group_state& g = live();
+    const std::size_t bytes = count * sizeof(T) *
+                              (C == coll::all_gather || C == coll::reduce_scatter || C == coll::all_to_all
+                                   ? static_cast<std::size_t>(g.nranks)
+                                   : 1);
+    const variant_choice v = choose(C, bytes);
+    bool ran = false;
+    for_each_automatic([&]<class A, class P>() {
+      if constexpr (A::implements(C)) {
+        if (ran || A::id != v.algo || P::id != v.proto) return;
+        execute<A, P, C>(send, recv, count, op, root, stream);
+        ran = true;
+      }
+    });
+    if (!ran)
+      throw_error(status::not_supported, std::string(name(C)) + ": no compiled variant serves it here");
+  }
+
+  /// Argument checks, all before anything is enqueued.
+  template <coll C, class T>
+  void validate(const T* send, T* recv, std::size_t count, reduce_op op, int root,
+                cudaStream_t stream) const {
+    const detail::group_state& g = live();
+    const char* what = name(C);
+    if (is_reduction(C))
+      require(is_supported(op, dtype_of<T>), what, [&] {
+        return std::string("reduction ") + name(op) + " is not supported for " + name(dtype_of<T>);
+      });
+    if (C == coll::broadcast || C == coll::reduce)
+      require(root >= 0 && root < g.nranks, what, [&] {
+        return "root " + std::to_string(root) + " is not a rank of this group of " + std::to_string(g.nranks);
+      });
+    const std::size_t P = static_cast<std::size_t>(g.nranks);
+    const std::size_t send_n = C == coll::reduce_scatter || C == coll::all_to_all ? count * P : count;
+    const std::size_t recv_n = C == coll::all_gather || C == coll::all_to_all ? count * P : count;
+    const bool sends = !(C == coll::broadcast && rank_ != root);
+    const bool receives = !(C == coll::reduce && rank_ != root);
+    if (sends) check_buffer(send, send_n * sizeof(T), what, "send");
+    if (receives) check_buffer(recv, recv_n * sizeof(T), what, "recv");
+    int sd = -1;
+    check(cudaStreamGetDevice(stream, &sd), "cudaStreamGetDevice");
+    require(sd == device(), what, [&] {
+      return "the stream belongs to device " + std::to_string(sd) + ", rank " + std::to_string(rank_) +
+             "'s GPU is device " + std::to_string(device());
+    });
+  }
+
+  void check_buffer(const void* p, std::size_t bytes, const char* what, const char* which) const {
+    if (bytes == 0) return;
+    require(p != nullptr, what, [&] { return std::string(which) + " is null"; });
+    cudaPointerAttributes at{};
+    const cudaError_t e = cudaPointerGetAttributes(&at, p);
+    if (e != cudaSuccess) (void)cudaGetLastError();
+    require(e == cudaSuccess && (at.type == cudaMemoryTypeDevice || at.type == cudaMemoryTypeManaged), what,
+            [&] {
+              return std::string(which) +
+                     " is host memory: the CUDA communicator needs device (or managed) memory";
+            });
+    require(at.type == cudaMemoryTypeManaged || at.device == device(), what, [&] {
+      return std::string(which) + " is on device " + std::to_string(at.device) + ", rank " +
+             std::to_string(rank_) + "'s GPU is device " + std::to_string(device());
+    });
+  }
+
+  /// Launches `kernel` as this rank's `stripes` blocks on `stream`, after
+  /// checking (once per kernel and device) that every rank sharing the GPU
+  /// can have its blocks resident at once: they wait for each other.
+  template <class T>
+  void launch(void (*kernel)(transport::shm_view, exec::cuda, schedule_args<T>, int*),
+              const schedule_args<T>& a, cudaStream_t stream) const {
+    const detail::group_state& g = live();
+    const int dev = device();
+    device_guard on(dev);
+    const int need = g.ranks_on(dev) * g.stripes;
+    const int fit = resident_blocks(reinterpret_cast<const void*>(kernel), dev);
+    if (fit < need)
+      throw_error(status::not_supported, "gpu::communicator: " + std::to_string(g.ranks_on(dev)) +
+                                             " ranks x " + std::to_string(g.stripes) + " stripes need " +
+                                             std::to_string(need) + " blocks resident at once on device " +
+                                             std::to_string(dev) + ", which holds " + std::to_string(fit) +
+                                             " of this kernel (use fewer stripes or ranks per GPU)");
+    const transport::shm_view view{g.segment, g.layout};
+    exec::cuda ex{};
+    ex.abort_word = g.abort_dev;
+    ex.timeout_ns = g.timeout_ns;
+    kernel<<<g.stripes, block_threads, 0, stream>>>(view, ex, a, g.status_dev(rank_));
+    check(cudaGetLastError(), "kernel launch");
+  }
+
+  static int resident_blocks(const void* kernel, int dev) {
+    int per_sm = 0, sms = 0;
+    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block_threads, 0),
+          "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
+    return per_sm * sms;
+  }
+
+  static void enable_peer_access(const std::vector<int>& devices) {
+    for (int a : devices)
+      for (int b : devices) {
+        if (a == b) continue;
+        int ok = 0;
+        check(cudaDeviceCanAccessPeer(&ok, a, b), "cudaDeviceCanAccessPeer");
+        if (!ok)
+          throw_error(status::not_supported,
+                      "gpu::communicator::create_group: device " + std::to_string(a) +
+                          " cannot access device " + std::to_string(b) +
+                          "'s memory (no peer access); GPUs without it are not supported yet");
+        device_guard on(a);
+        const cudaError_t e = cudaDeviceEnablePeerAccess(b, 0);
+        if (e == cudaErrorPeerAccessAlreadyEnabled) (void)cudaGetLastError();
+        else check(e, "cudaDeviceEnablePeerAccess");
+      }
+  }
+
+  std::shared_ptr<detail::group_state> g_;
+  int rank_ = 0;
+};
+
+// ---- explicit composition --------------------------------------------------------
+template <class Algo, class Proto, class T>
+void all_reduce(communicator& c, const T* send, T* recv, std::size_t count, reduce_op op, cudaStream_t s) {
+  c.template execute<Algo, Proto, coll::all_reduce>(send, recv, count, op, 0, s);
+}
+template <class Algo, class Proto, class T>
+void all_gather(communicator& c, const T* send, T* recv, std::size_t sendcount, cudaStream_t s) {
+  c.template execute<Algo, Proto, coll::all_gather>(send, recv, sendcount, reduce_op::sum, 0, s);
+}
+template <class Algo, class Proto, class T>
+void reduce_scatter(communicator& c, const T* send, T* recv, std::size_t recvcount, reduce_op op,
+                    cudaStream_t s) {
+  c.template execute<Algo, Proto, coll::reduce_scatter>(send, recv, recvcount, op, 0, s);
+}
+template <class Algo, class Proto, class T>
+void broadcast(communicator& c, const T* send, T* recv, std::size_t count, int root, cudaStream_t s) {
+  c.template execute<Algo, Proto, coll::broadcast>(send, recv, count, reduce_op::sum, root, s);
+}
+template <class Algo, class Proto, class T>
+void reduce(communicator& c, const T* send, T* recv, std::size_t count, reduce_op op, int root,
+            cudaStream_t s) {
+  c.template execute<Algo, Proto, coll::reduce>(send, recv, count, op, root, s);
+}
+
+}  // namespace collx::gpu

@@ -1,0 +1,360 @@
+// gpu::communicator on a GPU: P ranks sharing device 0 (S stripes each),
+// every collective through the automatic choice and through explicit
+// composition, checked against a double reference with guard elements around
+// every output; calls back to back (step counters carry over); a captured
+// graph replayed 1,000 times; abort and deadline; misuse refused before
+// anything is enqueued. Exits 77 without a GPU.
+//
+// `gpu_comm_test --no-device`: the one check that needs no GPU (creating a
+// group on a machine without one is a clear not_supported error); 77 where a
+// GPU is present.
+#include <collx/cuda/communicator.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace collx;
+
+namespace {
+
+int failures = 0;
+
+void expect(bool ok, const std::string& what) {
+  if (!ok) {
+    ++failures;
+    std::printf("FAILED: %s\n", what.c_str());
+  }
+}
+
+#define CUDA_OK(x) gpu::check((x), #x)
+
+constexpr std::size_t guard = 64;
+constexpr float guard_value = -12345.0f;
+
+float input(int rank, std::size_t i) {
+  return static_cast<float>(static_cast<int>((i * 7 + rank * 3) % 19) - 9);
+}
+
+struct rank_io {
+  float* send = nullptr;  // guard + data + guard, device
+  float* recv = nullptr;
+  std::size_t send_n = 0, recv_n = 0;
+  cudaStream_t stream = nullptr;
+};
+
+std::size_t send_elems(coll c, std::size_t n, int P) {
+  return c == coll::reduce_scatter || c == coll::all_to_all ? n * P : n;
+}
+std::size_t recv_elems(coll c, std::size_t n, int P) {
+  return c == coll::all_gather || c == coll::all_to_all ? n * P : n;
+}
+
+double expected(coll c, int P, int q, int root, std::size_t n, std::size_t i) {
+  auto sum = [&](std::size_t k) {
+    double v = 0;
+    for (int r = 0; r < P; ++r) v += input(r, k);
+    return v;
+  };
+  switch (c) {
+    case coll::all_reduce: return sum(i);
+    case coll::all_gather: return input(static_cast<int>(i / n), i % n);
+    case coll::reduce_scatter: return sum(static_cast<std::size_t>(q) * n + i);
+    case coll::broadcast: return input(root, i);
+    case coll::reduce: return q == root ? sum(i) : guard_value;
+    case coll::all_to_all: return input(static_cast<int>(i / n), static_cast<std::size_t>(q) * n + i % n);
+    default: return 0;
+  }
+}
+
+/// Runs `call(comm, rank, io)` on every rank (enqueue only), waits, checks.
+template <class Call>
+void run_case(std::vector<gpu::communicator>& comms, coll c, std::size_t n, int root,
+              const std::string& label, Call&& call) {
+  const int P = static_cast<int>(comms.size());
+  std::vector<rank_io> io(static_cast<std::size_t>(P));
+  for (int r = 0; r < P; ++r) {
+    rank_io& x = io[static_cast<std::size_t>(r)];
+    x.send_n = send_elems(c, n, P), x.recv_n = recv_elems(c, n, P);
+    std::vector<float> hs(x.send_n + 2 * guard, guard_value), hr(x.recv_n + 2 * guard, guard_value);
+    for (std::size_t i = 0; i < x.send_n; ++i) hs[guard + i] = input(r, i);
+    CUDA_OK(cudaMalloc(&x.send, hs.size() * sizeof(float)));
+    CUDA_OK(cudaMalloc(&x.recv, hr.size() * sizeof(float)));
+    CUDA_OK(cudaMemcpy(x.send, hs.data(), hs.size() * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(x.recv, hr.data(), hr.size() * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaStreamCreateWithFlags(&x.stream, cudaStreamNonBlocking));
+  }
+  std::string err;
+  try {
+    for (int r = 0; r < P; ++r) call(comms[static_cast<std::size_t>(r)], r, io[static_cast<std::size_t>(r)]);
+    for (int r = 0; r < P; ++r)
+      comms[static_cast<std::size_t>(r)].wait(io[static_cast<std::size_t>(r)].stream);
+  } catch (const std::exception& e) {
+    err = e.what();
+  }
+  expect(err.empty(), label + ": " + err);
+  std::size_t wrong = 0;
+  for (int r = 0; r < P && err.empty(); ++r) {
+    rank_io& x = io[static_cast<std::size_t>(r)];
+    std::vector<float> hr(x.recv_n + 2 * guard);
+    CUDA_OK(cudaMemcpy(hr.data(), x.recv, hr.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    for (std::size_t i = 0; i < guard; ++i)
+      wrong += hr[i] != guard_value || hr[guard + x.recv_n + i] != guard_value;
+    for (std::size_t i = 0; i < x.recv_n; ++i)
+      wrong += static_cast<double>(hr[guard + i]) != expected(c, P, r, root, n, i);
+  }
+  expect(wrong == 0, label + ": " + std::to_string(wrong) + " wrong elements or guards");
+  for (rank_io& x : io) {
+    cudaFree(x.send), cudaFree(x.recv), cudaStreamDestroy(x.stream);
+  }
+}
+
+template <class A, class Pr>
+void explicit_cases(std::vector<gpu::communicator>& comms, std::size_t n, const std::string& tag) {
+  const int P = static_cast<int>(comms.size()), root = static_cast<int>(n % P);
+  const std::string v = tag + std::string(" ") + A::name + "/" + Pr::name + " n=" + std::to_string(n);
+  if constexpr (A::implements(coll::all_reduce))
+    run_case(comms, coll::all_reduce, n, 0, v + " all_reduce", [&](gpu::communicator& c, int, rank_io& x) {
+      gpu::all_reduce<A, Pr>(c, x.send + guard, x.recv + guard, n, reduce_op::sum, x.stream);
+    });
+  if constexpr (A::implements(coll::all_gather))
+    run_case(comms, coll::all_gather, n, 0, v + " all_gather", [&](gpu::communicator& c, int, rank_io& x) {
+      gpu::all_gather<A, Pr>(c, x.send + guard, x.recv + guard, n, x.stream);
+    });
+  if constexpr (A::implements(coll::reduce_scatter))
+    run_case(comms, coll::reduce_scatter, n, 0, v + " reduce_scatter",
+             [&](gpu::communicator& c, int, rank_io& x) {
+               gpu::reduce_scatter<A, Pr>(c, x.send + guard, x.recv + guard, n, reduce_op::sum, x.stream);
+             });
+  if constexpr (A::implements(coll::broadcast))
+    run_case(comms, coll::broadcast, n, root, v + " broadcast", [&](gpu::communicator& c, int, rank_io& x) {
+      gpu::broadcast<A, Pr>(c, x.send + guard, x.recv + guard, n, root, x.stream);
+    });
+  if constexpr (A::implements(coll::reduce))
+    run_case(comms, coll::reduce, n, root, v + " reduce", [&](gpu::communicator& c, int, rank_io& x) {
+      gpu::reduce<A, Pr>(c, x.send + guard, x.recv + guard, n, reduce_op::sum, root, x.stream);
+    });
+}
+
+void automatic_cases(std::vector<gpu::communicator>& comms, std::size_t n, const std::string& tag) {
+  const int P = static_cast<int>(comms.size()), root = static_cast<int>((n + 1) % P);
+  const std::string v = tag + " automatic n=" + std::to_string(n);
+  run_case(comms, coll::all_reduce, n, 0, v + " all_reduce", [&](gpu::communicator& c, int, rank_io& x) {
+    c.all_reduce(x.send + guard, x.recv + guard, n, reduce_op::sum, x.stream);
+  });
+  run_case(comms, coll::all_gather, n, 0, v + " all_gather", [&](gpu::communicator& c, int, rank_io& x) {
+    c.all_gather(x.send + guard, x.recv + guard, n, x.stream);
+  });
+  run_case(comms, coll::reduce_scatter, n, 0, v + " reduce_scatter",
+           [&](gpu::communicator& c, int, rank_io& x) {
+             c.reduce_scatter(x.send + guard, x.recv + guard, n, reduce_op::sum, x.stream);
+           });
+  run_case(comms, coll::broadcast, n, root, v + " broadcast", [&](gpu::communicator& c, int, rank_io& x) {
+    c.broadcast(x.send + guard, x.recv + guard, n, root, x.stream);
+  });
+  run_case(comms, coll::reduce, n, root, v + " reduce", [&](gpu::communicator& c, int, rank_io& x) {
+    c.reduce(x.send + guard, x.recv + guard, n, reduce_op::sum, root, x.stream);
+  });
+  run_case(comms, coll::all_to_all, n, 0, v + " all_to_all", [&](gpu::communicator& c, int, rank_io& x) {
+    c.all_to_all(x.send + guard, x.recv + guard, n, x.stream);
+  });
+}
+
+__global__ void add_one(float* v, std::size_t n) {
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    v[i] += 1.0f;
+}
+
+/// Each rank captures {input += 1; all_reduce} into a graph; the graphs of all
+/// ranks are launched together `replays` times. After k replays every element
+/// is Σ_r input(r, i) + P·k: a replay that was skipped or ran on stale
+/// counters shows up in the value (or as a timeout).
+void graph_case(std::vector<gpu::communicator>& comms, std::size_t n, int replays) {
+  const int P = static_cast<int>(comms.size());
+  std::vector<float*> in(static_cast<std::size_t>(P)), out(static_cast<std::size_t>(P));
+  std::vector<cudaStream_t> st(static_cast<std::size_t>(P));
+  std::vector<cudaGraphExec_t> exec(static_cast<std::size_t>(P));
+  std::string err;
+  try {
+    for (int r = 0; r < P; ++r) {
+      std::vector<float> h(n);
+      for (std::size_t i = 0; i < n; ++i) h[i] = input(r, i);
+      CUDA_OK(cudaMalloc(&in[r], n * sizeof(float)));
+      CUDA_OK(cudaMalloc(&out[r], n * sizeof(float)));
+      CUDA_OK(cudaMemcpy(in[r], h.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+      CUDA_OK(cudaStreamCreateWithFlags(&st[r], cudaStreamNonBlocking));
+      cudaGraph_t g = nullptr;
+      CUDA_OK(cudaStreamBeginCapture(st[r], cudaStreamCaptureModeThreadLocal));
+      add_one<<<4, 256, 0, st[r]>>>(in[r], n);
+      comms[static_cast<std::size_t>(r)].all_reduce(in[r], out[r], n, reduce_op::sum, st[r]);
+      CUDA_OK(cudaStreamEndCapture(st[r], &g));
+      CUDA_OK(cudaGraphInstantiate(&exec[r], g, 0));
+      CUDA_OK(cudaGraphDestroy(g));
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int k = 0; k < replays; ++k)
+      for (int r = 0; r < P; ++r) CUDA_OK(cudaGraphLaunch(exec[r], st[r]));
+    for (int r = 0; r < P; ++r) comms[static_cast<std::size_t>(r)].wait(st[r]);
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("graph: %d replays of {add, all_reduce of %zu floats} on %d ranks: %.2f us per replay\n",
+                replays, n, P, us / replays);
+    for (int r = 0; r < P; ++r) {
+      std::vector<float> h(n);
+      CUDA_OK(cudaMemcpy(h.data(), out[r], n * sizeof(float), cudaMemcpyDeviceToHost));
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        double want = static_cast<double>(P) * replays;
+        for (int q = 0; q < P; ++q) want += input(q, i);
+        wrong += h[i] != static_cast<float>(want);
+      }
+      expect(wrong == 0,
+             "graph replays: rank " + std::to_string(r) + ": " + std::to_string(wrong) + " wrong");
+    }
+  } catch (const std::exception& e) {
+    err = e.what();
+  }
+  expect(err.empty(), "graph replays: " + err);
+  for (int r = 0; r < P; ++r) {
+    if (exec[r]) cudaGraphExecDestroy(exec[r]);
+    cudaFree(in[r]), cudaFree(out[r]), cudaStreamDestroy(st[r]);
+  }
+}
+
+/// Rank 1 never calls: rank 0's kernel must end by abort() or by its deadline.
+void failure_case(bool by_abort) {
+  const int devs[2] = {0, 0};
+  gpu::options opt;
+  opt.stripes = 2;
+  opt.timeout_ms = by_abort ? 60'000 : 200;
+  auto comms = gpu::communicator::create_group(devs, opt);
+  float* buf = nullptr;
+  CUDA_OK(cudaMalloc(&buf, 4096 * sizeof(float)));
+  cudaStream_t s = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const auto t0 = std::chrono::steady_clock::now();
+  comms[0].all_reduce(buf, buf, 4096, reduce_op::sum, s);
+  if (by_abort) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    comms[1].abort();  // any handle, any thread
+  }
+  status got = status::ok;
+  try {
+    comms[0].wait(s);
+  } catch (const error& e) {
+    got = e.code();
+  }
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const status want = by_abort ? status::aborted : status::timeout;
+  expect(got == want, std::string(by_abort ? "abort" : "deadline") + ": wait threw " + to_string(got) +
+                          " instead of " + to_string(want));
+  expect(comms[0].error() == want, "error() after the failure");
+  expect(comms[1].error() == status::ok, "the rank that never called has no error");
+  std::printf("%s: rank 0 returned %s after %.0f ms\n", by_abort ? "abort" : "deadline", to_string(got), ms);
+  cudaFree(buf), cudaStreamDestroy(s);
+}
+
+void misuse_cases() {
+  const int devs[2] = {0, 0};
+  auto comms = gpu::communicator::create_group(devs);
+  std::vector<float> host(1024);
+  float* dev = nullptr;
+  CUDA_OK(cudaMalloc(&dev, 1024 * sizeof(float)));
+  cudaStream_t s = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  auto refused = [&](const std::string& label, auto&& f, const char* words) {
+    std::string msg;
+    status code = status::ok;
+    try {
+      f();
+    } catch (const error& e) {
+      msg = e.what(), code = e.code();
+    }
+    expect(code == status::invalid_argument && msg.find(words) != std::string::npos,
+           label + ": got \"" + msg + "\"");
+  };
+  refused(
+      "host send buffer", [&] { comms[0].all_reduce(host.data(), dev, 1024, reduce_op::sum, s); },
+      "host memory");
+  refused(
+      "bitwise op on float", [&] { comms[0].all_reduce(dev, dev, 1024, reduce_op::band, s); },
+      "not supported");
+  refused(
+      "root out of range", [&] { comms[0].broadcast(dev, dev, 1024, 2, s); }, "root 2");
+  refused(
+      "null recv", [&] { comms[0].all_reduce(dev, static_cast<float*>(nullptr), 1024, reduce_op::sum, s); },
+      "recv is null");
+  // Nothing was enqueued: a correct call on both ranks still completes.
+  std::string err;
+  try {
+    comms[0].all_reduce(dev, dev, 1024, reduce_op::sum, s);
+    comms[1].all_reduce(dev, dev, 1024, reduce_op::sum, s);
+    comms[0].wait(s);
+  } catch (const std::exception& e) {
+    err = e.what();
+  }
+  expect(err.empty(), "a call after refused ones: " + err);
+  cudaFree(dev), cudaStreamDestroy(s);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int devices = 0;
+  const cudaError_t e = cudaGetDeviceCount(&devices);
+  const bool none = gpu::no_device(e, devices);
+  if (argc > 1 && std::strcmp(argv[1], "--no-device") == 0) {
+    if (!none) {
+      std::printf("a GPU is present: the no-device check does not apply\n");
+      return 77;
+    }
+    const int devs[1] = {0};
+    std::string msg;
+    status code = status::ok;
+    try {
+      (void)gpu::communicator::create_group(devs);
+    } catch (const error& x) {
+      msg = x.what(), code = x.code();
+    }
+    expect(code == status::not_supported && msg.find("no CUDA device") != std::string::npos,
+           "create_group without a GPU: got \"" + msg + "\"");
+    std::printf("%s\n", failures ? "FAILED" : "no device: create_group refused with a clear error");
+    return failures ? 1 : 0;
+  }
+  if (none) {
+    std::printf("no CUDA device: skipping\n");
+    return 77;
+  }
+  try {
+    for (int P : {1, 2, 3, 4})
+      for (int S : {1, 4}) {
+        std::vector<int> devs(static_cast<std::size_t>(P), 0);
+        gpu::options opt;
+        opt.stripes = S;
+        opt.timeout_ms = 5'000;
+        auto comms = gpu::communicator::create_group(devs, opt);
+        const std::string tag = "P=" + std::to_string(P) + " S=" + std::to_string(S);
+        for (std::size_t n :
+             {std::size_t(0), std::size_t(1), std::size_t(1031), (std::size_t(1) << 20) + 3}) {
+          automatic_cases(comms, n, tag);
+          explicit_cases<algo::ring, proto::simple>(comms, n, tag);
+          explicit_cases<algo::ring, proto::ll>(comms, n, tag);
+          explicit_cases<algo::ring, proto::ll128>(comms, n, tag);
+          explicit_cases<algo::tree, proto::simple>(comms, n, tag);
+          explicit_cases<algo::tree, proto::ll>(comms, n, tag);
+        }
+        std::printf("%s: done (%d failures so far)\n", tag.c_str(), failures);
+        if (P >= 2 && S == 4) graph_case(comms, 4099, 1000);
+      }
+    failure_case(true);
+    failure_case(false);
+    misuse_cases();
+  } catch (const std::exception& x) {
+    expect(false, std::string("unexpected exception: ") + x.what());
+  }
+  std::printf("%s\n", failures ? "FAILED" : "all ok");
+  return failures ? 1 : 0;
+}
