@@ -254,7 +254,7 @@ struct proxy_rig {
       else std::this_thread::sleep_for(std::chrono::microseconds(200));
     return p();
   }
-  std::uint64_t rx_tail() const { return detail::load_acquire(&v.fifo(1, 0, 0).ctrl->tail); }
+  std::uint64_t rx_tail() const { return detail::load_acquire(v.fifo(1, 0, 0).tail); }
   /// Bytes of FIFO 1→0 equal to the guard value from `from` to the end.
   bool untouched_from(std::size_t from) const {
     const std::byte* b = v.fifo(1, 0, 0).buffer;
@@ -288,7 +288,7 @@ TEST_CASE("proxy: a valid step lands in its slot, nothing past it", "[net][proxy
   CHECK(r.untouched_from(100));
   CHECK(r.raised == 0);
   // The rank consumes the step: the proxy credits it on the stream.
-  detail::store_release(&r.v.fifo(1, 0, 0).ctrl->head, std::uint64_t{1});
+  detail::store_release(r.v.fifo(1, 0, 0).head, std::uint64_t{1});
   std::byte b[frame_bytes];
   REQUIRE(r.within([&] { return ::recv(r.peer.get(), b, frame_bytes, MSG_PEEK) == ssize_t(frame_bytes); }));
   REQUIRE(::recv(r.peer.get(), b, frame_bytes, 0) == ssize_t(frame_bytes));
@@ -303,7 +303,7 @@ TEST_CASE("proxy: a posted step goes out with the bytes it holds, credits reach 
   const auto payload = bytes(40, 2);
   std::memcpy(out.slot(0), payload.data(), payload.size());
   r.step_bytes[(1 * 1 + 0) * slots + 0] = 40;
-  detail::store_release(&out.ctrl->tail, std::uint64_t{1});
+  detail::store_release(out.tail, std::uint64_t{1});
   std::byte b[frame_bytes + 40];
   REQUIRE(r.within([&] { return ::recv(r.peer.get(), b, sizeof b, MSG_PEEK) == ssize_t(sizeof b); }));
   REQUIRE(::recv(r.peer.get(), b, sizeof b, 0) == ssize_t(sizeof b));
@@ -312,11 +312,11 @@ TEST_CASE("proxy: a posted step goes out with the bytes it holds, credits reach 
   CHECK((f.kind == frame_kind::data && f.step == 0 && f.bytes == 40));
   CHECK(std::memcmp(b + frame_bytes, payload.data(), 40) == 0);
   r.send(frame{frame_kind::credit, 0, 1, 0});
-  CHECK(r.within([&] { return detail::load_acquire(&out.ctrl->head) == 1; }));
+  CHECK(r.within([&] { return detail::load_acquire(out.head) == 1; }));
   // A credit for a step never sent is refused.
   r.send(frame{frame_kind::credit, 0, 2, 0});
   CHECK(r.failed_with("only 1 steps were sent"));
-  CHECK(detail::load_acquire(&out.ctrl->head) == 1);
+  CHECK(detail::load_acquire(out.head) == 1);
 }
 
 TEST_CASE("proxy: the previous rank's call records land in its record, in order only", "[net][proxy]") {
@@ -336,7 +336,7 @@ TEST_CASE("proxy: the previous rank's call records land in its record, in order 
   detail::store_release(&mine.signature, std::uint64_t{42});
   detail::store_release(&mine.count, std::uint64_t{9});
   detail::store_release(&mine.seq, std::uint64_t{1});
-  detail::store_release(&q.v.fifo(1, 0, 0).ctrl->head, std::uint64_t{0});
+  detail::store_release(q.v.fifo(1, 0, 0).head, std::uint64_t{0});
   const std::uint64_t one = 1;
   REQUIRE(::write(q.px->wake_fd(), &one, sizeof one) == sizeof one);
   std::byte b[frame_bytes + call_bytes];
@@ -428,7 +428,7 @@ TEST_CASE("proxy: a step posted to a peer that said goodbye fails, naming the pe
   REQUIRE(r.raised == 0);
   const transport::fifo_ref out = r.v.fifo(0, 1, 0);
   r.step_bytes[(1 * 1 + 0) * slots + 0] = 8;
-  detail::store_release(&out.ctrl->tail, std::uint64_t{1});
+  detail::store_release(out.tail, std::uint64_t{1});
   const std::uint64_t one = 1;
   REQUIRE(::write(r.px->wake_fd(), &one, sizeof one) == sizeof one);
   CHECK(r.failed_with("said goodbye"));
@@ -440,7 +440,7 @@ TEST_CASE("proxy: a step the peer left unread when it said goodbye fails, naming
   proxy_rig r;
   const transport::fifo_ref out = r.v.fifo(0, 1, 0);
   r.step_bytes[(1 * 1 + 0) * slots + 0] = 8;
-  detail::store_release(&out.ctrl->tail, std::uint64_t{1});
+  detail::store_release(out.tail, std::uint64_t{1});
   const std::uint64_t one = 1;
   REQUIRE(::write(r.px->wake_fd(), &one, sizeof one) == sizeof one);
   std::byte b[frame_bytes + 8];

@@ -13,6 +13,7 @@
 #include <collx/proto/runtime.hpp>
 #include <collx/reduce_op.hpp>
 #include <collx/stripes.hpp>
+#include <collx/transport/mesh.hpp>
 #include <collx/transport/shm.hpp>
 #include <collx/transport/shm_segment.hpp>
 #include <collx/variants.hpp>
@@ -22,6 +23,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -199,11 +201,10 @@ constexpr int own_channel() {
 
 /// What every worker runs: stripe `stripe` of `nstripes` of the schedule of
 /// <A, Pr> for case c, on `channel`.
-template <class A, class Pr, class Exec, class T, class Red>
-status run_one(int channel, int stripe, int nstripes, const Exec& ex, const transport::shm_view& view,
-               int rank, const case_desc& c, T* send, T* recv, const Red& red,
-               const peer_layout* layout = nullptr, const p2p_plan* plan = nullptr,
-               mismatch_report* report = nullptr) {
+template <class A, class Pr, class Exec, class View, class T, class Red>
+status run_one(int channel, int stripe, int nstripes, const Exec& ex, const View& view, int rank,
+               const case_desc& c, T* send, T* recv, const Red& red, const peer_layout* layout = nullptr,
+               const p2p_plan* plan = nullptr, mismatch_report* report = nullptr) {
   schedule_args<T> a{send, recv, c.count, c.root, rank, view.nranks(), layout, plan, report};
   status st = status::invalid_argument;
   auto go = [&]<coll C>() {
@@ -363,19 +364,63 @@ struct run_result {
   std::size_t cases = 0;
 };
 
+/// The memory of P ranks over transport Tr. Small FIFOs: many steps per
+/// call, and a full FIFO often.
+template <class Tr>
+struct test_memory;
+
+/// One shared segment (thread ranks of the host communicator).
+template <>
+struct test_memory<transport::shm> {
+  std::shared_ptr<transport::shm_segment> seg;
+  transport::shm_view view;
+  test_memory(int P, int S, bool single_copy)
+      : seg(transport::shm_segment::create_anonymous(
+            transport::shm_layout::make(static_cast<std::uint32_t>(P), 4, {2048, 2048, 2048}, S))),
+        view(seg->view()) {
+    view.header()->single_copy_min = single_copy ? 0 : ~std::uint64_t{0};
+    view.header()->single_copy_denied = single_copy ? 0 : 1;
+  }
+  std::uint32_t* abort_word() const { return view.abort_word(); }
+  detail::doorbell* bells() const { return view.doorbell(0); }
+};
+
+/// One region per rank, each its own allocation, as GPUs' memories are: a
+/// schedule or protocol that assumed one contiguous segment (an address
+/// computed from another rank's) would read or write the wrong rank's memory.
+template <>
+struct test_memory<transport::mesh> {
+  struct region_free {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  std::vector<std::unique_ptr<std::byte, region_free>> regions;
+  std::unique_ptr<std::uint32_t> abort = std::make_unique<std::uint32_t>(0);
+  transport::mesh_view view;
+  test_memory(int P, int S, bool) {
+    view.layout = transport::mesh_layout::make(
+        transport::shm_layout::make(static_cast<std::uint32_t>(P), 4, {2048, 2048, 2048}, S));
+    view.abort = abort.get();
+    const std::size_t bytes = view.layout.region_bytes();
+    for (int r = 0; r < P; ++r) {
+      regions.emplace_back(static_cast<std::byte*>(std::aligned_alloc(transport::shm_page, bytes)));
+      REQUIRE(regions.back() != nullptr);
+      std::memset(regions.back().get(), 0, bytes);
+      view.regions[r] = regions.back().get();
+    }
+  }
+  std::uint32_t* abort_word() const { return view.abort; }
+  detail::doorbell* bells() const { return nullptr; }  // waits spin and yield
+};
+
 /// Runs every case of <A, Pr> on P ranks of S stripes of W workers, back to back.
-template <class A, class Pr>
+template <class A, class Pr, class Tr = transport::shm>
 run_result run_matrix(int W, int P, std::uint64_t seed, bool single_copy, int channel = own_channel<Pr>(),
                       int S = 1) {
   const auto cases = cases_for<A>(P, S);
   run_result res;
   res.cases = cases.size();
-  // Small FIFOs: many steps per call, and a full FIFO often.
-  const auto layout = transport::shm_layout::make(static_cast<std::uint32_t>(P), 4, {2048, 2048, 2048}, S);
-  auto seg = transport::shm_segment::create_anonymous(layout);
-  const transport::shm_view view = seg->view();
-  view.header()->single_copy_min = single_copy ? 0 : ~std::uint64_t{0};
-  view.header()->single_copy_denied = single_copy ? 0 : 1;
+  const test_memory<Tr> mem(P, S, single_copy);
+  const auto& view = mem.view;
 
   std::vector<rank_buffers<float>> fb;
   std::vector<rank_buffers<std::int32_t>> ib;
@@ -407,11 +452,11 @@ run_result run_matrix(int W, int P, std::uint64_t seed, bool single_copy, int ch
         threads.emplace_back([&, r, s, lane] {
           const std::size_t team = static_cast<std::size_t>(r * S + s);
           exec::host_team ex;
-          ex.base.abort_word = view.abort_word();
+          ex.base.abort_word = mem.abort_word();
           ex.base.deadline_ns = 0;
           ex.base.timeout_ns = 60'000'000'000ull;
           ex.base.spin_ns = 2'000;
-          ex.base.bells = view.doorbell(0);
+          ex.base.bells = mem.bells();
           ex.base.self = r;
           ex.team = teams[team].get();
           ex.lane = lane;
@@ -434,7 +479,7 @@ run_result run_matrix(int W, int P, std::uint64_t seed, bool single_copy, int ch
             }
             if (lane == 0) statuses[team][k] = st;
             if (st != status::ok) {
-              detail::store_relaxed(view.abort_word(), std::uint32_t{1});  // the peers stop waiting
+              detail::store_relaxed(mem.abort_word(), std::uint32_t{1});  // the peers stop waiting
               return;
             }
           }
@@ -476,6 +521,7 @@ bool selected(const std::string& variant) {
   return list.find("," + variant + ",") != std::string::npos;
 }
 
+template <class Tr = transport::shm>
 void run_all(int W, int P, bool single_copy, int S = 1) {
   const std::uint64_t seed = seed_from_env();
   std::size_t variants = 0, cases = 0;
@@ -485,11 +531,12 @@ void run_all(int W, int P, bool single_copy, int S = 1) {
           [&]<class... Ps>(type_list<Ps...>) {
             (
                 [&]<class Pr>() {
-                  if constexpr (composable<A, Pr, transport::shm>) {
+                  if constexpr (composable<A, Pr, Tr>) {
                     if (!selected(std::string(A::name) + "/" + Pr::name)) return;
-                    INFO("variant " << A::name << "/" << Pr::name << ", W " << W << ", P " << P << ", S " << S
-                                    << ", seed " << seed << (single_copy ? ", single copy" : ""));
-                    const run_result r = run_matrix<A, Pr>(W, P, seed, single_copy, own_channel<Pr>(), S);
+                    INFO("variant " << A::name << "/" << Pr::name << " over " << Tr::name << ", W " << W
+                                    << ", P " << P << ", S " << S << ", seed " << seed
+                                    << (single_copy ? ", single copy" : ""));
+                    const run_result r = run_matrix<A, Pr, Tr>(W, P, seed, single_copy, own_channel<Pr>(), S);
                     std::string all;
                     for (const auto& e : r.errors) all += "\n  " + e;
                     INFO("failures:" << all);
@@ -598,4 +645,11 @@ TEST_CASE("stripes: a view with fewer stripes than asked is refused before any F
   CHECK(run_stripe<R, proto::simple, coll::all_reduce>(ex, seg->view(), red, 0, args, 2, 2) ==
         status::invalid_argument);
   CHECK(b == std::vector<float>(4096, 0.0f));
+}
+
+// The mesh transport (transport/mesh.hpp): every rank's region its own
+// allocation, FIFO slots and tails in the receiver's, heads in the sender's.
+TEST_CASE("team executor: every algorithm × protocol × collective over the mesh transport", "[team][mesh]") {
+  const auto [W, P, S] = GENERATE(std::tuple{2, 3, 1}, std::tuple{3, 2, 2}, std::tuple{1, 4, 3});
+  run_all<transport::mesh>(W, P, false, S);
 }

@@ -42,7 +42,7 @@ std::uint64_t steps_on(const transport::shm_view& view, int P, int ch) {
   std::uint64_t n = 0;
   for (int a = 0; a < P; ++a)
     for (int b = 0; b < P; ++b)
-      if (a != b) n += detail::load_acquire(&view.fifo(a, b, ch).ctrl->tail);
+      if (a != b) n += detail::load_acquire(view.fifo(a, b, ch).tail);
   return n;
 }
 

@@ -199,10 +199,10 @@ class ib_proxy : public proxy_base {
         channel& k = p.ch[c];
         const transport::fifo_ref out = v_.fifo(self_, q, static_cast<int>(c));
         const transport::fifo_ref in = v_.fifo(q, self_, static_cast<int>(c));
-        k.queued = out.ctrl->tail;
-        k.credit_from_peer = out.ctrl->head;
-        k.rx_tail = in.ctrl->tail;
-        k.credited = in.ctrl->head;
+        k.queued = *out.tail;
+        k.credit_from_peer = *out.head;
+        k.rx_tail = *in.tail;
+        k.credited = *in.head;
         k.arrived.assign(in.slots, 0);
         for (int i = 0; i < nqps_; ++i) {
           const std::uint64_t t = k.rx_tail, n = static_cast<std::uint64_t>(nqps_);
@@ -428,8 +428,7 @@ class ib_proxy : public proxy_base {
       if (p.left) {
         // Said goodbye after its last credit: steps posted beyond it are never read.
         for (std::uint32_t c = 0; c < nch_ && !p.lost; ++c) {
-          const std::uint64_t tail =
-              detail::load_acquire(&v_.fifo(self_, p.rank, static_cast<int>(c)).ctrl->tail);
+          const std::uint64_t tail = detail::load_acquire(v_.fifo(self_, p.rank, static_cast<int>(c)).tail);
           if (tail <= p.ch[c].credit_from_peer) continue;
           p.lost = true;
           fail(p.rank, status::peer_dead,
@@ -443,7 +442,7 @@ class ib_proxy : public proxy_base {
       for (std::uint32_t c = 0; c < nch_ && !p.dead; ++c) {
         channel& k = p.ch[c];
         const transport::fifo_ref out = v_.fifo(self_, p.rank, static_cast<int>(c));
-        const std::uint64_t tail = detail::load_acquire(&out.ctrl->tail);
+        const std::uint64_t tail = detail::load_acquire(out.tail);
         while (k.queued < tail && !p.dead) {
           const int qp = static_cast<int>(k.queued % static_cast<std::uint64_t>(nqps_));
           if (p.out[static_cast<std::size_t>(qp)] >= sdepth_) break;  // the send queue is full: later
@@ -461,7 +460,7 @@ class ib_proxy : public proxy_base {
           progress = true;
         }
         const transport::fifo_ref in = v_.fifo(p.rank, self_, static_cast<int>(c));
-        const std::uint64_t head = detail::load_acquire(&in.ctrl->head);
+        const std::uint64_t head = detail::load_acquire(in.head);
         if (head > k.credited && !p.dead && p.out[0] < sdepth_) {
           k.credited = head;
           std::uint64_t* w = credit_word(p.rank, c);
@@ -471,7 +470,7 @@ class ib_proxy : public proxy_base {
           wr.op = verbs::wr_opcode::rdma_write_with_imm;
           wr.local = {reinterpret_cast<std::uint64_t>(w), 8, ctl_lkey_};
           wr.remote_addr =
-              p.base + static_cast<std::uint64_t>(reinterpret_cast<std::byte*>(&in.ctrl->head) - v_.base);
+              p.base + static_cast<std::uint64_t>(reinterpret_cast<std::byte*>(in.head) - v_.base);
           wr.rkey = p.rkey;
           wr.imm = imm_credit << 30 | c << 27 | static_cast<std::uint32_t>(head & step_mask);
           post(p, 0, wr);
@@ -533,7 +532,7 @@ class ib_proxy : public proxy_base {
     channel& ch = p.ch[c];
     if (kind == imm_credit) {
       const transport::fifo_ref out = v_.fifo(self_, p.rank, static_cast<int>(c));
-      const std::uint64_t h = detail::load_acquire(&out.ctrl->head);
+      const std::uint64_t h = detail::load_acquire(out.head);
       if (h < ch.credit_from_peer || h > ch.queued)
         return refuse(p, qp,
                       "a credit of " + std::to_string(h) + " steps of channel " + std::to_string(c) +
@@ -552,7 +551,7 @@ class ib_proxy : public proxy_base {
     if (e.byte_len > in.slot_bytes)
       return refuse(p, qp,
                     std::to_string(e.byte_len) + " bytes for a slot of " + std::to_string(in.slot_bytes));
-    if (want >= detail::load_acquire(&in.ctrl->head) + in.slots)
+    if (want >= detail::load_acquire(in.head) + in.slots)
       return refuse(
           p, qp,
           "step " + std::to_string(want) + " of channel " + std::to_string(c) + " beyond the free slots");
@@ -564,7 +563,7 @@ class ib_proxy : public proxy_base {
       ++ch.rx_tail;
     }
     if (ch.rx_tail != before) {
-      detail::store_release(&in.ctrl->tail, ch.rx_tail);
+      detail::store_release(in.tail, ch.rx_tail);
       detail::ring(v_.doorbell(self_));
     }
   }
@@ -626,7 +625,7 @@ class ib_proxy : public proxy_base {
     for (peer& p : peers_) {
       if (p.rank < 0 || p.dead || p.left) continue;
       for (std::uint32_t c = 0; c < nch_; ++c)
-        if (p.ch[c].queued < detail::load_acquire(&v_.fifo(self_, p.rank, static_cast<int>(c)).ctrl->tail))
+        if (p.ch[c].queued < detail::load_acquire(v_.fifo(self_, p.rank, static_cast<int>(c)).tail))
           return false;
       for (std::uint32_t o : p.out)
         if (o != 0) return false;

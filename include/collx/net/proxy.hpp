@@ -104,10 +104,10 @@ class proxy : public proxy_base {
         channel& k = p.ch[c];
         const transport::fifo_ref out = v_.fifo(self_, l.rank, static_cast<int>(c));
         const transport::fifo_ref in = v_.fifo(l.rank, self_, static_cast<int>(c));
-        k.queued = out.ctrl->tail;
-        k.credit_from_peer = out.ctrl->head;
-        k.rx_tail = in.ctrl->tail;
-        k.credited = in.ctrl->head;
+        k.queued = *out.tail;
+        k.credit_from_peer = *out.head;
+        k.rx_tail = *in.tail;
+        k.credited = *in.head;
         k.arrived.assign(in.slots, 0);
       }
       for (std::size_t s = 0; s < l.streams.size(); ++s) {
@@ -263,8 +263,7 @@ class proxy : public proxy_base {
         // delivered).
         for (std::uint32_t c = 0; c < nch_ && !p.lost; ++c) {
           const channel& k = p.ch[c];
-          const std::uint64_t tail =
-              detail::load_acquire(&v_.fifo(self_, p.rank, static_cast<int>(c)).ctrl->tail);
+          const std::uint64_t tail = detail::load_acquire(v_.fifo(self_, p.rank, static_cast<int>(c)).tail);
           if (tail <= k.credit_from_peer) continue;
           p.lost = true;
           fail(p, status::peer_dead,
@@ -277,7 +276,7 @@ class proxy : public proxy_base {
       for (std::uint32_t c = 0; c < nch_; ++c) {
         channel& k = p.ch[c];
         const transport::fifo_ref out = v_.fifo(self_, p.rank, static_cast<int>(c));
-        const std::uint64_t tail = detail::load_acquire(&out.ctrl->tail);
+        const std::uint64_t tail = detail::load_acquire(out.tail);
         for (; k.queued < tail; ++k.queued) {
           const std::uint32_t len = posted_bytes(p.rank, c, k.queued, out);
           stream& s = p.streams[k.queued % p.streams.size()];
@@ -285,7 +284,7 @@ class proxy : public proxy_base {
           progress = true;
         }
         const transport::fifo_ref in = v_.fifo(p.rank, self_, static_cast<int>(c));
-        const std::uint64_t head = detail::load_acquire(&in.ctrl->head);
+        const std::uint64_t head = detail::load_acquire(in.head);
         if (head > k.credited) {
           k.credited = head;
           // Credits of every channel on stream 0: in order, so each is checked against the last.
@@ -411,7 +410,7 @@ class proxy : public proxy_base {
         for (std::uint32_t c = 0; c < nch_; ++c) {
           const transport::fifo_ref in = v_.fifo(p.rank, self_, static_cast<int>(c));
           rx[c] = channel_rx{in.slots,       in.slot_bytes,
-                             s.expected[c],  detail::load_acquire(&in.ctrl->head),
+                             s.expected[c],  detail::load_acquire(in.head),
                              p.ch[c].queued, p.ch[c].credit_from_peer};
         }
       bad = validate(f, rx, nch_);
@@ -451,7 +450,7 @@ class proxy : public proxy_base {
       case frame_kind::credit: {
         channel& k = p.ch[f.channel];
         k.credit_from_peer = f.step;
-        detail::store_release(&v_.fifo(self_, p.rank, static_cast<int>(f.channel)).ctrl->head, f.step);
+        detail::store_release(v_.fifo(self_, p.rank, static_cast<int>(f.channel)).head, f.step);
         detail::ring(v_.doorbell(self_));
         return true;
       }
@@ -481,7 +480,7 @@ class proxy : public proxy_base {
       ++k.rx_tail;
     }
     if (k.rx_tail != before) {
-      detail::store_release(&in.ctrl->tail, k.rx_tail);
+      detail::store_release(in.tail, k.rx_tail);
       detail::ring(v_.doorbell(self_));
     }
   }

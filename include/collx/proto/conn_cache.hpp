@@ -53,7 +53,7 @@ class conn_cache {
   template <class FifoOf>
   COLLX_HOST_DEVICE recv_conn& recv(const Group& g, int from, FifoOf&& fifo_of) {
     return find_or_load(g, recv_.at, nrecv_, next_recv_, from, fifo_of, [](recv_conn& c) {
-      c.step = detail::load_relaxed(&c.fifo.ctrl->head);  // this rank is its only writer
+      c.step = detail::load_relaxed(c.fifo.head);  // this rank is its only writer
     });
   }
 
@@ -61,8 +61,8 @@ class conn_cache {
   template <class FifoOf>
   COLLX_HOST_DEVICE send_conn& send(const Group& g, int to, FifoOf&& fifo_of) {
     return find_or_load(g, send_.at, nsend_, next_send_, to, fifo_of, [](send_conn& c) {
-      c.step = detail::load_relaxed(&c.fifo.ctrl->tail);  // this rank is its only writer
-      c.head_seen = detail::load_relaxed(&c.fifo.ctrl->head_seen);
+      c.step = detail::load_relaxed(c.fifo.tail);  // this rank is its only writer
+      c.head_seen = detail::load_relaxed(c.fifo.head_seen);
     });
   }
 

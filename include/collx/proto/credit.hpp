@@ -27,13 +27,13 @@ template <class Exec, class Group>
 COLLX_HOST_DEVICE status wait_credit(const Exec& ex, const Group& g, send_conn& c) {
   const std::uint64_t slots = c.fifo.slots, step = c.step;
   if (c.head_seen + slots > step) return status::ok;
-  transport::fifo_ctrl* ctrl = c.fifo.ctrl;
-  const status st = ex.wait([&] { return detail::load_acquire(&ctrl->head) + slots > step; });
+  const std::uint64_t* head_word = c.fifo.head;
+  const status st = ex.wait([&] { return detail::load_acquire(head_word) + slots > step; });
   if (st != status::ok) return st;
   std::uint64_t head = 0;
   if (g.leader()) {
-    head = detail::load_acquire(&ctrl->head);
-    detail::store_relaxed(&ctrl->head_seen, head);  // kept for the next primitives object
+    head = detail::load_acquire(head_word);
+    detail::store_relaxed(c.fifo.head_seen, head);  // kept for the next primitives object
   }
   c.head_seen = g.broadcast(head);
   return status::ok;

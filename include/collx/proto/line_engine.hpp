@@ -169,8 +169,8 @@ class line_engine {
       COLLX_TRY(ex_.agree(st));  // the whole group leaves together, with the first failure
       ex_.fence_before_post();
       if (g.leader()) {
-        if constexpr (R) detail::store_release(&in->fifo.ctrl->head, rstep + 1);
-        if constexpr (S) detail::store_relaxed(&out->fifo.ctrl->tail, sstep + 1);
+        if constexpr (R) detail::store_release(in->fifo.head, rstep + 1);
+        if constexpr (S) detail::store_relaxed(out->fifo.tail, sstep + 1);
         if constexpr (R) ex_.notify(from);
       }
       if constexpr (R) ++in->step;

@@ -96,20 +96,20 @@ struct simple {
           // A transport whose peers can leave (transport/proxied.hpp): a peer
           // that closed its communicator never sends this step; say so.
           const std::uint64_t want = in->step;
-          const transport::fifo_ctrl* ctrl = in->fifo.ctrl;
+          const std::uint64_t* tail = in->fifo.tail;
           // Waiting, the rank receives from the network itself when the
           // proxy thread is idle (proxied_view::drive).
           const status st = ex_.wait([&] {
-            if (detail::load_acquire(&ctrl->tail) > want) return true;
+            if (detail::load_acquire(tail) > want) return true;
             view_.drive();
-            return detail::load_acquire(&ctrl->tail) > want || view_.has_left(from);
+            return detail::load_acquire(tail) > want || view_.has_left(from);
           });
           if (st != status::ok) return st;
-          if (detail::load_acquire(&ctrl->tail) <= want) return view_.departed(from, channel_, want);
+          if (detail::load_acquire(tail) <= want) return view_.departed(from, channel_, want);
         } else if constexpr (R) {
           const std::uint64_t want = in->step;
-          const transport::fifo_ctrl* ctrl = in->fifo.ctrl;
-          const status st = ex_.wait([&] { return detail::load_acquire(&ctrl->tail) > want; });
+          const std::uint64_t* tail = in->fifo.tail;
+          const status st = ex_.wait([&] { return detail::load_acquire(tail) > want; });
           if (st != status::ok) return st;
         }
         if constexpr (S) {
@@ -144,12 +144,12 @@ struct simple {
         g.sync();
         ex_.fence_before_post();
         if (g.leader()) {
-          if constexpr (R) detail::store_release(&in->fifo.ctrl->head, in->step + 1);
+          if constexpr (R) detail::store_release(in->fifo.head, in->step + 1);
           // A transport whose proxy moves the slot (transport/proxied.hpp)
           // learns how many of its bytes this step filled.
           if constexpr (S && requires { view_.posted(0, 0, 0, std::uint64_t{}, std::uint32_t{}); })
             view_.posted(rank_, to, channel_, out->step, static_cast<std::uint32_t>(k * sizeof(T)));
-          if constexpr (S) detail::store_release(&out->fifo.ctrl->tail, out->step + 1);
+          if constexpr (S) detail::store_release(out->fifo.tail, out->step + 1);
           // ... and wakes the proxy if it sleeps: a counter moved.
           if constexpr (requires { view_.published(); }) view_.published();
           if constexpr (R) ex_.notify(from);

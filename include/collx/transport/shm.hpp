@@ -228,7 +228,10 @@ struct shm_view {
     const std::size_t pair =
         (std::size_t(src) * layout.nranks + std::size_t(dst)) * layout.nstripes + std::size_t(stripe);
     fifo_ref f;
-    f.ctrl = reinterpret_cast<fifo_ctrl*>(base + layout.at.ctrl) + pair * layout.nchannels + ch;
+    fifo_ctrl* c = reinterpret_cast<fifo_ctrl*>(base + layout.at.ctrl) + pair * layout.nchannels + ch;
+    f.tail = &c->tail;
+    f.head = &c->head;
+    f.head_seen = &c->head_seen;
     f.buffer = base + layout.at.buffers + pair * layout.at.pair + layout.at.channel[ch];
     f.slots = layout.fifo[ch].slots;
     f.slot_bytes = layout.fifo[ch].slot_bytes;
