@@ -1,14 +1,17 @@
 // collx/detail/reduce_copy.hpp — the element loop under every primitive.
 //
 // d0[i] (and d1[i] when NDst == 2) = post?(a[i] ⊕ b[i]) or copies of a[i],
-// for the elements of [0, n) owned by this worker of the group. Written as
-// plain indexed loops so host compilers vectorize them; a may alias d0
-// (in-place operation), which is why no pointer is declared restrict.
+// for the elements of [0, n) owned by this worker of the group. A one-worker
+// host group copies with memcpy or hands the slice to a typed kernel; groups
+// of several workers (a GPU block, a host team) move 16-byte packs where the
+// pointers' alignment allows. a may alias d0 (in-place operation), which is
+// why no pointer is declared restrict.
 #pragma once
 
 #include <collx/config.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 
@@ -18,8 +21,89 @@ namespace collx::detail {
 /// whose size is a run-time value (a block, a host team) are not.
 template <class Group>
 inline constexpr bool single_worker = requires {
-  requires Group::size() == 1;
+  requires Group::size()
+  == 1;
 };
+
+/// Elements of T in one 16-byte pack (0: T does not tile 16 bytes).
+template <class T>
+inline constexpr std::size_t pack_elems = sizeof(T) <= 16 && 16 % sizeof(T) == 0 ? 16 / sizeof(T) : 0;
+
+/// 16 bytes of T, moved by one vector access on a GPU (ld/st.global.v4).
+template <class T>
+struct alignas(16) pack {
+  T v[pack_elems<T>];
+};
+
+/// The loop of a worker group (a GPU block, a host team): elements are dealt
+/// round-robin to the workers. Where every pointer has the same offset from a
+/// 16-byte boundary, the middle of the range moves in 16-byte packs, Unroll
+/// packs per worker per round with all loads issued before the stores (several
+/// accesses in flight per thread); the unaligned head and the tail, and
+/// pointers of different offsets, go element by element.
+template <bool Reduce, bool Post, int NDst, int Unroll = 4, class Group, class T, class Red>
+COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void reduce_copy_packed(const Group& g, const T* a, const T* b, T* d0,
+                                                              T* d1, std::size_t n, const Red& red) {
+  const std::size_t workers = static_cast<std::size_t>(g.size()), me = static_cast<std::size_t>(g.index());
+  auto scalar = [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo + me; i < hi; i += workers) {
+      T v = a[i];
+      if constexpr (Reduce) v = red(v, b[i]);
+      if constexpr (Post) v = red.post(v);
+      d0[i] = v;
+      if constexpr (NDst == 2) d1[i] = v;
+    }
+  };
+  constexpr std::size_t V = pack_elems<T>;
+  if constexpr (V < 2) {
+    scalar(0, n);
+  } else {
+    auto off = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16; };
+    const std::uintptr_t o = off(a);
+    const bool same = off(d0) == o && (!Reduce || off(b) == o) && (NDst == 1 || off(d1) == o);
+    if (!same || o % sizeof(T) != 0 || n < 2 * V) {
+      scalar(0, n);
+      return;
+    }
+    const std::size_t head = o == 0 ? 0 : (16 - o) / sizeof(T);
+    const std::size_t packs = (n - head) / V, body_end = head + packs * V;
+    using P = pack<T>;
+    const P* pa = reinterpret_cast<const P*>(a + head);
+    const P* pb = reinterpret_cast<const P*>(b + (Reduce ? head : 0));
+    P* p0 = reinterpret_cast<P*>(d0 + head);
+    P* p1 = reinterpret_cast<P*>(d1 + (NDst == 2 ? head : 0));
+    auto op = [&](P x, const P& y) {
+      for (std::size_t e = 0; e < V; ++e) {
+        if constexpr (Reduce) x.v[e] = red(x.v[e], y.v[e]);
+        if constexpr (Post) x.v[e] = red.post(x.v[e]);
+      }
+      return x;
+    };
+    const std::size_t round = workers * Unroll;
+    std::size_t k = me;
+    for (; k + (Unroll - 1) * workers < packs; k += round) {
+      P x[Unroll], y[Unroll];
+      for (int u = 0; u < Unroll; ++u) {
+        x[u] = pa[k + u * workers];
+        if constexpr (Reduce) y[u] = pb[k + u * workers];
+      }
+      for (int u = 0; u < Unroll; ++u) {
+        const P r = op(x[u], y[u]);
+        p0[k + u * workers] = r;
+        if constexpr (NDst == 2) p1[k + u * workers] = r;
+      }
+    }
+    for (; k < packs; k += workers) {
+      P y{};
+      if constexpr (Reduce) y = pb[k];
+      const P r = op(pa[k], y);
+      p0[k] = r;
+      if constexpr (NDst == 2) p1[k] = r;
+    }
+    scalar(0, head);
+    scalar(body_end, n);
+  }
+}
 
 template <bool Reduce, bool Post, int NDst, class Group, class T, class Red>
 COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void reduce_copy(const Group& g, const T* a,
@@ -41,15 +125,7 @@ COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void reduce_copy(const Group& g, const T* 
   } else
 #endif
   {
-    const std::size_t stride = static_cast<std::size_t>(g.size());
-    for (std::size_t i = static_cast<std::size_t>(g.index()); i < n; i += stride) {
-      T v = a[i];
-      if constexpr (Reduce) v = red(v, b[i]);
-      if constexpr (Post) v = red.post(v);
-      d0[i] = v;
-      if constexpr (NDst == 2) d1[i] = v;
-    }
+    reduce_copy_packed<Reduce, Post, NDst>(g, a, b, d0, d1, n, red);
   }
 }
-
 }  // namespace collx::detail
