@@ -16,13 +16,15 @@
 // (they wait for each other): the communicator checks at launch that the
 // blocks of every rank sharing a GPU fit on it at once.
 //
-// Memory: one segment in the memory of the first rank's GPU holds every
-// connection's FIFOs (transport/shm.hpp's layout, `stripes` copies per
-// directed pair); ranks on other GPUs reach it by peer access, which must be
-// available between every pair of GPUs of the group (else not_supported; the
-// mapped-host-memory fallback and the nvlink transport with FIFOs in the
-// receiver's memory are not built yet). The abort word and one status word
-// per rank live in mapped pinned host memory.
+// Memory: the mesh transport (transport/mesh.hpp): each rank's region is
+// device memory of its own GPU and holds the FIFO slots and tails of the
+// connections into it and the heads of those out of it, so every wait polls
+// the GPU's own memory and every store to a peer crosses the link once.
+// Ranks on other GPUs reach a region by peer access, which must be available
+// between every pair of GPUs of the group (else not_supported; the
+// mapped-host-memory fallback and process ranks, whose regions would come
+// from cuMemCreate and file descriptors, are not built yet). The abort word
+// and one status word per rank live in mapped pinned host memory.
 //
 // Errors: argument errors (host pointers, buffers on another GPU, a stream of
 // another GPU, a bad root, a reduction the type does not support, a variant
@@ -45,6 +47,7 @@
 #include <collx/algo/tree.hpp>
 #include <collx/composition.hpp>
 #include <collx/cuda/check.hpp>
+#include <collx/cuda/device.hpp>
 #include <collx/cuda/kernel.hpp>
 #include <collx/dtype.hpp>
 #include <collx/error.hpp>
@@ -55,7 +58,7 @@
 #include <collx/proto/simple.hpp>
 #include <collx/reduce_op.hpp>
 #include <collx/stripes.hpp>
-#include <collx/transport/shm.hpp>
+#include <collx/transport/mesh.hpp>
 #include <collx/tune/model.hpp>
 #include <collx/tune/presets.hpp>
 #include <collx/type_list.hpp>
@@ -103,18 +106,29 @@ struct group_state {
   int stripes = 1;
   std::vector<int> devices;  // rank → device
   bool several_devices = false;
-  transport::shm_layout layout{};
-  std::byte* segment = nullptr;         // device memory of devices[0]
+  transport::mesh_view view{};          // regions[r]: device memory of devices[r]
   std::uint32_t* abort_host = nullptr;  // mapped pinned: [0] abort word, then one status word per rank
   std::uint32_t* abort_dev = nullptr;
   std::uint64_t timeout_ns = 0;
   tune::profile profile{};
+  /// Process ranks (collx/cuda/process.hpp): the regions and words are
+  /// mappings this holds, released with it, not allocations freed here.
+  std::shared_ptr<void> mappings;
 
   ~group_state() {
-    if (segment != nullptr) {
-      (void)cudaSetDevice(devices.empty() ? 0 : devices[0]);
-      (void)cudaFree(segment);
+    if (mappings) {
+      view = {};
+      mappings.reset();
+      return;
     }
+    int saved = 0;
+    (void)cudaGetDevice(&saved);
+    for (std::size_t r = 0; r < devices.size(); ++r)
+      if (view.regions[r] != nullptr) {
+        (void)cudaSetDevice(devices[r]);
+        (void)cudaFree(view.regions[r]);
+      }
+    (void)cudaSetDevice(saved);
     if (abort_host != nullptr) (void)cudaFreeHost(abort_host);
   }
   int* status_host(int rank) const { return reinterpret_cast<int*>(abort_host + 1 + rank); }
@@ -129,6 +143,8 @@ struct group_state {
 
 }  // namespace detail
 
+struct process_access;  // collx/cuda/process.hpp's door to the private constructor
+
 /// One rank's handle. Copyable (handles share the group); one thread at a
 /// time per handle; abort() from any thread.
 class communicator {
@@ -139,19 +155,12 @@ class communicator {
   /// ranks on one GPU). Throws: no GPU, a bad ordinal, GPUs without peer
   /// access to each other, options out of range.
   static std::vector<communicator> create_group(std::span<const int> devices, const options& opt = {}) {
-    require(!devices.empty(), "gpu::communicator::create_group", "no devices given");
-    require(opt.stripes >= 1 && opt.stripes <= transport::max_stripes, "gpu::communicator::create_group",
-            "stripes must be in [1, " + std::to_string(transport::max_stripes) + "], got " +
-                std::to_string(opt.stripes));
-    require(opt.fifo_slots >= 2 && opt.fifo_slots <= 1024, "gpu::communicator::create_group",
-            "fifo_slots must be in [2, 1024], got " + std::to_string(opt.fifo_slots));
-    int count = 0;
-    const cudaError_t e = cudaGetDeviceCount(&count);
-    if (no_device(e, count)) {
-      (void)cudaGetLastError();
-      throw_error(status::not_supported, "gpu::communicator::create_group: no CUDA device on this machine");
-    }
-    check(e, "cudaGetDeviceCount");
+    require(!devices.empty() && devices.size() <= std::size_t(transport::max_mesh_ranks),
+            "gpu::communicator::create_group",
+            "a group has 1 to " + std::to_string(transport::max_mesh_ranks) + " ranks, got " +
+                std::to_string(devices.size()));
+    validate(opt, "gpu::communicator::create_group");
+    const int count = device_count("gpu::communicator::create_group");
     auto g = std::make_shared<detail::group_state>();
     g->nranks = static_cast<int>(devices.size());
     g->stripes = opt.stripes;
@@ -163,12 +172,18 @@ class communicator {
       });
     for (int d : g->devices) g->several_devices |= d != g->devices[0];
     enable_peer_access(g->devices);
-    g->layout = transport::shm_layout::make(static_cast<std::uint32_t>(g->nranks), opt.fifo_slots,
-                                            opt.slot_bytes.data(), proto::channel_count, opt.stripes);
+    g->view.layout = layout_for(g->nranks, opt);
+    const std::size_t region = g->view.layout.region_bytes();
+    for (int r = 0; r < g->nranks; ++r) {
+      device_guard on(g->devices[static_cast<std::size_t>(r)]);
+      void* p = nullptr;
+      check(cudaMalloc(&p, region), "cudaMalloc of a rank's FIFO region");
+      g->view.regions[r] = static_cast<std::byte*>(p);
+      check(cudaMemset(p, 0, region), "cudaMemset of a rank's FIFO region");
+      check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after a region's initialisation");
+    }
     {
       device_guard on(g->devices[0]);
-      check(cudaMalloc(&g->segment, g->layout.total_bytes()), "cudaMalloc of the FIFO segment");
-      check(cudaMemset(g->segment, 0, g->layout.total_bytes()), "cudaMemset of the FIFO segment");
       void* words = nullptr;
       const std::size_t bytes = sizeof(std::uint32_t) * (1 + static_cast<std::size_t>(g->nranks));
       check(cudaHostAlloc(&words, bytes, cudaHostAllocMapped | cudaHostAllocPortable),
@@ -178,7 +193,7 @@ class communicator {
       void* dev = nullptr;
       check(cudaHostGetDevicePointer(&dev, words, 0), "cudaHostGetDevicePointer");
       g->abort_dev = static_cast<std::uint32_t*>(dev);
-      check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the segment's initialisation");
+      g->view.abort = g->abort_dev;
     }
     g->timeout_ns = opt.timeout_ms * 1'000'000ull;
     g->profile = opt.profile;
@@ -253,7 +268,7 @@ class communicator {
   void execute(const T* send, T* recv, std::size_t count, reduce_op op, int root, cudaStream_t stream) {
     const detail::group_state& g = live();
     static_assert(Algo::implements(C), "this algorithm does not implement the collective");
-    static_assert(composable<Algo, Proto, transport::shm, exec::cuda>,
+    static_assert(composable<Algo, Proto, transport::mesh, exec::cuda>,
                   "this algorithm and protocol do not compose on GPU ranks (collx/composition.hpp)");
     require(allowed<Algo, Proto>(), name(C), [] {
       return std::string("protocol ") + Proto::name +
@@ -293,10 +308,49 @@ class communicator {
                           std::to_string(device()) + "): a collective failed: " + to_string(st));
   }
 
+  /// The handle a user kernel runs collectives with (collx/cuda/device.hpp).
+  device_comm device_handle() const {
+    const detail::group_state& g = live();
+    device_comm h;
+    h.view = g.view;
+    h.exec.abort_word = g.abort_dev;
+    h.exec.timeout_ns = g.timeout_ns;
+    h.rank = rank_;
+    h.nranks = g.nranks;
+    h.stripes = g.stripes;
+    h.status_word = g.status_dev(rank_);
+    return h;
+  }
+
   /// Makes every waiting kernel of the group return status::aborted. Any thread.
   void abort() const { *static_cast<volatile std::uint32_t*>(live().abort_host) = 1; }
 
  private:
+  friend struct process_access;
+
+  static void validate(const options& opt, const char* op) {
+    require(opt.stripes >= 1 && opt.stripes <= transport::max_stripes, op,
+            "stripes must be in [1, " + std::to_string(transport::max_stripes) + "], got " +
+                std::to_string(opt.stripes));
+    require(opt.fifo_slots >= 2 && opt.fifo_slots <= 1024, op,
+            "fifo_slots must be in [2, 1024], got " + std::to_string(opt.fifo_slots));
+  }
+  /// The number of GPUs; not_supported naming `op` where there is none.
+  static int device_count(const char* op) {
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (no_device(e, count)) {
+      (void)cudaGetLastError();
+      throw_error(status::not_supported, std::string(op) + ": no CUDA device on this machine");
+    }
+    check(e, "cudaGetDeviceCount");
+    return count;
+  }
+  static transport::mesh_layout layout_for(int nranks, const options& opt) {
+    return transport::mesh_layout::make(transport::shm_layout::make(static_cast<std::uint32_t>(nranks),
+                                                                    opt.fifo_slots, opt.slot_bytes.data(),
+                                                                    proto::channel_count, opt.stripes));
+  }
   communicator(std::shared_ptr<detail::group_state> g, int rank) : g_(std::move(g)), rank_(rank) {}
 
   const detail::group_state& live() const {
@@ -317,7 +371,8 @@ class communicator {
             [&]<class... Ps>(type_list<Ps...>) {
               (
                   [&]<class P>() {
-                    if constexpr (composable<A, P, transport::shm, exec::cuda>) f.template operator()<A, P>();
+                    if constexpr (composable<A, P, transport::mesh, exec::cuda>)
+                      f.template operator()<A, P>();
                   }.template operator()<Ps>(),
                   ...);
             }(protocols_of<A>{});
@@ -396,7 +451,7 @@ class communicator {
   /// checking (once per kernel and device) that every rank sharing the GPU
   /// can have its blocks resident at once: they wait for each other.
   template <class T>
-  void launch(void (*kernel)(transport::shm_view, exec::cuda, schedule_args<T>, int*),
+  void launch(void (*kernel)(transport::mesh_view, exec::cuda, schedule_args<T>, int*),
               const schedule_args<T>& a, cudaStream_t stream) const {
     const detail::group_state& g = live();
     const int dev = device();
@@ -409,11 +464,10 @@ class communicator {
                                              std::to_string(need) + " blocks resident at once on device " +
                                              std::to_string(dev) + ", which holds " + std::to_string(fit) +
                                              " of this kernel (use fewer stripes or ranks per GPU)");
-    const transport::shm_view view{g.segment, g.layout};
     exec::cuda ex{};
     ex.abort_word = g.abort_dev;
     ex.timeout_ns = g.timeout_ns;
-    kernel<<<g.stripes, block_threads, 0, stream>>>(view, ex, a, g.status_dev(rank_));
+    kernel<<<g.stripes, block_threads, 0, stream>>>(g.view, ex, a, g.status_dev(rank_));
     check(cudaGetLastError(), "kernel launch");
   }
 

@@ -14,7 +14,7 @@
 #include <collx/proto/list.hpp>
 #include <collx/reduce_op.hpp>
 #include <collx/stripes.hpp>
-#include <collx/transport/shm.hpp>
+#include <collx/transport/mesh.hpp>
 
 #if defined(__CUDACC__)
 
@@ -27,7 +27,7 @@ inline constexpr int block_threads = 256;
 
 template <class Algo, class Proto, coll C, class T, reduce_op Op>
 __global__ void __launch_bounds__(block_threads)
-    collective_kernel(transport::shm_view view, exec::cuda ex, schedule_args<T> a, int* status_word) {
+    collective_kernel(transport::mesh_view view, exec::cuda ex, schedule_args<T> a, int* status_word) {
   const reducer<T, Op> red{static_cast<std::uint32_t>(a.nranks)};
   const int stripe = static_cast<int>(blockIdx.x), nstripes = static_cast<int>(gridDim.x);
   const status st = run_stripe<Algo, Proto, C>(ex, view, red, proto::channel_of<Proto>, a, stripe, nstripes);
