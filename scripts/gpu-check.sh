@@ -9,7 +9,10 @@
 #   nvidia-smi.txt        the GPU, driver and clocks
 #   ptx-check.log         tests/device/check_ptx.py on the instantiation check's PTX
 #   ring.log              the GPU ring test (P ranks of S blocks in one kernel)
-#   comm.log              cuda::communicator: every collective, graph replays,
+#   perf-*.log            collx-perf-cuda sweeps (nccl-tests columns, last column
+#                         the device-to-device copy bandwidth of the same bytes)
+#   comm-procs.log        gpu::from_env on two processes sharing the GPU
+#   comm.log              gpu::communicator: every collective, graph replays,
 #                         abort, deadline, misuse (P ranks sharing the GPU)
 #   sanitizer-<tool>.log  compute-sanitizer memcheck, racecheck, synccheck on
 #                         the GPU ring test (small: the sanitizers are slow)
@@ -64,8 +67,26 @@ step "GPU ring test" "$out/ring.log" env COLLX_GPU_TIMEOUT_MS=5000 "$ring"
 comm=$build/tests/device/collx_gpu_comm_test
 if [ -x "$comm" ]; then
   step "CUDA communicator test" "$out/comm.log" "$comm"
+  step "CUDA communicator, process ranks" "$out/comm-procs.log" "$build/tools/collxrun" -n 2 "$comm" --procs
 else
   echo "| CUDA communicator test | FAIL ($comm missing) | | |" >>"$summary"
+  failed=1
+fi
+
+# The perf sweep (issue quality bar: 256 MiB Simple all_reduce against the
+# device-to-device copy, 8 B LL latency per call and inside a graph).
+perf=$build/tools/collx-perf-cuda
+if [ -x "$perf" ]; then
+  step "perf all_reduce P=2 auto" "$out/perf-ar-p2.log" "$perf" all_reduce -b 8 -e 256M -f 4 -p 2
+  step "perf all_reduce P=4 auto" "$out/perf-ar-p4.log" "$perf" all_reduce -b 8 -e 256M -f 4 -p 4
+  step "perf all_reduce P=2 ring/simple" "$out/perf-ar-p2-simple.log" "$perf" all_reduce -b 1M -e 256M -f 4 -p 2 \
+    --algo ring --proto simple
+  step "perf all_reduce P=2 ring/ll 8 B" "$out/perf-ar-p2-ll.log" "$perf" all_reduce -b 8 -e 64K -f 8 -p 2 -n 200 \
+    --algo ring --proto ll
+  step "perf all_reduce P=2 ring/ll 8 B graph" "$out/perf-ar-p2-ll-graph.log" "$perf" all_reduce -b 8 -e 64K -f 8 \
+    -p 2 -n 200 --algo ring --proto ll --graph
+else
+  echo "| perf | FAIL ($perf missing) | | |" >>"$summary"
   failed=1
 fi
 
@@ -80,7 +101,7 @@ for tool in memcheck racecheck synccheck; do
   fi
   # Generous per-kernel budget: the sanitizers slow kernels by 10-100x.
   step "compute-sanitizer $tool" "$out/sanitizer-$tool.log" \
-    env COLLX_GPU_TIMEOUT_MS=60000 "$sanitizer" --tool "$tool" --error-exitcode 3 "$ring"
+    env COLLX_GPU_TIMEOUT_MS=60000 COLLX_GPU_SMALL=1 "$sanitizer" --tool "$tool" --error-exitcode 3 "$ring"
 done
 
 cat "$summary"

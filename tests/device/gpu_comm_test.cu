@@ -3,12 +3,16 @@
 // composition, checked against a double reference with guard elements around
 // every output; calls back to back (step counters carry over); a captured
 // graph replayed 1,000 times; abort and deadline; misuse refused before
-// anything is enqueued. Exits 77 without a GPU.
+// anything is enqueued; a user kernel that computes and all-reduces in one
+// launch through the device handle. Exits 77 without a GPU.
 //
 // `gpu_comm_test --no-device`: the one check that needs no GPU (creating a
 // group on a machine without one is a clear not_supported error); 77 where a
 // GPU is present.
+#include <collx/bootstrap/fd_exchange.hpp>
 #include <collx/cuda/communicator.hpp>
+#include <collx/cuda/ipc_region.hpp>
+#include <collx/cuda/process.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -224,6 +228,85 @@ void graph_case(std::vector<gpu::communicator>& comms, std::size_t n, int replay
   }
 }
 
+/// A user kernel that produces its stripe's slice of y (2·input) and
+/// all-reduces y in the same kernel (collx/cuda/device.hpp).
+__global__ void __launch_bounds__(gpu::block_threads)
+    fused_double_then_all_reduce(gpu::device_comm h, const float* x, float* y, std::size_t n) {
+  const stripe_slice s = h.slice_of_block(n, sizeof(float));
+  for (std::size_t i = s.lo + threadIdx.x; i < s.lo + s.n; i += blockDim.x) y[i] = 2.0f * x[i];
+  __syncthreads();
+  (void)h.all_reduce<algo::ring, proto::simple>(y, y, n);
+}
+
+void fused_case(std::vector<gpu::communicator>& comms, std::size_t n) {
+  const int P = static_cast<int>(comms.size());
+  std::vector<float*> x(static_cast<std::size_t>(P)), y(static_cast<std::size_t>(P));
+  std::vector<cudaStream_t> st(static_cast<std::size_t>(P));
+  std::string err;
+  try {
+    for (int r = 0; r < P; ++r) {
+      std::vector<float> h(n);
+      for (std::size_t i = 0; i < n; ++i) h[i] = input(r, i);
+      CUDA_OK(cudaMalloc(&x[r], n * sizeof(float)));
+      CUDA_OK(cudaMalloc(&y[r], n * sizeof(float)));
+      CUDA_OK(cudaMemcpy(x[r], h.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+      CUDA_OK(cudaStreamCreateWithFlags(&st[r], cudaStreamNonBlocking));
+    }
+    for (int r = 0; r < P; ++r) {
+      const gpu::device_comm h = comms[static_cast<std::size_t>(r)].device_handle();
+      fused_double_then_all_reduce<<<h.stripes, gpu::block_threads, 0, st[r]>>>(h, x[r], y[r], n);
+      CUDA_OK(cudaGetLastError());
+    }
+    for (int r = 0; r < P; ++r) comms[static_cast<std::size_t>(r)].wait(st[r]);
+    for (int r = 0; r < P; ++r) {
+      std::vector<float> h(n);
+      CUDA_OK(cudaMemcpy(h.data(), y[r], n * sizeof(float), cudaMemcpyDeviceToHost));
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        double want = 0;
+        for (int q = 0; q < P; ++q) want += 2.0 * input(q, i);
+        wrong += h[i] != static_cast<float>(want);
+      }
+      expect(wrong == 0, "fused kernel: rank " + std::to_string(r) + ": " + std::to_string(wrong) + " wrong");
+    }
+  } catch (const std::exception& e) {
+    err = e.what();
+  }
+  expect(err.empty(), "fused kernel: " + err);
+  for (int r = 0; r < P; ++r) cudaFree(x[r]), cudaFree(y[r]), cudaStreamDestroy(st[r]);
+}
+
+/// A region exported as a file descriptor, passed through the fd exchange
+/// and mapped again: bytes written through one mapping are read through the
+/// other (the path a process rank's region takes to its peers).
+void ipc_case() {
+  std::string err;
+  try {
+    const auto region = gpu::exported_region::create(0, 3 << 20);
+    expect(region.bytes() >= (3u << 20), "exported region size");
+    const int fd = region.export_fd();
+    const auto token = bootstrap::random_secret();
+    bootstrap::fd_server srv(fd, token);
+    const int got = bootstrap::fetch_fd(srv.path(), token, std::chrono::seconds(5));
+    ::close(fd);
+    const auto mapped = gpu::imported_region::open(got, region.bytes(), 0);
+    ::close(got);
+    expect(mapped.data() != region.data(), "the import is a second mapping");
+    CUDA_OK(cudaMemset(region.data(), 0x3c, region.bytes()));
+    CUDA_OK(cudaMemset(region.data() + 12345, 0x7e, 1));
+    std::vector<unsigned char> h(region.bytes());
+    CUDA_OK(cudaMemcpy(h.data(), mapped.data(), h.size(), cudaMemcpyDeviceToHost));
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < h.size(); ++i) wrong += h[i] != (i == 12345 ? 0x7e : 0x3c);
+    expect(wrong == 0, "ipc region: " + std::to_string(wrong) + " bytes differ through the second mapping");
+    std::printf("ipc region: %zu bytes exported, passed as a descriptor and mapped again: %s\n",
+                region.bytes(), wrong ? "WRONG" : "ok");
+  } catch (const std::exception& e) {
+    err = e.what();
+  }
+  expect(err.empty(), "ipc region: " + err);
+}
+
 /// Rank 1 never calls: rank 0's kernel must end by abort() or by its deadline.
 void failure_case(bool by_abort) {
   const int devs[2] = {0, 0};
@@ -300,6 +383,50 @@ void misuse_cases() {
   cudaFree(dev), cudaStreamDestroy(s);
 }
 
+/// `--procs` under a launcher (collxrun -n P): this process is one rank
+/// (gpu::from_env); all_reduce and all_gather checked against the reference.
+int process_rank_case() {
+  std::string err;
+  try {
+    gpu::options opt;
+    opt.stripes = 2;
+    opt.timeout_ms = 10'000;
+    gpu::communicator c = gpu::from_env(opt);
+    const int P = c.size(), r = c.rank();
+    cudaStream_t st = nullptr;
+    CUDA_OK(cudaSetDevice(c.device()));
+    CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    for (std::size_t n : {std::size_t(1031), (std::size_t(1) << 20) + 3}) {
+      float *x = nullptr, *y = nullptr;
+      std::vector<float> h(n * P);
+      for (std::size_t i = 0; i < n; ++i) h[i] = input(r, i);
+      CUDA_OK(cudaMalloc(&x, n * sizeof(float)));
+      CUDA_OK(cudaMalloc(&y, n * P * sizeof(float)));
+      CUDA_OK(cudaMemcpy(x, h.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+      c.all_reduce(x, y, n, reduce_op::sum, st);
+      c.wait(st);
+      CUDA_OK(cudaMemcpy(h.data(), y, n * sizeof(float), cudaMemcpyDeviceToHost));
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < n; ++i)
+        wrong += h[i] != static_cast<float>(expected(coll::all_reduce, P, r, 0, n, i));
+      c.all_gather(x, y, n, st);
+      c.wait(st);
+      CUDA_OK(cudaMemcpy(h.data(), y, n * P * sizeof(float), cudaMemcpyDeviceToHost));
+      for (std::size_t i = 0; i < n * P; ++i)
+        wrong += h[i] != static_cast<float>(expected(coll::all_gather, P, r, 0, n, i));
+      expect(wrong == 0, "process rank " + std::to_string(r) + " n=" + std::to_string(n) + ": " +
+                             std::to_string(wrong) + " wrong");
+      cudaFree(x), cudaFree(y);
+    }
+    cudaStreamDestroy(st);
+  } catch (const std::exception& e) {
+    err = e.what();
+  }
+  expect(err.empty(), "process ranks: " + err);
+  std::printf("%s\n", failures ? "FAILED" : "process ranks: all ok");
+  return failures ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -328,6 +455,7 @@ int main(int argc, char** argv) {
     std::printf("no CUDA device: skipping\n");
     return 77;
   }
+  if (argc > 1 && std::strcmp(argv[1], "--procs") == 0) return process_rank_case();
   try {
     for (int P : {1, 2, 3, 4})
       for (int S : {1, 4}) {
@@ -348,7 +476,9 @@ int main(int argc, char** argv) {
         }
         std::printf("%s: done (%d failures so far)\n", tag.c_str(), failures);
         if (P >= 2 && S == 4) graph_case(comms, 4099, 1000);
+        if (P >= 2) fused_case(comms, (std::size_t(1) << 18) + 5);
       }
+    ipc_case();
     failure_case(true);
     failure_case(false);
     misuse_cases();

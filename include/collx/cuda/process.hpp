@@ -1,0 +1,215 @@
+// collx/cuda/process.hpp — gpu::communicator over process ranks: one process
+// per rank, on GPUs of one host.
+//
+//   auto comm = collx::gpu::from_env();                   // collxrun/torchrun/mpirun/srun
+//   auto comm = collx::gpu::init_rank(nranks, id, rank, device);
+//
+// How the ranks join: the bootstrap session (as for host process ranks);
+// each rank allocates its mesh region on its GPU with the CUDA virtual memory
+// API (cuda/ipc_region.hpp), offers it as a file descriptor from an fd server
+// (bootstrap/fd_exchange.hpp: a 0700 directory and a random token, both
+// travelling only through the authenticated bootstrap), fetches every peer's
+// descriptor and maps the peer's region for its own GPU. The abort word and
+// the status words live in a POSIX shared-memory page that rank 0 creates,
+// every rank maps and registers with CUDA as mapped host memory, so abort()
+// on any rank reaches the kernels of all of them and error() on any rank can
+// read its own status. All ranks must run on one host (not_supported
+// otherwise, naming the ranks' hosts). from_env picks the device LOCAL_RANK
+// (or its launcher's equivalent) modulo the number of GPUs.
+//
+// Status: compiled, never run (no GPU has run it); the CUDA communicator
+// test has no multi-process case yet.
+#pragma once
+
+#include <collx/bootstrap/env.hpp>
+#include <collx/bootstrap/fd_exchange.hpp>
+#include <collx/bootstrap/session.hpp>
+#include <collx/bootstrap/unique_id.hpp>
+#include <collx/cuda/communicator.hpp>
+#include <collx/cuda/ipc_region.hpp>
+#include <collx/net/host_id.hpp>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace collx::gpu {
+
+namespace process_detail {
+
+/// What every rank tells the others.
+struct rank_card {
+  char fd_path[108];
+  bootstrap::secret_bytes token;
+  std::uint64_t region_bytes;
+  std::uint64_t host;  // net::host_hash of the host id
+  std::int32_t device;
+  char words_name[64];  // rank 0: the shared page of the abort and status words
+};
+
+/// The abort word and status words: a POSIX shared-memory page, mapped and
+/// registered with CUDA as mapped host memory.
+struct shared_words {
+  void* page = nullptr;
+  std::size_t bytes = 0;
+  bool registered = false;
+  ~shared_words() {
+    if (registered) (void)cudaHostUnregister(page);
+    if (page != nullptr) ::munmap(page, bytes);
+  }
+};
+
+inline std::shared_ptr<shared_words> map_words(const std::string& name, std::size_t bytes, bool create) {
+  const int fd = ::shm_open(name.c_str(), O_RDWR | (create ? O_CREAT | O_EXCL : 0), 0600);
+  if (fd < 0)
+    throw_error(status::system_error, "gpu::init_rank: shm_open " + name + ": " + std::strerror(errno));
+  auto w = std::make_shared<shared_words>();
+  if (create && ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    const int e = errno;
+    ::close(fd);
+    throw_error(status::system_error, "gpu::init_rank: ftruncate " + name + ": " + std::strerror(e));
+  }
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) throw_error(status::system_error, "gpu::init_rank: mmap " + name);
+  w->page = p;
+  w->bytes = bytes;
+  check(cudaHostRegister(p, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable),
+        "cudaHostRegister of the abort and status words");
+  w->registered = true;
+  return w;
+}
+
+/// What a process rank's group state holds on to.
+struct process_mappings {
+  std::shared_ptr<shared_words> words;
+  exported_region own;
+  std::vector<imported_region> peers;
+};
+
+}  // namespace process_detail
+
+struct process_access {
+  static communicator join(bootstrap::session s, int device, const options& opt) {
+    const int rank = s.rank(), nranks = s.size();
+    const char* op = "gpu::init_rank";
+    communicator::validate(opt, op);
+    const int count = communicator::device_count(op);
+    require(device >= 0 && device < count, op,
+            "device " + std::to_string(device) + " does not exist (" + std::to_string(count) + " devices)");
+    require(nranks <= transport::max_mesh_ranks, op,
+            "at most " + std::to_string(transport::max_mesh_ranks) + " ranks, got " + std::to_string(nranks));
+    device_guard on(device);
+
+    auto g = std::make_shared<detail::group_state>();
+    auto keep = std::make_shared<process_detail::process_mappings>();
+    g->nranks = nranks;
+    g->stripes = opt.stripes;
+    g->view.layout = communicator::layout_for(nranks, opt);
+    keep->own = exported_region::create(device, g->view.layout.region_bytes());
+    check(cudaMemset(keep->own.data(), 0, keep->own.bytes()), "cudaMemset of the region");
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the region's initialisation");
+
+    const int fd = keep->own.export_fd();
+    process_detail::rank_card mine{};
+    mine.token = bootstrap::random_secret();
+    std::unique_ptr<bootstrap::fd_server> srv;
+    try {
+      srv = std::make_unique<bootstrap::fd_server>(fd, mine.token);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    ::close(fd);
+    std::snprintf(mine.fd_path, sizeof mine.fd_path, "%s", srv->path().c_str());
+    mine.region_bytes = keep->own.bytes();
+    mine.host = net::host_hash(net::host_id());
+    mine.device = device;
+    const std::size_t word_bytes = 4096;
+    std::string words_name;
+    if (rank == 0) {
+      words_name = "/collx-gpu-" + bootstrap::secret_to_hex(bootstrap::random_secret());
+      keep->words = process_detail::map_words(words_name, word_bytes, true);
+      std::snprintf(mine.words_name, sizeof mine.words_name, "%s", words_name.c_str());
+    }
+    const auto blob = s.allgather(&mine, sizeof mine);
+    std::vector<process_detail::rank_card> cards(static_cast<std::size_t>(nranks));
+    std::memcpy(cards.data(), blob.data(), blob.size());
+    for (int q = 0; q < nranks; ++q)
+      if (cards[static_cast<std::size_t>(q)].host != mine.host)
+        throw_error(status::not_supported, std::string(op) + ": rank " + std::to_string(q) +
+                                               " runs on another host; GPU ranks must share one host");
+    if (rank != 0) keep->words = process_detail::map_words(cards[0].words_name, word_bytes, false);
+    for (int q = 0; q < nranks; ++q) {
+      const auto& c = cards[static_cast<std::size_t>(q)];
+      g->devices.push_back(c.device);
+      g->several_devices |= c.device != cards[0].device;
+      if (q == rank) {
+        g->view.regions[q] = keep->own.data();
+        continue;
+      }
+      const int peer_fd = bootstrap::fetch_fd(c.fd_path, c.token, opt_timeout(opt));
+      try {
+        keep->peers.push_back(imported_region::open(peer_fd, c.region_bytes, device));
+      } catch (...) {
+        ::close(peer_fd);
+        throw;
+      }
+      ::close(peer_fd);
+      g->view.regions[q] = keep->peers.back().data();
+    }
+    // Every rank has mapped every region and the page: the servers and the
+    // page's name may go.
+    s.barrier();
+    srv.reset();
+    if (rank == 0) ::shm_unlink(words_name.c_str());
+
+    auto* words = static_cast<std::uint32_t*>(keep->words->page);
+    void* dev = nullptr;
+    check(cudaHostGetDevicePointer(&dev, words, 0), "cudaHostGetDevicePointer");
+    g->abort_host = words;
+    g->abort_dev = static_cast<std::uint32_t*>(dev);
+    g->view.abort = g->abort_dev;
+    g->timeout_ns = opt.timeout_ms * 1'000'000ull;
+    g->profile = opt.profile;
+    g->mappings = keep;
+    return communicator(std::move(g), rank);
+  }
+
+ private:
+  static std::chrono::milliseconds opt_timeout(const options& opt) {
+    return std::chrono::milliseconds(opt.timeout_ms);
+  }
+};
+
+/// Rank `rank` of `nranks` processes that all pass the same id, on GPU `device`.
+inline communicator init_rank(int nranks, const unique_id& id, int rank, int device,
+                              const options& opt = {}) {
+  require(nranks >= 1 && rank >= 0 && rank < nranks, "gpu::init_rank",
+          "rank " + std::to_string(rank) + " / nranks " + std::to_string(nranks) + " are out of range");
+  return process_access::join(
+      bootstrap::session::connect(id, rank, nranks, std::chrono::milliseconds(opt.timeout_ms)), device, opt);
+}
+
+/// The rank this process was started as by a launcher, on GPU LOCAL_RANK
+/// (or the launcher's equivalent; rank where it says none) modulo the GPUs.
+inline communicator from_env(const options& opt = {}) {
+  const auto env = bootstrap::detect_launch_env();
+  if (!env)
+    throw_error(status::invalid_argument,
+                "gpu::from_env: no launcher environment found (COLLX_RANK/COLLX_SIZE, "
+                "RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, PMI_RANK/PMI_SIZE or SLURM_*)");
+  int count = 0;
+  check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  const int local = env->local_rank >= 0 ? env->local_rank : env->rank;
+  return process_access::join(bootstrap::connect_from_env(*env, std::chrono::milliseconds(opt.timeout_ms)),
+                              count > 0 ? local % count : 0, opt);
+}
+
+}  // namespace collx::gpu
