@@ -16,9 +16,11 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <string>
 #include <thread>
@@ -76,6 +78,8 @@ void usage(std::FILE* f, const char* prog) {
                "      --procs                ranks are processes started by collx's local launcher\n"
                "      --algo <name>          algorithm: %s\n"
                "      --proto <name>         protocol: %s\n"
+               "      --device cuda          run on GPU ranks instead (collx-perf-cuda, built with\n"
+               "                             the cuda preset; the flags it takes are its own)\n"
                "  -h, --help                 this text\n"
                "\n"
                "Columns as nccl-tests: size = bytes of the larger of one rank's send and receive\n"
@@ -309,9 +313,57 @@ int run_child(const options& o, variant_choice want) {
 
 }  // namespace
 
+/// `--device cuda`: the GPU sweep is collx-perf-cuda (nvcc-built), next to
+/// this binary; it gets the other arguments. Returns only on failure.
+int run_on_gpu(int argc, char** argv, const char* prog) {
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--device") {
+      ++i;
+      continue;
+    }
+    if (a.rfind("--device=", 0) == 0) continue;
+    args.push_back(a);
+  }
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  std::string dir = ".";
+  if (n > 0) {
+    self[n] = '\0';
+    dir = std::string(self);
+    dir = dir.substr(0, dir.rfind('/'));
+  }
+  const std::string gpu = dir + "/collx-perf-cuda";
+  std::vector<char*> cargv{const_cast<char*>(gpu.c_str())};
+  for (auto& a : args) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  ::execv(gpu.c_str(), cargv.data());
+  std::fprintf(stderr, "%s: --device cuda needs %s (build the cuda preset): %s\n", prog, gpu.c_str(),
+               std::strerror(errno));
+  return 2;
+}
+
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   const char* prog = "collx-perf";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    std::string dev;
+    if (a == "--device" && i + 1 < argc) dev = argv[i + 1];
+    else if (a.rfind("--device=", 0) == 0) dev = a.substr(9);
+    else if (a == "--device") dev = "";
+    else continue;
+    if (dev == "cuda") return run_on_gpu(argc, argv, prog);
+    if (dev != "cpu") {
+      std::fprintf(stderr, "%s: unknown device '%s' (cpu or cuda)\n", prog, dev.c_str());
+      return 2;
+    }
+    // --device cpu: the default; drop it before the shared parser sees it.
+    for (int k = i; k + (a == "--device" ? 2 : 1) <= argc; ++k) argv[k] = argv[k + (a == "--device" ? 2 : 1)];
+    argc -= a == "--device" ? 2 : 1;
+    break;
+  }
 
   options o;
   const perf::parse_outcome parsed =

@@ -127,7 +127,7 @@ class fd_server {
 
   /// Where clients connect (give it to them with the token).
   const std::string& path() const { return path_; }
-  /// Descriptors handed out so far.
+  /// Clients granted the descriptor so far (counted as it is sent).
   std::size_t served() const { return served_.load(std::memory_order_relaxed); }
 
  private:
@@ -171,9 +171,10 @@ class fd_server {
       h->cmsg_len = CMSG_LEN(sizeof(int));
       std::memcpy(CMSG_DATA(h), &fd_, sizeof(int));
     }
-    if (fd_detail::wait_ready(c, POLLOUT, deadline) && ::sendmsg(c, &m, MSG_NOSIGNAL) == 1 &&
-        byte == fd_detail::granted)
-      served_.fetch_add(1, std::memory_order_relaxed);
+    if (!fd_detail::wait_ready(c, POLLOUT, deadline)) return;
+    // Counted before the send: a client holding the descriptor sees the count.
+    if (byte == fd_detail::granted) served_.fetch_add(1, std::memory_order_relaxed);
+    (void)::sendmsg(c, &m, MSG_NOSIGNAL);
   }
 
   void release() {

@@ -21,10 +21,10 @@
 // connections into it and the heads of those out of it, so every wait polls
 // the GPU's own memory and every store to a peer crosses the link once.
 // Ranks on other GPUs reach a region by peer access, which must be available
-// between every pair of GPUs of the group (else not_supported; the
-// mapped-host-memory fallback and process ranks, whose regions would come
-// from cuMemCreate and file descriptors, are not built yet). The abort word
-// and one status word per rank live in mapped pinned host memory.
+// between every pair of GPUs of the group (else not_supported; a
+// mapped-host-memory fallback is not built). Process ranks, one process per
+// GPU, are made by collx/cuda/process.hpp. The abort word and one status word
+// per rank live in mapped pinned host memory.
 //
 // Errors: argument errors (host pointers, buffers on another GPU, a stream of
 // another GPU, a bad root, a reduction the type does not support, a variant
@@ -388,7 +388,10 @@ class communicator {
                               (C == coll::all_gather || C == coll::reduce_scatter || C == coll::all_to_all
                                    ? static_cast<std::size_t>(g.nranks)
                                    : 1);
-    const variant_choice v = choose(C, bytes);
+    // The model prices every candidate: remember the last answer per collective.
+    memo& m = memo_[static_cast<int>(C)];
+    if (m.bytes != bytes) m = {bytes, choose(C, bytes)};
+    const variant_choice v = m.choice;
     bool ran = false;
     for_each_automatic([&]<class A, class P>() {
       if constexpr (A::implements(C)) {
@@ -499,6 +502,11 @@ class communicator {
 
   std::shared_ptr<detail::group_state> g_;
   int rank_ = 0;
+  struct memo {
+    std::size_t bytes = ~std::size_t{0};
+    variant_choice choice{};
+  };
+  memo memo_[coll_count]{};
 };
 
 // ---- explicit composition --------------------------------------------------------

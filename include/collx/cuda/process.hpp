@@ -17,8 +17,8 @@
 // otherwise, naming the ranks' hosts). from_env picks the device LOCAL_RANK
 // (or its launcher's equivalent) modulo the number of GPUs.
 //
-// Status: compiled, never run (no GPU has run it); the CUDA communicator
-// test has no multi-process case yet.
+// Status: compiled, never run on a GPU; its test is gpu.comm_procs
+// (collxrun -n 2 collx_gpu_comm_test --procs), which skips without one.
 #pragma once
 
 #include <collx/bootstrap/env.hpp>
