@@ -11,11 +11,14 @@
 // them, the wall time from the first enqueue to the last stream's end, over
 // iters. With --graph, each rank's `iters` calls are captured into one CUDA
 // graph first and the graphs are launched (launch overhead left out). float32
-// sum only for now; -c 1 checks the first call of every size exactly.
+// sum only for now. Out of place and in place (NCCL's layouts), each checked
+// once per size with collx-perf's inputs, reference and guard bytes
+// (perf_common.hpp) before timing.
 #include "perf_common.hpp"
 
 #include <collx/cuda/communicator.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -35,17 +38,15 @@ void usage(std::FILE* f, const char* prog) {
                "  -r, --root <r>             root of broadcast and reduce (default 0)\n"
                "  --stripes <n>              blocks per rank per call (default 4)\n"
                "  --graph                    time CUDA graph launches of the calls\n"
-               "  --algo ring|tree --proto simple|ll|ll128   explicit composition (all_reduce)\n",
+               "  --algo ring|tree --proto simple|ll|ll128   explicit composition (all_reduce)\n"
+               "  every size runs out of place, then in place; -c 1 checks each once (values and\n"
+               "  guard bytes, as collx-perf) before timing\n",
                prog, sweep_flags_help);
 }
 
-float input(int rank, std::size_t i) {
-  return static_cast<float>(static_cast<int>((i * 7 + rank * 3) % 19) - 9);
-}
-
 struct rank_bufs {
-  float* send = nullptr;
-  float* recv = nullptr;
+  std::byte* send = nullptr;  // device: the sweep's largest send buffer
+  std::byte* recv = nullptr;  // device: the largest receive buffer and the guard
   cudaStream_t stream = nullptr;
 };
 
@@ -77,32 +78,25 @@ void call(gpu::communicator& c, const options& o, const float* s, float* r, std:
   }
 }
 
-double expected(coll c, int P, int q, int root, std::size_t n, std::size_t i) {
-  auto sum = [&](std::size_t k) {
-    double v = 0;
-    for (int r = 0; r < P; ++r) v += input(r, k);
-    return v;
-  };
-  switch (c) {
-    case coll::all_reduce: return sum(i);
-    case coll::all_gather: return input(static_cast<int>(i / n), i % n);
-    case coll::reduce_scatter: return sum(static_cast<std::size_t>(q) * n + i);
-    case coll::broadcast: return input(root, i);
-    default: return sum(i);  // reduce, at the root
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   // The flags of this tool first, then the shared ones.
-  int stripes = 4;
+  long stripes = 4;
   bool graph = false;
   std::vector<char*> rest{argv[0]};
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--graph") == 0) graph = true;
-    else if (std::strcmp(argv[i], "--stripes") == 0 && i + 1 < argc) stripes = std::atoi(argv[++i]);
-    else rest.push_back(argv[i]);
+    if (std::strcmp(argv[i], "--graph") == 0) {
+      graph = true;
+    } else if (std::strcmp(argv[i], "--stripes") == 0) {
+      if (i + 1 >= argc || !parse_int(argv[i + 1], 1, transport::max_stripes, stripes)) {
+        std::fprintf(stderr, "%s: --stripes needs an integer in [1, %d]\n", argv[0], transport::max_stripes);
+        return 2;
+      }
+      ++i;
+    } else {
+      rest.push_back(argv[i]);
+    }
   }
   options o;
   o.max_bytes = 256u << 20;
@@ -111,6 +105,14 @@ int main(int argc, char** argv) {
   if (const int rc = parse_exit_status(p, argv[0], usage); rc >= 0) return rc;
   if (o.type != dtype::float32 || o.op != reduce_op::sum) {
     std::fprintf(stderr, "%s: only float32 sum is supported for now\n", argv[0]);
+    return 2;
+  }
+  if (o.collective == coll::all_to_all) {
+    std::fprintf(stderr, "%s: all_to_all is not supported here yet\n", argv[0]);
+    return 2;
+  }
+  if ((o.algo != "auto" || o.proto != "auto") && o.collective != coll::all_reduce) {
+    std::fprintf(stderr, "%s: --algo/--proto are supported for all_reduce only\n", argv[0]);
     return 2;
   }
   int devices = 0;
@@ -123,94 +125,107 @@ int main(int argc, char** argv) {
     const int P = o.nranks;
     std::vector<int> devs(static_cast<std::size_t>(P), 0);
     gpu::options go;
-    go.stripes = stripes;
+    go.stripes = static_cast<int>(stripes);
     auto comms = gpu::communicator::create_group(devs, go);
     const std::vector<std::size_t> sizes = sweep_sizes(o);
-    const std::size_t max_elems = o.max_bytes / sizeof(float) + 64;
+    const buffer_bytes need = buffers_for(o, P);
+    const data_spec spec = make_spec(o.collective, o.type, o.op, P);
     std::vector<rank_bufs> b(static_cast<std::size_t>(P));
-    for (int r = 0; r < P; ++r) {
-      gpu::check(cudaMalloc(&b[r].send, max_elems * sizeof(float)), "cudaMalloc");
-      gpu::check(cudaMalloc(&b[r].recv, max_elems * sizeof(float)), "cudaMalloc");
-      gpu::check(cudaStreamCreateWithFlags(&b[r].stream, cudaStreamNonBlocking), "cudaStreamCreate");
-      std::vector<float> h(max_elems);
-      for (std::size_t i = 0; i < max_elems; ++i) h[i] = input(r, i);
-      gpu::check(cudaMemcpy(b[r].send, h.data(), max_elems * sizeof(float), cudaMemcpyHostToDevice),
-                 "cudaMemcpy");
+    for (auto& x : b) {
+      gpu::check(cudaMalloc(&x.send, need.send), "cudaMalloc");
+      gpu::check(cudaMalloc(&x.recv, need.recv), "cudaMalloc");
+      gpu::check(cudaStreamCreateWithFlags(&x.stream, cudaStreamNonBlocking), "cudaStreamCreate");
     }
+    std::vector<std::byte> hs(need.send), hr(need.recv);
     print_header(stdout, o, "collx-perf-cuda", name(o.collective), P, graph ? "cuda-graph" : "cuda-stream",
                  op_column(o.collective, o.op), root_column(o.collective, o.root),
                  "variant " + o.algo + "/" + o.proto + "  stripes " + std::to_string(stripes) +
                      "  (ranks share GPU 0; last column: device-to-device copy of size bytes, GB/s)");
     double busbw_sum = 0;
-    long long wrong_total = 0;
+    long long wrong_total = 0, oob_total = 0;
     for (std::size_t bytes : sizes) {
       const coll_counts k = counts_for(o.collective, bytes, sizeof(float), P);
       const std::size_t n = k.param;
-      auto enqueue_all = [&](int times) {
-        for (int t = 0; t < times; ++t)
-          for (int r = 0; r < P; ++r) call(comms[r], o, b[r].send, b[r].recv, n, b[r].stream);
-      };
       auto sync_all = [&] {
         for (int r = 0; r < P; ++r) comms[r].wait(b[r].stream);
       };
-      long long wrong = -1;
-      if (o.check) {
-        enqueue_all(1);
-        sync_all();
-        wrong = 0;
-        for (int r = 0; r < P; ++r) {
-          if (o.collective == coll::reduce && r != o.root) continue;
-          std::vector<float> h(k.recv);
-          gpu::check(cudaMemcpy(h.data(), b[r].recv, k.recv * sizeof(float), cudaMemcpyDeviceToHost),
-                     "cudaMemcpy");
-          for (std::size_t i = 0; i < k.recv; ++i)
-            wrong += static_cast<double>(h[i]) != expected(o.collective, P, r, o.root, n, i);
+      print_row_start(stdout, bytes, n, "float", op_column(o.collective, o.op),
+                      root_column(o.collective, o.root));
+      for (bool in_place : {false, true}) {
+        std::vector<call_plan> plan(static_cast<std::size_t>(P));
+        for (int r = 0; r < P; ++r) plan[r] = plan_for(k, sizeof(float), r, in_place);
+        auto args = [&](int r) {
+          const std::byte* src = in_place ? b[r].recv + plan[r].send_off : b[r].send;
+          return std::pair{reinterpret_cast<const float*>(src),
+                           reinterpret_cast<float*>(b[r].recv + plan[r].recv_off)};
+        };
+        auto enqueue_all = [&](int times) {
+          for (int t = 0; t < times; ++t)
+            for (int r = 0; r < P; ++r) call(comms[r], o, args(r).first, args(r).second, n, b[r].stream);
+        };
+        long long wrong = -1;
+        if (o.check) {
+          for (int r = 0; r < P; ++r) {
+            prepare_check<float>(spec, k, plan[r], r, o.root, hs.data(), hr.data());
+            gpu::check(cudaMemcpy(b[r].send, hs.data(), need.send, cudaMemcpyHostToDevice), "cudaMemcpy");
+            gpu::check(cudaMemcpy(b[r].recv, hr.data(), need.recv, cudaMemcpyHostToDevice), "cudaMemcpy");
+          }
+          enqueue_all(1);
+          sync_all();
+          wrong = 0;
+          for (int r = 0; r < P; ++r) {
+            gpu::check(cudaMemcpy(hr.data(), b[r].recv, need.recv, cudaMemcpyDeviceToHost), "cudaMemcpy");
+            const auto [w, oob] = check_result<float>(spec, k, plan[r], r, o.root, hr.data());
+            wrong += w;
+            oob_total += oob;
+          }
+          wrong_total += wrong;
         }
-        wrong_total += wrong;
-      }
-      enqueue_all(o.warmup_iters);
-      sync_all();
-      double seconds = 0;
-      if (graph) {
-        std::vector<cudaGraphExec_t> ex(static_cast<std::size_t>(P));
-        for (int r = 0; r < P; ++r) {
-          cudaGraph_t g = nullptr;
-          gpu::check(cudaStreamBeginCapture(b[r].stream, cudaStreamCaptureModeThreadLocal), "capture");
-          for (int t = 0; t < o.iters; ++t) call(comms[r], o, b[r].send, b[r].recv, n, b[r].stream);
-          gpu::check(cudaStreamEndCapture(b[r].stream, &g), "end capture");
-          gpu::check(cudaGraphInstantiate(&ex[r], g, 0), "instantiate");
-          gpu::check(cudaGraphDestroy(g), "graph destroy");
+        enqueue_all(o.warmup_iters);
+        sync_all();
+        double seconds = 0;
+        const auto t0 = std::chrono::steady_clock::now();
+        if (graph) {
+          std::vector<cudaGraphExec_t> ex(static_cast<std::size_t>(P));
+          for (int r = 0; r < P; ++r) {
+            cudaGraph_t g = nullptr;
+            gpu::check(cudaStreamBeginCapture(b[r].stream, cudaStreamCaptureModeThreadLocal), "capture");
+            for (int t = 0; t < o.iters; ++t)
+              call(comms[r], o, args(r).first, args(r).second, n, b[r].stream);
+            gpu::check(cudaStreamEndCapture(b[r].stream, &g), "end capture");
+            gpu::check(cudaGraphInstantiate(&ex[r], g, 0), "instantiate");
+            gpu::check(cudaGraphDestroy(g), "graph destroy");
+          }
+          const auto g0 = std::chrono::steady_clock::now();
+          for (int r = 0; r < P; ++r) gpu::check(cudaGraphLaunch(ex[r], b[r].stream), "graph launch");
+          sync_all();
+          seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - g0).count() / o.iters;
+          for (auto x : ex) cudaGraphExecDestroy(x);
+        } else {
+          enqueue_all(o.iters);
+          sync_all();
+          seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.iters;
         }
-        const auto t0 = std::chrono::steady_clock::now();
-        for (int r = 0; r < P; ++r) gpu::check(cudaGraphLaunch(ex[r], b[r].stream), "graph launch");
-        sync_all();
-        seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.iters;
-        for (auto x : ex) cudaGraphExecDestroy(x);
-      } else {
-        const auto t0 = std::chrono::steady_clock::now();
-        enqueue_all(o.iters);
-        sync_all();
-        seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.iters;
+        const auto [alg, bus] = bandwidth(o.collective, n, sizeof(float), seconds, P);
+        if (!in_place) busbw_sum += bus;
+        print_row_block(stdout, seconds * 1e6, alg, bus, wrong);
       }
       // The ceiling on one GPU: a device-to-device copy of the same bytes.
+      // (all_gather's send buffer is smaller than its size: copy what it holds.)
+      const std::size_t copied = std::min(bytes, need.send);
       const auto c0 = std::chrono::steady_clock::now();
       for (int t = 0; t < o.iters; ++t)
-        gpu::check(cudaMemcpyAsync(b[0].recv, b[0].send, bytes, cudaMemcpyDeviceToDevice, b[0].stream),
+        gpu::check(cudaMemcpyAsync(b[0].recv, b[0].send, copied, cudaMemcpyDeviceToDevice, b[0].stream),
                    "copy");
       gpu::check(cudaStreamSynchronize(b[0].stream), "sync");
       const double copy_s =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count() / o.iters;
-      const auto [alg, bus] = bandwidth(o.collective, n, sizeof(float), seconds, P);
-      busbw_sum += bus;
-      print_row_start(stdout, bytes, n, "float", op_column(o.collective, o.op),
-                      root_column(o.collective, o.root));
-      print_row_block(stdout, seconds * 1e6, alg, bus, wrong);
-      std::printf("  %8.2f\n", copy_s > 0 ? static_cast<double>(bytes) / 1e9 / copy_s : 0.0);
+      std::printf("  %8.2f\n", copy_s > 0 ? static_cast<double>(copied) / 1e9 / copy_s : 0.0);
       std::fflush(stdout);
     }
-    print_footer(stdout, wrong_total, sizes.empty() ? 0 : busbw_sum / static_cast<double>(sizes.size()));
+    print_footer(stdout, oob_total, sizes.empty() ? 0 : busbw_sum / static_cast<double>(sizes.size()));
     for (auto& x : b) cudaFree(x.send), cudaFree(x.recv), cudaStreamDestroy(x.stream);
-    return wrong_total ? 1 : 0;
+    return wrong_total || oob_total ? 1 : 0;
   } catch (const std::exception& x) {
     std::fprintf(stderr, "%s: %s\n", argv[0], x.what());
     return 1;

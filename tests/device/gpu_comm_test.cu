@@ -172,60 +172,92 @@ __global__ void add_one(float* v, std::size_t n) {
     v[i] += 1.0f;
 }
 
+/// Per-rank device arrays of n floats: `in` holds input(r, ·), `out` sits
+/// between guard elements; one stream per rank. Freed on destruction.
+struct rank_arrays {
+  std::vector<float*> in, out_alloc;
+  std::vector<cudaStream_t> st;
+  std::size_t n;
+  rank_arrays(int P, std::size_t count)
+      : in(static_cast<std::size_t>(P)),
+        out_alloc(static_cast<std::size_t>(P)),
+        st(static_cast<std::size_t>(P)),
+        n(count) {
+    for (int r = 0; r < P; ++r) {
+      std::vector<float> h(n), g(n + 2 * guard, guard_value);
+      for (std::size_t i = 0; i < n; ++i) h[i] = input(r, i);
+      CUDA_OK(cudaMalloc(&in[r], n * sizeof(float)));
+      CUDA_OK(cudaMalloc(&out_alloc[r], g.size() * sizeof(float)));
+      CUDA_OK(cudaMemcpy(in[r], h.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemcpy(out_alloc[r], g.data(), g.size() * sizeof(float), cudaMemcpyHostToDevice));
+      CUDA_OK(cudaStreamCreateWithFlags(&st[r], cudaStreamNonBlocking));
+    }
+  }
+  ~rank_arrays() {
+    for (std::size_t r = 0; r < in.size(); ++r) {
+      if (in[r]) cudaFree(in[r]);
+      if (out_alloc[r]) cudaFree(out_alloc[r]);
+      if (st[r]) cudaStreamDestroy(st[r]);
+    }
+  }
+  float* out(int r) const { return out_alloc[r] + guard; }
+  /// Rank r's output, and whether the guards around it are intact.
+  std::vector<float> result(int r, bool& guards_ok) const {
+    std::vector<float> g(n + 2 * guard);
+    CUDA_OK(cudaMemcpy(g.data(), out_alloc[r], g.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    guards_ok = true;
+    for (std::size_t i = 0; i < guard; ++i)
+      guards_ok = guards_ok && g[i] == guard_value && g[guard + n + i] == guard_value;
+    return std::vector<float>(g.begin() + guard, g.begin() + guard + static_cast<std::ptrdiff_t>(n));
+  }
+};
+
 /// Each rank captures {input += 1; all_reduce} into a graph; the graphs of all
 /// ranks are launched together `replays` times. After k replays every element
 /// is Σ_r input(r, i) + P·k: a replay that was skipped or ran on stale
 /// counters shows up in the value (or as a timeout).
 void graph_case(std::vector<gpu::communicator>& comms, std::size_t n, int replays) {
   const int P = static_cast<int>(comms.size());
-  std::vector<float*> in(static_cast<std::size_t>(P)), out(static_cast<std::size_t>(P));
-  std::vector<cudaStream_t> st(static_cast<std::size_t>(P));
   std::vector<cudaGraphExec_t> exec(static_cast<std::size_t>(P));
   std::string err;
   try {
+    rank_arrays a(P, n);
     for (int r = 0; r < P; ++r) {
-      std::vector<float> h(n);
-      for (std::size_t i = 0; i < n; ++i) h[i] = input(r, i);
-      CUDA_OK(cudaMalloc(&in[r], n * sizeof(float)));
-      CUDA_OK(cudaMalloc(&out[r], n * sizeof(float)));
-      CUDA_OK(cudaMemcpy(in[r], h.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-      CUDA_OK(cudaStreamCreateWithFlags(&st[r], cudaStreamNonBlocking));
       cudaGraph_t g = nullptr;
-      CUDA_OK(cudaStreamBeginCapture(st[r], cudaStreamCaptureModeThreadLocal));
-      add_one<<<4, 256, 0, st[r]>>>(in[r], n);
-      comms[static_cast<std::size_t>(r)].all_reduce(in[r], out[r], n, reduce_op::sum, st[r]);
-      CUDA_OK(cudaStreamEndCapture(st[r], &g));
+      CUDA_OK(cudaStreamBeginCapture(a.st[r], cudaStreamCaptureModeThreadLocal));
+      add_one<<<4, 256, 0, a.st[r]>>>(a.in[r], n);
+      comms[static_cast<std::size_t>(r)].all_reduce(a.in[r], a.out(r), n, reduce_op::sum, a.st[r]);
+      CUDA_OK(cudaStreamEndCapture(a.st[r], &g));
       CUDA_OK(cudaGraphInstantiate(&exec[r], g, 0));
       CUDA_OK(cudaGraphDestroy(g));
     }
     const auto t0 = std::chrono::steady_clock::now();
     for (int k = 0; k < replays; ++k)
-      for (int r = 0; r < P; ++r) CUDA_OK(cudaGraphLaunch(exec[r], st[r]));
-    for (int r = 0; r < P; ++r) comms[static_cast<std::size_t>(r)].wait(st[r]);
+      for (int r = 0; r < P; ++r) CUDA_OK(cudaGraphLaunch(exec[r], a.st[r]));
+    for (int r = 0; r < P; ++r) comms[static_cast<std::size_t>(r)].wait(a.st[r]);
     const double us =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     std::printf("graph: %d replays of {add, all_reduce of %zu floats} on %d ranks: %.2f us per replay\n",
                 replays, n, P, us / replays);
     for (int r = 0; r < P; ++r) {
-      std::vector<float> h(n);
-      CUDA_OK(cudaMemcpy(h.data(), out[r], n * sizeof(float), cudaMemcpyDeviceToHost));
+      bool guards_ok = false;
+      const std::vector<float> h = a.result(r, guards_ok);
       std::size_t wrong = 0;
       for (std::size_t i = 0; i < n; ++i) {
         double want = static_cast<double>(P) * replays;
         for (int q = 0; q < P; ++q) want += input(q, i);
         wrong += h[i] != static_cast<float>(want);
       }
-      expect(wrong == 0,
-             "graph replays: rank " + std::to_string(r) + ": " + std::to_string(wrong) + " wrong");
+      expect(wrong == 0 && guards_ok, "graph replays: rank " + std::to_string(r) + ": " +
+                                          std::to_string(wrong) + " wrong" +
+                                          (guards_ok ? "" : ", guards written"));
     }
   } catch (const std::exception& e) {
     err = e.what();
   }
   expect(err.empty(), "graph replays: " + err);
-  for (int r = 0; r < P; ++r) {
-    if (exec[r]) cudaGraphExecDestroy(exec[r]);
-    cudaFree(in[r]), cudaFree(out[r]), cudaStreamDestroy(st[r]);
-  }
+  for (auto x : exec)
+    if (x) cudaGraphExecDestroy(x);
 }
 
 /// A user kernel that produces its stripe's slice of y (2·input) and
@@ -240,40 +272,32 @@ __global__ void __launch_bounds__(gpu::block_threads)
 
 void fused_case(std::vector<gpu::communicator>& comms, std::size_t n) {
   const int P = static_cast<int>(comms.size());
-  std::vector<float*> x(static_cast<std::size_t>(P)), y(static_cast<std::size_t>(P));
-  std::vector<cudaStream_t> st(static_cast<std::size_t>(P));
   std::string err;
   try {
-    for (int r = 0; r < P; ++r) {
-      std::vector<float> h(n);
-      for (std::size_t i = 0; i < n; ++i) h[i] = input(r, i);
-      CUDA_OK(cudaMalloc(&x[r], n * sizeof(float)));
-      CUDA_OK(cudaMalloc(&y[r], n * sizeof(float)));
-      CUDA_OK(cudaMemcpy(x[r], h.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-      CUDA_OK(cudaStreamCreateWithFlags(&st[r], cudaStreamNonBlocking));
-    }
+    rank_arrays a(P, n);
     for (int r = 0; r < P; ++r) {
       const gpu::device_comm h = comms[static_cast<std::size_t>(r)].device_handle();
-      fused_double_then_all_reduce<<<h.stripes, gpu::block_threads, 0, st[r]>>>(h, x[r], y[r], n);
+      fused_double_then_all_reduce<<<h.stripes, gpu::block_threads, 0, a.st[r]>>>(h, a.in[r], a.out(r), n);
       CUDA_OK(cudaGetLastError());
     }
-    for (int r = 0; r < P; ++r) comms[static_cast<std::size_t>(r)].wait(st[r]);
+    for (int r = 0; r < P; ++r) comms[static_cast<std::size_t>(r)].wait(a.st[r]);
     for (int r = 0; r < P; ++r) {
-      std::vector<float> h(n);
-      CUDA_OK(cudaMemcpy(h.data(), y[r], n * sizeof(float), cudaMemcpyDeviceToHost));
+      bool guards_ok = false;
+      const std::vector<float> h = a.result(r, guards_ok);
       std::size_t wrong = 0;
       for (std::size_t i = 0; i < n; ++i) {
         double want = 0;
         for (int q = 0; q < P; ++q) want += 2.0 * input(q, i);
         wrong += h[i] != static_cast<float>(want);
       }
-      expect(wrong == 0, "fused kernel: rank " + std::to_string(r) + ": " + std::to_string(wrong) + " wrong");
+      expect(wrong == 0 && guards_ok, "fused kernel: rank " + std::to_string(r) + ": " +
+                                          std::to_string(wrong) + " wrong" +
+                                          (guards_ok ? "" : ", guards written"));
     }
   } catch (const std::exception& e) {
     err = e.what();
   }
   expect(err.empty(), "fused kernel: " + err);
-  for (int r = 0; r < P; ++r) cudaFree(x[r]), cudaFree(y[r]), cudaStreamDestroy(st[r]);
 }
 
 /// A region exported as a file descriptor, passed through the fd exchange

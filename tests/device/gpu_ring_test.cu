@@ -1,8 +1,10 @@
 // Runs the ring schedules on a GPU: P ranks of S thread blocks (stripes) each,
 // sharing one segment in device memory. Checks every element against a double reference
 // and guard words around every output. Exits 77 (skip) only when the machine
-// has no GPU (see no_device), 1 when a GPU is there but cannot be used.
+// has no GPU (see gpu::no_device), 1 when a GPU is there but cannot be used.
 #include "ring_kernels.cuh"
+
+#include <collx/cuda/check.hpp>
 
 #include <cstdio>
 #include <cstdlib>
@@ -119,27 +121,12 @@ int run_protocol(int P, int S, std::size_t count) {
          run<Proto, coll::reduce_scatter>(P, S, count);
 }
 
-/// Whether cudaGetDeviceCount's answer means this machine has no GPU to run
-/// on: the driver sees none (cudaErrorNoDevice, or success with a count of
-/// 0), no NVIDIA driver is installed (cudaErrorInsufficientDriver with
-/// cudaDriverGetVersion reporting 0), or only the toolkit's stub driver
-/// library was found (cudaErrorStubLibrary). A driver too old for this
-/// runtime, a device that fails to initialise, one that is busy in exclusive
-/// mode, or any other error is a failure: a GPU is there and the test could
-/// not use it.
-bool no_device(cudaError_t e, int devices) {
-  if (e == cudaSuccess) return devices == 0;
-  if (e == cudaErrorNoDevice || e == cudaErrorStubLibrary) return true;
-  int driver = -1;
-  return e == cudaErrorInsufficientDriver && cudaDriverGetVersion(&driver) == cudaSuccess && driver == 0;
-}
-
 }  // namespace
 
 int main() {
   int devices = 0;
   const cudaError_t e = cudaGetDeviceCount(&devices);
-  if (no_device(e, devices)) {
+  if (gpu::no_device(e, devices)) {
     std::printf("no CUDA device: skipping (cudaGetDeviceCount: %s, %d devices)\n",
                 e == cudaSuccess ? "cudaSuccess" : cudaGetErrorName(e), devices);
     return 77;

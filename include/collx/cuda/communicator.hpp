@@ -70,6 +70,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -111,6 +112,16 @@ struct group_state {
   std::uint32_t* abort_dev = nullptr;
   std::uint64_t timeout_ns = 0;
   tune::profile profile{};
+  /// Blocks of each launched kernel a device holds at once (kernel, device →
+  /// blocks): queried once, then read on every launch; ranks of the group may
+  /// launch from different threads.
+  struct residency {
+    const void* kernel;
+    int device;
+    int blocks;
+  };
+  mutable std::mutex residency_lock;
+  mutable std::vector<residency> resident;
   /// Process ranks (collx/cuda/process.hpp): the regions and words are
   /// mappings this holds, released with it, not allocations freed here.
   std::shared_ptr<void> mappings;
@@ -460,7 +471,7 @@ class communicator {
     const int dev = device();
     device_guard on(dev);
     const int need = g.ranks_on(dev) * g.stripes;
-    const int fit = resident_blocks(reinterpret_cast<const void*>(kernel), dev);
+    const int fit = resident_blocks(g, reinterpret_cast<const void*>(kernel), dev);
     if (fit < need)
       throw_error(status::not_supported, "gpu::communicator: " + std::to_string(g.ranks_on(dev)) +
                                              " ranks x " + std::to_string(g.stripes) + " stripes need " +
@@ -474,11 +485,15 @@ class communicator {
     check(cudaGetLastError(), "kernel launch");
   }
 
-  static int resident_blocks(const void* kernel, int dev) {
+  static int resident_blocks(const detail::group_state& g, const void* kernel, int dev) {
+    std::lock_guard<std::mutex> hold(g.residency_lock);
+    for (const auto& x : g.resident)
+      if (x.kernel == kernel && x.device == dev) return x.blocks;
     int per_sm = 0, sms = 0;
     check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block_threads, 0),
           "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
     check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
+    g.resident.push_back({kernel, dev, per_sm * sms});
     return per_sm * sms;
   }
 

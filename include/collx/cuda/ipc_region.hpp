@@ -156,6 +156,19 @@ class mapping {
   std::size_t bytes_ = 0;
 };
 
+/// Maps `handle` for `device` and takes ownership of it; releases the handle
+/// if the mapping fails.
+inline mapping adopt(CUmemGenericAllocationHandle handle, std::size_t bytes, int device) {
+  std::byte* va = nullptr;
+  try {
+    va = map_for(handle, bytes, device);
+  } catch (...) {
+    (void)driver::get().release(handle);
+    throw;
+  }
+  return mapping(handle, va, bytes);
+}
+
 }  // namespace ipc_detail
 
 /// Device memory of `device` that other processes can map (see the header comment).
@@ -181,15 +194,8 @@ class exported_region {
     const CUmemAllocationProp p = ipc_detail::properties(device);
     CUmemGenericAllocationHandle h = 0;
     ipc_detail::cu(d.create(&h, n, &p, 0), "cuMemCreate");
-    std::byte* va = nullptr;
-    try {
-      va = ipc_detail::map_for(h, n, device);
-    } catch (...) {
-      (void)d.release(h);
-      throw;
-    }
     exported_region r;
-    r.m_ = ipc_detail::mapping(h, va, n);
+    r.m_ = ipc_detail::adopt(h, n, device);
     return r;
   }
 
@@ -221,15 +227,8 @@ class imported_region {
     ipc_detail::cu(d.import_handle(&h, reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd)),
                                    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
                    "cuMemImportFromShareableHandle");
-    std::byte* va = nullptr;
-    try {
-      va = ipc_detail::map_for(h, bytes, device);
-    } catch (...) {
-      (void)d.release(h);
-      throw;
-    }
     imported_region r;
-    r.m_ = ipc_detail::mapping(h, va, bytes);
+    r.m_ = ipc_detail::adopt(h, bytes, device);
     return r;
   }
 
