@@ -38,11 +38,12 @@ using namespace collx;
 constexpr const char* usage_text =
     "usage: collx-explain <collective> -p P (--preset NAME | --profile FILE)\n"
     "                     [-b MIN -e MAX -f FACTOR | --sizes N,N,...] [--algo LIST] [--proto LIST]\n"
-    "                     [--single-copy] [--oversubscribed]\n"
+    "                     [--single-copy] [--oversubscribed] [--contention SHARE]\n"
     "       collx-explain --list\n"
     "  every candidate variant's predicted time (us) as latency + bandwidth + reduction,\n"
     "  fastest first (the automatic choice), and the runner-up's margin; sizes as\n"
     "  nccl-tests counts them, with K, M, G suffixes; default -b 8 -e 256M -f 32.\n"
+    "  --contention: the share of CPU time other tasks take, in [0, 0.9] (default 0).\n"
     "  --list prints the presets.\n";
 
 int bad(const std::string& what) {
@@ -99,6 +100,7 @@ int main(int argc, char** argv) {
   std::vector<double> sizes;
   std::string preset, file;
   bool single_copy = false, oversubscribed = false;
+  double contention = 0;
   tune::request r;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
@@ -137,6 +139,11 @@ int main(int argc, char** argv) {
           if (!cli::parse_size(s, x)) return bad("invalid size in --sizes: '" + s + "'");
           sizes.push_back(x);
         }
+      } else if (a == "--contention") {
+        char* end = nullptr;
+        contention = std::strtod(v.c_str(), &end);
+        if (*end != '\0' || !(contention >= 0 && contention <= comm_options::max_contention))
+          return bad("--contention needs a share in [0, 0.9], got '" + v + "'");
       } else if (a == "--algo") {
         r.allowed.restrict_algos(v, "--algo");
       } else if (a == "--proto") {
@@ -187,7 +194,8 @@ int main(int argc, char** argv) {
   std::printf(
       "# (gamma); '-' = unavailable on this machine. Fastest first; '*' marks the automatic choice.\n");
   for (double bytes : sizes) {
-    const tune::problem q{c, P, bytes, single_copy && P > 1, oversubscribed};
+    tune::problem q{c, P, bytes, single_copy && P > 1, oversubscribed};
+    q.contention = contention;
     const std::vector<tune::explained> all = tune::explain<transport::shm>(m, q, r);
     std::printf("\n# %s %s (%.0f B)\n", name(c), cli::human(bytes).c_str(), bytes);
     if (all.empty()) {

@@ -157,6 +157,7 @@ struct collx_driver {
   communicator& comm;
   caller call;
   std::vector<variant_span>& spans;
+  double largest_contention = 0;  // the largest share the choice priced during the timed calls
 
   const void* in_place_send(perf::call_plan&, const std::byte* input) const { return input; }
   void barrier() {
@@ -164,7 +165,10 @@ struct collx_driver {
     comm.all_reduce(&x, &x, 1, dtype::int32, reduce_op::sum);
   }
   static std::chrono::steady_clock::time_point now() { return std::chrono::steady_clock::now(); }
-  void after_timing(std::size_t bytes) { note_variant(spans, comm.last_variant(), bytes); }
+  void after_timing(std::size_t bytes) {
+    note_variant(spans, comm.last_variant(), bytes);
+    largest_contention = std::max(largest_contention, comm.contention());
+  }
   void max_over_ranks(double& v) { comm.all_reduce(&v, &v, 1, dtype::float64, reduce_op::max); }
   void sum_over_ranks(long long* v, int n) {
     static_assert(sizeof(long long) == sizeof(std::int64_t));
@@ -199,6 +203,8 @@ perf::sweep_totals run_rank(communicator& comm, const options& o, variant_choice
   if (print) {
     perf::print_footer(out, totals.out_of_bounds, totals.avg_busbw());
     std::fprintf(out, "# variant: %s\n", variants_line(spans).c_str());
+    std::fprintf(out, "# contention priced: %.3f at the end, %.3f at most (%s)\n", comm.contention(),
+                 driver.largest_contention, comm.options().contention < 0 ? "measured" : "fixed");
     perf::print_wrong_total(out, totals);
     std::fprintf(out, "#\n");
     std::fflush(out);

@@ -155,6 +155,10 @@ class basic_communicator {
   const std::string& error_message() const { return comm::sync_error(live("error_message")).err_msg; }
   /// The variant the last collective ran with.
   variant_choice last_variant() const { return live("last_variant").last; }
+  /// The share of CPU time lost to other tasks that the automatic choice
+  /// prices now: agreed by every rank at the last decision point
+  /// (comm/contention.hpp), or options().contention where that is fixed.
+  double contention() const { return live("contention").contention.share; }
   /// Whether calls of at least options().single_copy_min_bytes read peers'
   /// buffers in place (single copy). False where the OS refused cross-memory
   /// attach to some rank when the communicator was created, or any rank set

@@ -22,6 +22,12 @@
 //                         and across calls (0 or unset: no such promise)
 //   COLLX_TUNE_FILE       the tuner's profile: a file collx-probe --save wrote,
 //                         "builtin", or "preset:NAME" (see collx/tune/active.hpp)
+//   COLLX_CONTENTION      what the automatic choice assumes about CPU contention:
+//                         "auto" (default: measured and agreed by the ranks,
+//                         collx/comm/contention.hpp), "off" (none), or a fixed
+//                         share of CPU time lost to other tasks in [0, 0.9]
+//   COLLX_CONTENTION_INTERVAL  weight between contention decision points
+//                         (default 4096; a call weighs 1 + bytes / 16 KiB)
 // Bad values throw collx::error naming the variable.
 #pragma once
 
@@ -107,6 +113,23 @@ struct comm_options {
   /// the built-in preset (collx/tune/active.hpp). Every rank must use the
   /// same profile, or their choices differ.
   std::string tune_file;
+  /// Contention: the share of CPU time the ranks lose to other tasks, which
+  /// the automatic choice prices (tune/model.hpp: pipelined schedules need
+  /// both ends of a connection on a CPU at once, single-copy ones only the
+  /// reader). Negative: measured from the ranks' run-queue delay and agreed
+  /// by all ranks at decision points (comm/contention.hpp); in [0, 0.9]: this
+  /// fixed share (0: ignore contention). Every rank must use the same value.
+  /// COLLX_CONTENTION=auto|off|<share>.
+  double contention = -1;
+  /// Replaces the run-queue measurement of `contention` (tests): the share
+  /// rank `rank` measured at decision point `point` (negative: unknown).
+  double (*contention_probe)(int rank, std::uint64_t point) = nullptr;
+  /// Calls between contention decision points, in weight: a call weighs
+  /// 1 + bytes / 16 KiB (bytes as the model counts them), so by default a
+  /// point falls about every 4096 small calls and on every call from 64 MiB
+  /// (comm/contention.hpp). Every rank must use the same value.
+  /// COLLX_CONTENTION_INTERVAL.
+  std::uint32_t contention_interval = 4096;
 
   /// Defaults overridden by COLLX_* environment variables.
   COLLX_COLD static comm_options from_env() {
@@ -143,12 +166,18 @@ struct comm_options {
       require(*v != '\0', "COLLX_TUNE_FILE", "expected a profile file, 'builtin' or 'preset:NAME', got ''");
       o.tune_file = v;
     }
+    if (const char* v = std::getenv("COLLX_CONTENTION")) o.contention = parse_contention(v);
+    if (const char* v = std::getenv("COLLX_CONTENTION_INTERVAL"))
+      o.contention_interval = parse_u32("COLLX_CONTENTION_INTERVAL", v, 1, 1u << 30);
     return o;
   }
 
   /// Throws collx::error if the geometry cannot work.
   COLLX_COLD void validate() const {
     require(timeout.count() > 0, "comm_options", "timeout must be positive");
+    require(contention < 0 || contention <= max_contention, "comm_options",
+            "contention must be negative (measured) or in [0, 0.9], got " + std::to_string(contention));
+    require(contention_interval >= 1, "comm_options", "contention_interval must be at least 1");
     require(fifo_slots >= 2 && fifo_slots <= 1024, "comm_options",
             "fifo_slots must be in [2, 1024], got " + std::to_string(fifo_slots));
     for (int c = 0; c < proto::channel_count; ++c) {
@@ -162,7 +191,20 @@ struct comm_options {
     }
   }
 
+  static constexpr double max_contention = 0.9;
+
  private:
+  COLLX_COLD static double parse_contention(const char* v) {
+    const std::string s = v;
+    if (s == "auto") return -1;
+    if (s == "off") return 0;
+    char* end = nullptr;
+    const double x = std::strtod(v, &end);
+    require(end != v && *end == '\0' && x >= 0 && x <= max_contention, "COLLX_CONTENTION",
+            std::string("expected auto, off or a share in [0, 0.9], got '") + v + "'");
+    return x;
+  }
+
   static constexpr std::array<std::uint32_t, proto::channel_count> default_slot_bytes() {
     std::array<std::uint32_t, proto::channel_count> b{};
     for (int c = 0; c < proto::channel_count; ++c)

@@ -31,6 +31,7 @@
 
 #include <collx/algo/ids.hpp>
 #include <collx/coll.hpp>
+#include <collx/comm/contention.hpp>
 #include <collx/comm/state.hpp>
 #include <collx/comm/watch.hpp>
 #include <collx/composition.hpp>
@@ -194,20 +195,33 @@ variant_choice resolve(const state<Transport>& s, coll c, variant_choice v,
   return v;
 }
 
+/// A call's size as the model counts it (nccl-tests' bytes, equal on every
+/// rank); 0 for all_to_allv and send/recv, whose sizes differ per rank.
+template <coll C, class Transport>
+double model_bytes(const state<Transport>& s, const call_args& a) {
+  if constexpr (C == coll::all_to_allv || C == coll::send_recv) {
+    return 0;
+  } else {
+    const double per_rank = double(a.count) * double(size_of(a.dt));
+    constexpr bool whole = C == coll::all_reduce || C == coll::broadcast || C == coll::reduce;
+    return whole ? per_rank : per_rank * s.size;
+  }
+}
+
 /// resolve() with the model's problem for collectives that have one size on
 /// every rank, remembered per collective: the argmin costs more than a small
-/// call, and it depends only on the requested variant and the size.
+/// call, and it depends only on the requested variant, the size and the
+/// agreed contention (comm/contention.hpp).
 template <class Transport, class Exec, coll C>
 variant_choice resolve_remembered(state<Transport>& s, variant_choice v, const call_args& a) {
   if constexpr (C == coll::all_to_allv || C == coll::send_recv) {
     return resolve<Transport, Exec>(s, C, v);  // sizes differ per rank: no problem for the model
   } else {
-    // The model's problem: the size as nccl-tests counts it, equal on every rank.
-    const double per_rank = double(a.count) * double(size_of(a.dt));
-    constexpr bool whole = C == coll::all_reduce || C == coll::broadcast || C == coll::reduce;
-    const double bytes = whole ? per_rank : per_rank * s.size;
+    const double bytes = model_bytes<C>(s, a);
+    const double contention = s.contention.share;
     auto& memo = s.choice_memo[static_cast<int>(C)];
-    if (memo.valid && memo.bytes == bytes && memo.requested.algo == v.algo && memo.requested.proto == v.proto)
+    if (memo.valid && memo.bytes == bytes && memo.contention == contention && memo.requested.algo == v.algo &&
+        memo.requested.proto == v.proto)
       return memo.chosen;
     // The FIFO geometry the schedules see, so that a cost that depends on it
     // (direct's one-shot when the vector fits one chunk) decides as they do.
@@ -219,11 +233,14 @@ variant_choice resolve_remembered(state<Transport>& s, variant_choice v, const c
                           s.size > 1 && bytes >= double(s.view.user_buffer_min_bytes()),
                           s.oversubscribed,
                           chunks,
-                          s.cpu_share};
+                          s.cpu_share,
+                          contention,
+                          tune::scheduler_slice_us(s.host_cpus)};
     memo.valid = false;
     memo.requested = v;
     memo.chosen = resolve<Transport, Exec>(s, C, v, &q);
     memo.bytes = bytes;
+    memo.contention = contention;
     memo.valid = true;
     return memo.chosen;
   }
@@ -335,6 +352,10 @@ void launch(state<Transport>& s, const call_args& a, const extra_args& extra = {
 template <class Transport, class Exec, coll C, class Elem, class Detail = decltype(&no_detail)>
 void dispatch(state<Transport>& s, variant_choice v, const call_args& a, const extra_args& extra = {},
               Detail mismatch_detail = &no_detail) {
+  // Where a decision point falls, the ranks agree on the contention the
+  // choice prices (a wait at most once per point; nothing on other calls).
+  if constexpr (C != coll::send_recv)
+    contention_point(s, C, model_bytes<C>(s, a), [&] { return executor_for<Exec>::make(s); });
   v = resolve_remembered<Transport, Exec, C>(s, v, a);
   const bool found = visit_serving<Transport, Exec, C>(v.algo, v.proto, [&]<class A, class P>(proto_id p) {
     launch_variant<A, P, C, Elem, Transport, Exec>(s, p, a, extra, mismatch_detail);

@@ -16,6 +16,7 @@
 #include <collx/coll.hpp>
 #include <collx/comm/p2p_group.hpp>
 #include <collx/detail/atomic.hpp>
+#include <collx/detail/sched_stat.hpp>
 #include <collx/error.hpp>
 #include <collx/options.hpp>
 
@@ -45,13 +46,24 @@ struct state {
     bool valid = false;
     variant_choice requested{}, chosen{};
     double bytes = 0;
+    double contention = 0;
   };
   remembered_choice choice_memo[coll_count];
+  /// Contention as the ranks agreed it (comm/contention.hpp): the weight of
+  /// the calls since the last decision point, the points passed, the agreed
+  /// share, and this rank's last run-queue sample.
+  struct contention_state {
+    double weight = 0;
+    std::uint64_t point = 0;
+    double share = 0;
+    detail::sched_sample sample{};
+  } contention;
   int group_depth = 0;              // open group_start() calls
   std::vector<p2p_op> pending;      // transfers queued in the open group
   std::uint64_t spin_ns = 0;        // resolved comm_options::spin
   bool oversubscribed = false;      // more ranks than this host's online CPUs
   double cpu_share = 1;             // CPUs / ranks of this host when oversubscribed (tune::problem)
+  int host_cpus = 1;                // this host's online CPUs (tune::scheduler_slice_us)
   std::shared_ptr<void> keepalive;  // e.g. the bootstrap session of process ranks
   // Reliability watch (comm/watch.hpp): this rank's call sequence, and the
   // state of the periodic check run from slow waits.
@@ -70,9 +82,12 @@ struct state {
   void place_on_host(int ranks_here) {
     const long ncpu = ::sysconf(_SC_NPROCESSORS_ONLN);
     oversubscribed = ncpu > 0 && ranks_here > ncpu;
+    host_cpus = ncpu > 0 ? static_cast<int>(ncpu) : 1;
     cpu_share = oversubscribed ? double(ncpu) / ranks_here : 1;
     spin_ns = static_cast<std::uint64_t>(opt.spin.count());
     if (spin_ns == 0) spin_ns = oversubscribed ? 2'000 : 100'000;
+    contention = {};
+    contention.share = opt.contention >= 0 ? opt.contention : 0;
   }
 
   state() = default;

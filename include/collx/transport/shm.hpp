@@ -91,6 +91,9 @@ struct shm_header {
 /// moved on is still compared against the call it made at each sequence.
 inline constexpr std::size_t call_history = 4;
 
+/// Contention decisions rank 0 keeps for the others (comm/contention.hpp).
+inline constexpr std::size_t contention_history = 4;
+
 /// One rank's public record, written only by that rank. Identity fields are
 /// written once when the rank joins; calls[s % call_history] describes the
 /// rank's call number s (its `seq` field is stored last, with release). Each
@@ -104,11 +107,21 @@ struct alignas(cache_line) rank_record {
   struct alignas(64) call {
     std::uint64_t seq, signature, count;
   } calls[call_history];
+  /// How contended the CPUs are, agreed at decision points (comm/contention.hpp):
+  /// rank 0 writes its decisions into `decision` (point << 16 | share in ‰,
+  /// entry point % contention_history); every rank writes the share it last
+  /// measured and the last decision point it took.
+  struct alignas(64) contention_line {
+    std::uint64_t decision[contention_history];
+    std::uint64_t taken;
+    std::uint32_t measured_pm;
+    std::uint32_t reserved;
+  } contention;
 };
 static_assert(sizeof(rank_record) % cache_line == 0);
 
 inline constexpr std::uint64_t shm_magic = 0x636f6c6c78736d31ull;  // "collxsm1"
-inline constexpr std::uint32_t shm_version = 7;
+inline constexpr std::uint32_t shm_version = 8;
 inline constexpr std::size_t shm_page = 4096;
 
 COLLX_HOST_DEVICE constexpr std::size_t align_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }

@@ -25,6 +25,18 @@
 // than a cache-line transfer (plus the protocol's oversub_extra_us), which is
 // what makes few-step schedules win there, and every byte takes ranks / CPUs
 // as long (problem::cpu_share).
+//
+// When other tasks take a share c of the ranks' CPUs (problem::contention),
+// a rank runs a fraction 1 − c of the time, so everything it does takes
+// 1 / (1 − c) as long. Worse, at every synchronisation with a peer (a step; a
+// FIFO's worth of bytes sent, after which the sender stops until the receiver
+// drains it; a barrier) the peer is off its CPU with probability c, and
+// waiting for it costs about a scheduler time slice (problem::slice_us): the
+// waiting rank spins, yields, and the task it yields to keeps the CPU for its
+// slice. So contention favours schedules with few synchronisations that read
+// peers' buffers in place over pipelined ones, several-fold at large sizes,
+// which is what measurements under a busy loop per CPU show
+// (bench/results/contention_*.md).
 // The model knows no algorithm: what a schedule does (nvls's staging, direct's
 // one-shot/two-shot switch) is in its cost(), which gets from the problem what
 // it may depend on (algo::cost_context: the protocol's chunk bytes from the
@@ -190,6 +202,30 @@ struct problem {
   /// ranks' copies and reductions share the CPUs, so every byte takes
   /// 1 / cpu_share as long. 1 otherwise.
   double cpu_share = 1;
+  /// Share of CPU time the ranks lose to other tasks (comm/contention.hpp
+  /// measures and agrees it), when not oversubscribed: see price_one_node.
+  double contention = 0;
+  /// The scheduler's time slice on this node (scheduler_slice_us), µs: what
+  /// waiting for a peer that is off its CPU costs under contention.
+  double slice_us = 1500;
+};
+
+/// Linux's default time slice on a node of `ncpus` CPUs, µs: 0.75 ms scaled
+/// by 1 + log2(CPUs, at most 8) (the scheduler's base slice, and CFS's minimum
+/// granularity before it, under the default logarithmic tunable scaling).
+constexpr double scheduler_slice_us(int ncpus) {
+  int factor = 1;
+  for (int n = ncpus < 8 ? ncpus : 8; n > 1; n /= 2) ++factor;
+  return 750.0 * factor;
+}
+
+/// Contention as price_one_node takes it: the share of CPU time other tasks
+/// take (0: none), the slice a wait for a peer off its CPU costs, and the
+/// payload bytes a connection's FIFO holds (a sender stops after that many).
+struct contended {
+  double share = 0;
+  double slice_us = 0;
+  double fifo_bytes = 0;
 };
 
 /// A prediction split by what it pays for, in µs: per-step latencies and
@@ -217,11 +253,17 @@ constexpr double reduction_us(const profile& m, double bytes_reduced, double ope
 /// A one-node call's terms priced under profile m: t's steps and barriers at
 /// protocol channel ch's latency (a context switch each when oversubscribed),
 /// its bytes at their rates, and `miss` of them (miss_share) at memory's,
-/// each byte's time over the rank's share of a CPU (problem::cpu_share).
+/// each byte's time over the rank's share of a CPU (problem::cpu_share), and
+/// stretched by contention (problem::contention; see the header comment).
 /// Shared by predict() and the fit's residual (tune/fit.hpp).
 constexpr prediction price_one_node(const profile& m, const algo::cost_terms& t, int ch, bool oversubscribed,
-                                    double miss, double cpu_share = 1, bool single_copy = false) {
+                                    double miss, double cpu_share = 1, bool single_copy = false,
+                                    const contended& busy = {}) {
   const double per_byte = cpu_share > 0 && cpu_share < 1 ? 1 / cpu_share : 1;
+  // Contention (see the header comment): everything takes `alone` as long,
+  // and each synchronisation waits `wait` on average.
+  const double c = !oversubscribed && busy.share > 0 && busy.share < 1 ? busy.share : 0;
+  const double alone = 1 / (1 - c), wait = c * busy.slice_us;
   prediction r{};
   if (m.proto[ch].efficiency <= 0 && t.bytes_sent > 0) {  // the protocol is off on this machine
     r.bandwidth_us = unavailable_us;
@@ -229,17 +271,18 @@ constexpr prediction price_one_node(const profile& m, const algo::cost_terms& t,
   }
   const double peer_gbps = single_copy && m.single_copy_gbps > 0 ? m.single_copy_gbps : m.peer_gbps;
   r.reduction_us =
-      per_byte * reduction_us(m, t.bytes_reduced, t.bytes_sent > 0 ? m.gbps(m.intra, ch) : peer_gbps);
+      alone * per_byte * reduction_us(m, t.bytes_reduced, t.bytes_sent > 0 ? m.gbps(m.intra, ch) : peer_gbps);
   const double oversub_us = m.oversub_step_us + m.proto[ch].oversub_extra_us;
-  const double step_us = oversubscribed ? oversub_us : m.alpha_us(m.intra, ch);
-  const double barrier_us = oversubscribed ? oversub_us : m.barrier_us;
+  const double step_us = oversubscribed ? oversub_us : alone * m.alpha_us(m.intra, ch) + wait;
+  const double barrier_us = oversubscribed ? oversub_us : alone * m.barrier_us + wait;
   r.latency_us = t.steps * step_us + t.barriers * barrier_us;
+  if (c > 0 && busy.fifo_bytes > 0) r.latency_us += t.bytes_sent / busy.fifo_bytes * wait;  // FIFO refills
   if (t.bytes_sent > 0) r.bandwidth_us += t.bytes_sent / m.gbps(m.intra, ch) / 1e3;
   r.bandwidth_us += t.peer_bytes / peer_gbps / 1e3 + t.staged_bytes / m.copy_gbps / 1e3;
   if (miss > 0 && m.mem_gbps > 0)  // no memory rate: no cache term
     r.bandwidth_us +=
         miss * (t.bytes_sent + t.peer_bytes + t.staged_bytes + t.bytes_reduced) / m.mem_gbps / 1e3;
-  r.bandwidth_us *= per_byte;
+  r.bandwidth_us *= alone * per_byte;
   return r;
 }
 
@@ -264,7 +307,7 @@ constexpr prediction predict(const profile& m, const problem& q) {
   if (nodes <= 1)
     return price_one_node(m, t, ch, q.oversubscribed,
                           miss_share(m, working_set_bytes(q.kind, q.nranks, q.bytes)), q.cpu_share,
-                          q.single_copy);
+                          q.single_copy, contended{q.contention, q.slice_us, 2 * q.chunks[ch]});
   prediction r{};
   r.reduction_us = reduction_us(m, t.bytes_reduced, m.gbps(m.intra, ch));
   if ((m.proto[ch].efficiency <= 0 && t.bytes_sent > 0) || t.barriers > 0 || t.peer_bytes > 0 ||
