@@ -6,6 +6,7 @@
 #                         [--repeats N] [--iters N] [--warmup N]
 #                         [--peers "ompi mpich gloo-ring gloo-hd copy"]
 #                         [--name NAME] [--build DIR] [--timeout SECONDS]
+#                         [--hog] [--collx-also "LABEL:VAR=VALUE ..."]
 #
 #   --coll      all_reduce (default), all_gather, reduce_scatter, broadcast,
 #               all_to_all (Gloo: all_reduce only; skipped otherwise)
@@ -21,6 +22,13 @@
 #               cmake --build build/cpu --target collx-perf mpi-bench
 #               mpich-bench gloo-bench copy-bench)
 #   --timeout   limit per run in seconds (default 3600)
+#   --hog       run everything under one busy loop per CPU (bench/hog.sh),
+#               started before the first run and stopped after the last;
+#               the results name gets _hog (a loaded machine: see
+#               results/contention_*.md)
+#   --collx-also  one more collx entry, with these environment variables
+#               set, e.g. "contention off:COLLX_CONTENTION=off" (an A/B of
+#               a setting in the same run)
 #
 # Runs collx-perf --procs, mpi-bench under Open MPI's mpirun (vader BTL with
 # CMA single copy, --bind-to core when the ranks fit), mpich-bench under
@@ -57,6 +65,8 @@ peers="ompi mpich gloo-ring gloo-hd copy"
 name=""
 build=build/cpu
 run_timeout=3600
+hog=0
+collx_also=""
 
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
 die() { echo "$prog: $*" >&2; exit 2; }
@@ -70,6 +80,8 @@ while [ $# -gt 0 ]; do
         --name) name=$2 ;; --build) build=$2 ;; --timeout) run_timeout=$2 ;;
       esac
       shift 2 ;;
+    --hog) hog=1; shift ;;
+    --collx-also) [ $# -ge 2 ] || die "$1 needs a value"; collx_also=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown argument '$1' (try --help)" ;;
   esac
@@ -81,7 +93,10 @@ case "$coll" in all_reduce|all_gather|reduce_scatter|broadcast|all_to_all) ;; *)
 for p in $peers; do
   case "$p" in ompi|mpich|gloo-ring|gloo-hd|copy) ;; *) die "unknown peer '$p' (ompi mpich gloo-ring gloo-hd copy)" ;; esac
 done
-[ -n "$name" ] || name="${coll}_${procs}proc_vs_peers"
+[ -n "$name" ] || { name="${coll}_${procs}proc_vs_peers"; [ "$hog" -eq 0 ] || name+=_hog; }
+if [ -n "$collx_also" ]; then
+  case "$collx_also" in *:*=*) ;; *) die "--collx-also needs 'LABEL:VAR=VALUE ...', got '$collx_also'" ;; esac
+fi
 command -v python3 >/dev/null || { echo "$prog: python3 is needed for the report" >&2; exit 1; }
 
 ncpu=$(nproc)
@@ -137,6 +152,11 @@ need() {  # need TAG WHAT...: true if every WHAT is an executable
 }
 [ -x "$build/tools/collx-perf" ] || { echo "$prog: $build/tools/collx-perf is not built (see --help)" >&2; exit 1; }
 add collx collx "${envcmd[@]}" "$build/tools/collx-perf" "$coll" "${sweep[@]}" --procs -p "$procs"
+if [ -n "$collx_also" ]; then
+  read -r -a also_words <<<"${collx_also#*:}"
+  add collx-also "collx (${collx_also%%:*})" "${envcmd[@]}" "${also_words[@]}" "$build/tools/collx-perf" "$coll" \
+    "${sweep[@]}" --procs -p "$procs"
+fi
 for p in $peers; do
   case "$p" in
     ompi)
@@ -168,7 +188,11 @@ if python3 -c "import sys; sys.exit(0 if float('${load_start%% *}') > 0.5 * $ncp
 fi
 
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap 'bench/hog.sh stop "$tmp/hog.pids"; rm -rf "$tmp"' EXIT
+if [ "$hog" -eq 1 ]; then
+  bench/hog.sh start "$tmp/hog.pids"
+  echo "$prog: one busy loop per CPU is running (bench/hog.sh)" >&2
+fi
 failed=()
 n=${#tags[@]}
 start=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
@@ -188,6 +212,8 @@ for ((rep = 1; rep <= repeats; rep++)); do
 done
 end=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
 echo "==> done in $((SECONDS - t0)) s" >&2
+load_end=$(cut -d' ' -f1-3 /proc/loadavg)
+bench/hog.sh stop "$tmp/hog.pids"
 
 # ---- the machine and the versions ---------------------------------------------
 if [ -n "${COLLX_COMMIT:-}" ]; then
@@ -202,7 +228,7 @@ dpkg_ver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo "not install
 
 {
   echo "START=$start"; echo "END=$end"
-  echo "LOAD_START=$load_start"; echo "LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "LOAD_START=$load_start"; echo "LOAD_END=$load_end"; echo "HOG=$hog"
   echo "CPU=$(lscpu_field 'Model name') — $(lscpu_field 'CPU(s)') CPUs ($(lscpu_field 'Socket(s)') socket(s) x $(lscpu_field 'Core(s) per socket') core(s), $(lscpu_field 'Thread(s) per core') thread(s) per core)"
   echo "NCPU=$ncpu"
   echo "MEM=$(free -g | awk '/^Mem:/ {print $2 " GiB"}')"
@@ -215,7 +241,7 @@ dpkg_ver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo "not install
   echo "COMMIT=$commit"
   echo "COLL=$coll"; echo "PROCS=$procs"; echo "OVERSUB=$oversub"; echo "REPEATS=$repeats"
   echo "ITERS=$iters"; echo "WARMUP=$warmup"; echo "PEER_ENV=$peer_env"
-  echo "INVOCATION=bench/$prog --coll $coll --procs $procs --minbytes $minbytes --maxbytes $maxbytes --repeats $repeats --iters $iters --warmup $warmup --peers \"$peers\" --name $name"
+  echo "INVOCATION=bench/$prog --coll $coll --procs $procs --minbytes $minbytes --maxbytes $maxbytes --repeats $repeats --iters $iters --warmup $warmup --peers \"$peers\" --name $name$([ "$hog" -eq 0 ] || echo ' --hog')$([ -z "$collx_also" ] || printf ' --collx-also %q' "$collx_also")"
   for t in "${tags[@]}"; do echo "LIB=$t|${label[$t]}|${cmd[$t]}"; done
   for s in "${skipped[@]+"${skipped[@]}"}"; do echo "SKIPPED=$s"; done
   for f in "${failed[@]+"${failed[@]}"}"; do echo "FAILED=$f"; done

@@ -264,6 +264,17 @@ struct executor_for<exec::host> {
     ex.deadline_ns = 0;  // from the first slow wait on
     ex.timeout_ns = static_cast<std::uint64_t>(s.opt.timeout.count()) * 1000000ull;
     ex.spin_ns = s.spin_ns;
+    // Under contention (agreed, comm/contention.hpp) a wait that yields gives
+    // the rest of its time slice to the task that contends for the CPU and
+    // comes back a whole slice later, and the peer it waited for has usually
+    // been descheduled by then: each synchronisation costs a slice instead
+    // of what is left of the peer's off time. Spinning past a slice instead
+    // leaves it to the scheduler to take the CPU when the slice is spent.
+    // Not where the options chose the spin (COLLX_SPIN_US), nor when the
+    // ranks outnumber the CPUs or a proxy thread moves the bytes (there the
+    // peer or the proxy needs this CPU).
+    if (s.contention.share > 0 && s.opt.spin.count() == 0 && !s.oversubscribed && !Transport::needs_proxy)
+      ex.spin_ns = static_cast<std::uint64_t>(2 * tune::scheduler_slice_us(s.host_cpus) * 1000);
     // Sleep on the doorbell once spinning and a few yields are over when the
     // ranks outnumber the CPUs, and always on a proxied transport: there a
     // yielding rank would take the CPU its own proxy needs to move the bytes
