@@ -25,7 +25,7 @@
 #   --hog       run everything under one busy loop per CPU (bench/hog.sh),
 #               started before the first run and stopped after the last;
 #               the results name gets _hog (a loaded machine: see
-#               results/contention_*.md)
+#               results/contention_notes.md)
 #   --collx-also  one more collx entry, with these environment variables
 #               set, e.g. "contention off:COLLX_CONTENTION=off" (an A/B of
 #               a setting in the same run)

@@ -36,7 +36,7 @@
 // slice. So contention favours schedules with few synchronisations that read
 // peers' buffers in place over pipelined ones, several-fold at large sizes,
 // which is what measurements under a busy loop per CPU show
-// (bench/results/contention_*.md).
+// (bench/results/contention_notes.md).
 // The model knows no algorithm: what a schedule does (nvls's staging, direct's
 // one-shot/two-shot switch) is in its cost(), which gets from the problem what
 // it may depend on (algo::cost_context: the protocol's chunk bytes from the
