@@ -58,18 +58,13 @@ if ((quality)); then
   out=bench/results/tuner_quality
   if ((hog)); then out+=_hog; fi
   if [[ $ranks != 2,4 ]]; then out+=_ranks${ranks//,/_}; fi
-  hogs=()
-  if ((hog)); then
-    for ((i = 0; i < $(nproc); ++i)); do
-      (while :; do :; done) &
-      hogs+=($!)
-    done
-    trap 'kill "${hogs[@]}" 2>/dev/null' EXIT
-  fi
+  hogpids=$(mktemp)
+  trap 'bench/hog.sh stop "$hogpids"' EXIT
+  if ((hog)); then bench/hog.sh start "$hogpids"; fi
   started=$(date -u '+%Y-%m-%d %H:%M UTC') load=$(cut -d' ' -f1-3 /proc/loadavg)
   "$probe" --colls all_reduce,all_gather,reduce_scatter --ranks "$ranks" -b 8 -e 64M -f 8 --repeats "$repeats" \
     --save "$out.profile.json" --json >"$out.raw.json" 2>"$out.stderr.txt"
-  if ((hog)); then kill "${hogs[@]}" 2>/dev/null; fi
+  bench/hog.sh stop "$hogpids"
   python3 - "$out.raw.json" "$out.md" "$started" "$load" "$(git rev-parse --short HEAD)" "$repeats" "$hog" "$ranks" <<'PY'
 import json, sys
 raw, md, started, load, commit, repeats, hog, ranks = sys.argv[1:]
