@@ -10,7 +10,10 @@
 // its stamp is the sender's own and its bytes are not sent bytes.
 // Peer memory (needs_peer_memory) has its own terms: barriers, loads/stores of
 // other ranks' buffers (peer bytes) and copies into or out of the rank's own
-// registered buffer (staged bytes).
+// registered buffer (staged bytes). Single copy (cost_context::single_copy)
+// runs where the prims offer it: the ranks publish their user buffers, which
+// peers then load in place (thread ranks) or read through the transport
+// (process ranks, read_user); both count as peer bytes.
 // Every collective an algorithm implements is run: all_to_allv with equal
 // blocks, send_recv as one message to the next rank and one from the previous
 // (the benchmark's pattern), barrier on 1-byte tokens (as the communicator).
@@ -63,6 +66,14 @@ struct network {
   std::vector<untouched<std::uint64_t>> buffers;  // peer memory, 8-byte aligned
   std::vector<std::string> errors;
   std::size_t chunk = std::size_t(1) << 40;  // max_chunk() in elements: unbounded
+  // Single copy: whether schedules may read user buffers in place, whether
+  // those are loadable (else read_user), and each rank's published buffers.
+  bool single_copy = false, loadable = true;
+  struct span {
+    const unsigned char* lo = nullptr;
+    std::size_t bytes = 0;
+  };
+  std::vector<span> user_send = std::vector<span>(64), user_recv = std::vector<span>(64);
 };
 
 // Element values are not modelled (the matrix tests check them), only counts
@@ -136,6 +147,32 @@ class counting_prims {
     ++barriers;
     return status::ok;
   }
+  // Single copy (nvls::single_copy): offered from 0 bytes when the network
+  // says so, never otherwise (the staged schedules run).
+  std::uint64_t single_copy_min_bytes() const { return net_.single_copy ? 0 : ~std::uint64_t{0}; }
+  void set_user_sizes(std::size_t send_n, std::size_t recv_n) { send_n_ = send_n, recv_n_ = recv_n; }
+  status publish_user_buffers(const T* send, const T* recv) {
+    net_.user_send[static_cast<std::size_t>(rank_)] = {reinterpret_cast<const unsigned char*>(send),
+                                                       bytes_of(send_n_)};
+    net_.user_recv[static_cast<std::size_t>(rank_)] = {reinterpret_cast<const unsigned char*>(recv),
+                                                       bytes_of(recv_n_)};
+    return barrier();
+  }
+  const T* user_buffer(int q, bool recv_side) const {
+    if (!net_.loadable) return nullptr;
+    const auto& u = (recv_side ? net_.user_recv : net_.user_send)[static_cast<std::size_t>(q)];
+    return reinterpret_cast<const T*>(u.lo);
+  }
+  status read_user(int q, bool recv_side, std::size_t off, T*, std::size_t n) {
+    const auto& u = (recv_side ? net_.user_recv : net_.user_send)[static_cast<std::size_t>(q)];
+    if (q == rank_ || bytes_of(off + n) > u.bytes) {
+      error("read_user of rank " + std::to_string(q) + " [" + std::to_string(off) + ", +" +
+            std::to_string(n) + ") outside its published buffer or of itself");
+      return status::invalid_argument;
+    }
+    peer_bytes += bytes(n);
+    return status::ok;
+  }
 
  private:
   static double bytes(std::size_t n) { return double(n) * sizeof(T); }
@@ -192,12 +229,18 @@ class counting_prims {
   bool peer(const T* x) const {
     const auto* b = reinterpret_cast<const unsigned char*>(x);
     for (int q = 0; q < net_.P; ++q) {
+      if (q == rank_) continue;
       const auto& v = net_.buffers[static_cast<std::size_t>(q)];
       const auto* lo = reinterpret_cast<const unsigned char*>(v.data());
-      if (q != rank_ && b >= lo && b < lo + v.size() * 8) return true;
+      if (b >= lo && b < lo + v.size() * 8) return true;
+      for (const auto* u :
+           {&net_.user_send[static_cast<std::size_t>(q)], &net_.user_recv[static_cast<std::size_t>(q)]})
+        if (u->lo != nullptr && b >= u->lo && b < u->lo + u->bytes) return true;  // a peer's user buffer
     }
     return false;
   }
+  static std::size_t bytes_of(std::size_t n) { return n * sizeof(T); }
+  std::size_t send_n_ = 0, recv_n_ = 0;
   network& net_;
   int rank_;
 };
@@ -218,7 +261,8 @@ struct rank_io {
 /// Runs A's schedule of C on P ranks and checks each counted term against
 /// A::cost(C, P, bytes, x); chunk_elems bounds max_chunk() (x.chunk_bytes).
 template <class A, coll C>
-void check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40) {
+void check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40, bool single_copy = false,
+                bool loadable = true) {
   // Barrier tokens are bytes, as the communicator runs it; the rest in 4-byte elements.
   using T = std::conditional_t<C == coll::barrier, std::uint8_t, std::uint32_t>;
   // Divisible by 2^7 and by 1..9: halves, hypercube parts and ring chunks are exact.
@@ -233,10 +277,13 @@ void check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40) {
   // Peer memory big enough that nvls runs in one segment.
   network net(P, std::size_t(4) << 20);
   net.chunk = chunk_elems;
+  net.single_copy = single_copy;
+  net.loadable = loadable;
   algo::cost_context x;
+  x.single_copy = single_copy && P > 1;
   if (chunk_elems < (std::size_t(1) << 40)) x.chunk_bytes = double(chunk_elems) * sizeof(T);
   std::vector<counting_prims<T>> prims;
-  for (int r = 0; r < P; ++r) prims.emplace_back(net, r);
+  for (int r = 0; r < P; ++r) prims.emplace_back(net, r).set_user_sizes(send_n, recv_n);
   std::vector<rank_io<T>> io;
   io.reserve(Pz);  // layout and plan point into the elements
   for (int r = 0; r < P; ++r) {
@@ -329,6 +376,22 @@ TEST_CASE("cost(): direct decides one-shot from the FIFO geometry as its schedul
   static_assert(algo::direct_one_shot::cost(coll::all_reduce, 4, b, {.chunk_bytes = 1}).steps == 1);
 }
 
+TEST_CASE("cost(): nvls single copy, loading peers' buffers or reading them, matches its terms", "[cost]") {
+  const int P = GENERATE(2, 3, 4, 5, 8);
+  const bool loadable = GENERATE(true, false);
+  INFO((loadable ? "loads (thread ranks)" : "read_user (process ranks)"));
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    (
+        [&] {
+          constexpr coll C = static_cast<coll>(I);
+          if constexpr (algo::nvls::implements(C))
+            check_cost<algo::nvls, C>(P, std::size_t(1) << 40, true, loadable);
+        }(),
+        ...);
+  }
+  (std::make_index_sequence<coll_count>{});
+}
+
 TEST_CASE("cost(): nvls is priced by barriers, peer and staged bytes, none with connections", "[cost]") {
   constexpr double b = 1 << 20;
   constexpr auto staged = algo::nvls::cost(coll::all_reduce, 4, b);
@@ -337,5 +400,7 @@ TEST_CASE("cost(): nvls is priced by barriers, peer and staged bytes, none with 
   // Single copy: one more barrier (publishing the user buffers), no staging.
   constexpr auto single = algo::nvls::cost(coll::all_reduce, 4, b, {.single_copy = true});
   static_assert(single.barriers == 3 && single.staged_bytes == 0 && single.peer_bytes == staged.peer_bytes);
+  // The others read once and end: the publishing barrier and the final one.
+  static_assert(algo::nvls::cost(coll::all_gather, 4, b, {.single_copy = true}).barriers == 2);
   SUCCEED();
 }

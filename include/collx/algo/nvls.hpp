@@ -99,8 +99,9 @@ struct nvls {
 
   /// Terms for `bytes` on P ranks (algo/cost.hpp), for data that fits the
   /// buffers (one segment); no connection steps or sent bytes. barriers: the
-  /// two of the segment, and with single copy (x.single_copy) the one that
-  /// publishes the user buffers first. peer_bytes: loads from and stores to
+  /// two of the segment; with single copy (x.single_copy), the one that
+  /// publishes the user buffers, the final one, and for all_reduce the one
+  /// between its reduce and its gather. peer_bytes: loads from and stores to
   /// peers' buffers (the switch channel's P-1 copies). staged_bytes: copies
   /// into and out of the own registered buffer, none with single copy, which
   /// reads peers' user buffers in place. bytes_reduced: bytes combined.
@@ -109,7 +110,7 @@ struct nvls {
     if (P <= 1 || !implements(c)) return {};
     const double f = double(P - 1) / P;
     cost_terms t{};
-    t.barriers = x.single_copy ? 3 : 2;
+    t.barriers = x.single_copy && c == coll::all_reduce ? 3 : 2;
     double staged = 0;
     switch (c) {
       case coll::all_reduce:  // all in, all out of the own buffer
