@@ -35,6 +35,7 @@
 // collective and rank count (tools/probe_svg.hpp); progress on stderr.
 // Exit status: 0; 1 when a measurement failed; 2 for a bad command line.
 #include "cli.hpp"
+#include "cpu_contention.hpp"
 #include "line_latency.hpp"
 #include "probe_look.hpp"
 #include "probe_svg.hpp"
@@ -127,6 +128,25 @@ std::string shell_quote(const std::string& s) {
 /// the host may move the vCPUs while the probe runs, and this says whether it
 /// did (bench/results/slow_mode.md).
 std::vector<double> line_samples;
+/// The share of CPU time other tasks took (tools/cpu_contention.hpp), sampled
+/// before every collx-perf run: a probe on a loaded machine fits its model to
+/// that load.
+std::vector<double> contention_samples;
+
+std::vector<int> allowed_cpus() {
+  std::vector<int> v;
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &allowed)) v.push_back(c);
+  return v;
+}
+
+void sample_contention() {
+  static const std::vector<int> cpus = allowed_cpus();
+  if (const double share = probe::cpu_contention(cpus); share >= 0) contention_samples.push_back(share);
+}
 
 void sample_line_latency() {
   static const std::vector<int> cpus = [] {
@@ -145,6 +165,7 @@ void sample_line_latency() {
 
 perf_run run_perf(const settings& s, const std::string& env, const std::string& args) {
   sample_line_latency();
+  sample_contention();
   const std::string cmd =
       "env COLLX_TUNE_FILE=builtin " + env + " " + shell_quote(s.perf) + " " + args + " -c 0 --procs 2>&1";
   std::FILE* p = popen(cmd.c_str(), "r");
@@ -556,6 +577,14 @@ void print_tables(const probe::topology& t, const measured& m, const std::vector
         "  core-to-core cache-line latency, before each of %zu runs: min %.0f, median %.0f, max %.0f ns\n",
         line_samples.size(), *lo, median(line_samples), *hi);
   }
+  if (!contention_samples.empty()) {
+    const auto [lo, hi] = std::minmax_element(contention_samples.begin(), contention_samples.end());
+    std::printf("  CPU time other tasks took, before each of %zu runs: min %.2f, median %.2f, max %.2f%s\n",
+                contention_samples.size(), *lo, median(contention_samples), *hi,
+                median(contention_samples) >= 0.25
+                    ? " (a loaded machine: the measurements and the fitted profile describe that load)"
+                    : "");
+  }
   std::printf("\n# measure (process ranks, P = %d; medians)\n", P);
   std::printf("  %-8s %10s %10s %10s %12s %14s\n", "protocol", "alpha_us", "GB/s", "residual", "knee S*",
               "90% bw from");
@@ -729,6 +758,15 @@ int main(int argc, char** argv) {
         ll.set("max", *hi);
       }
       evidence.set("line_latency_ns", ll);
+      value cc = value::object();
+      cc.set("samples", int(contention_samples.size()));
+      if (!contention_samples.empty()) {
+        const auto [lo, hi] = std::minmax_element(contention_samples.begin(), contention_samples.end());
+        cc.set("min", *lo);
+        cc.set("median", median(contention_samples));
+        cc.set("max", *hi);
+      }
+      evidence.set("cpu_contention", cc);
       doc.probe = evidence;
     }
     if (!s.plot.empty())
