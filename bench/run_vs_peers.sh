@@ -7,6 +7,7 @@
 #                         [--peers "ompi mpich gloo-ring gloo-hd copy"]
 #                         [--name NAME] [--build DIR] [--timeout SECONDS]
 #                         [--hog] [--collx-also "LABEL:VAR=VALUE ..."]
+#                         [--timing mean|median]
 #
 #   --coll      all_reduce (default), all_gather, reduce_scatter, broadcast,
 #               all_to_all (Gloo: all_reduce only; skipped otherwise)
@@ -26,6 +27,10 @@
 #               started before the first run and stopped after the last;
 #               the results name gets _hog (a loaded machine: see
 #               results/contention_notes.md)
+#   --timing    every tool's time column: the mean of the timed calls
+#               (default, nccl-tests'), or the median of each call timed
+#               alone (robust to a rank descheduled by other tasks; with
+#               --hog, use it for small sizes)
 #   --collx-also  one more collx entry, with these environment variables
 #               set, e.g. "contention off:COLLX_CONTENTION=off" (an A/B of
 #               a setting in the same run)
@@ -67,6 +72,7 @@ build=build/cpu
 run_timeout=3600
 hog=0
 collx_also=""
+timing=mean
 
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
 die() { echo "$prog: $*" >&2; exit 2; }
@@ -81,6 +87,7 @@ while [ $# -gt 0 ]; do
       esac
       shift 2 ;;
     --hog) hog=1; shift ;;
+    --timing) [ $# -ge 2 ] || die "$1 needs a value"; timing=$2; shift 2 ;;
     --collx-also) [ $# -ge 2 ] || die "$1 needs a value"; collx_also=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown argument '$1' (try --help)" ;;
@@ -102,7 +109,8 @@ command -v python3 >/dev/null || { echo "$prog: python3 is needed for the report
 ncpu=$(nproc)
 oversub=0
 [ "$procs" -gt "$ncpu" ] && oversub=1
-sweep=(-b "$minbytes" -e "$maxbytes" -f 2 -d float -o sum -n "$iters" -w "$warmup" -c 1)
+case "$timing" in mean|median) ;; *) die "--timing needs mean or median, got '$timing'" ;; esac
+sweep=(-b "$minbytes" -e "$maxbytes" -f 2 -d float -o sum -n "$iters" -w "$warmup" -c 1 -t "$timing")
 
 # glibc returns blocks above 32 MiB (its mmap threshold grows only so far) to
 # the kernel on free; a library that allocates a temporary per call (Open
@@ -240,8 +248,8 @@ dpkg_ver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo "not install
   echo "CXX=$("${cxx:-c++}" --version 2>/dev/null | head -1)"
   echo "COMMIT=$commit"
   echo "COLL=$coll"; echo "PROCS=$procs"; echo "OVERSUB=$oversub"; echo "REPEATS=$repeats"
-  echo "ITERS=$iters"; echo "WARMUP=$warmup"; echo "PEER_ENV=$peer_env"
-  echo "INVOCATION=bench/$prog --coll $coll --procs $procs --minbytes $minbytes --maxbytes $maxbytes --repeats $repeats --iters $iters --warmup $warmup --peers \"$peers\" --name $name$([ "$hog" -eq 0 ] || echo ' --hog')$([ -z "$collx_also" ] || printf ' --collx-also %q' "$collx_also")"
+  echo "ITERS=$iters"; echo "WARMUP=$warmup"; echo "TIMING=$timing"; echo "PEER_ENV=$peer_env"
+  echo "INVOCATION=bench/$prog --coll $coll --procs $procs --minbytes $minbytes --maxbytes $maxbytes --repeats $repeats --iters $iters --warmup $warmup --peers \"$peers\" --name $name$([ "$hog" -eq 0 ] || echo ' --hog')$([ "$timing" = mean ] || echo " --timing $timing")$([ -z "$collx_also" ] || printf ' --collx-also %q' "$collx_also")"
   for t in "${tags[@]}"; do echo "LIB=$t|${label[$t]}|${cmd[$t]}"; done
   for s in "${skipped[@]+"${skipped[@]}"}"; do echo "SKIPPED=$s"; done
   for f in "${failed[@]+"${failed[@]}"}"; do echo "FAILED=$f"; done

@@ -267,8 +267,10 @@ def main():
            f"- {reps} repeat{'s' if reps > 1 else ''}; every repeat runs each library once, the order rotated by one per repeat; "
            "each value below is the median over the repeats.",
            f"- Every tool: fp32 sum, sizes factor 2, per size one checked call (#wrong against an independently "
-           f"computed reference, tools/perf_common.hpp), {meta['WARMUP']} warm-up calls, then the mean of "
-           f"{meta['ITERS']} timed calls, the maximum over ranks; out of place, then in place.",
+           f"computed reference, tools/perf_common.hpp), {meta['WARMUP']} warm-up calls, then "
+           + (f"the median of {meta['ITERS']} calls each timed alone (`-t median`)"
+              if meta.get("TIMING") == "median" else f"the mean of {meta['ITERS']} timed calls")
+           + ", the maximum over ranks; out of place, then in place.",
            f"- busbw = size / time x {factor:g} (nccl-tests' factor for {coll}, P = {P}), computed from the median times; "
            "the copy's is size / time.",
            f"- Environment of every run: `{meta['PEER_ENV'] or '(none)'}`.",

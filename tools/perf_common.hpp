@@ -191,6 +191,10 @@ struct options {
   bool nranks_given = false;
   rank_mode mode = rank_mode::threads;
   std::string algo = "auto", proto = "auto";
+  /// The time column: the mean over the timed calls (nccl-tests'), or the
+  /// median of each call timed alone, which a call that waited for a
+  /// descheduled peer does not move (a loaded machine).
+  bool median_timing = false;
 };
 
 /// Which of the optional flags a program takes.
@@ -250,7 +254,7 @@ inline parse_outcome parse_command_line(int argc, char** argv, options& o, flag_
                                       {"-i", "--stepbytes"}, {"-n", "--iters"},    {"-w", "--warmup_iters"},
                                       {"-c", "--check"},     {"-o", "--op"},       {"-d", "--datatype"},
                                       {"-r", "--root"},      {"-p", "--nranks"},   {"", "--algo"},
-                                      {"", "--proto"}};
+                                      {"", "--proto"},       {"-t", "--timing"}};
     char which = 0;
     for (const flag& f : valued) {
       if (key == f.s || key == f.l) {
@@ -311,6 +315,11 @@ inline parse_outcome parse_command_line(int argc, char** argv, options& o, flag_
       case 'd':
         if (!parse_dtype(value, o.type))
           return fail("unknown datatype '" + value + "' (" + dtype_choices + ")");
+        break;
+      case 't':
+        if (value != "mean" && value != "median")
+          return fail("invalid timing '" + value + "' (mean or median)");
+        o.median_timing = value == "median";
         break;
       case 'A': o.algo = value; break;
       case 'P': o.proto = value; break;
@@ -451,6 +460,9 @@ inline constexpr const char* sweep_flags_help =
     "  -i, --stepbytes <size>     with -f 1: add this many bytes each step (default 1M)\n"
     "  -n, --iters <n>            timed iterations per size (default 20)\n"
     "  -w, --warmup_iters <n>     untimed iterations before them (default 5)\n"
+    "  -t, --timing <mean|median> time column: mean of the timed calls (default), or the\n"
+    "                             median of each call timed alone (robust to a rank\n"
+    "                             descheduled by other tasks); the maximum over ranks\n"
     "  -c, --check <0|1>          check results before timing each size (default 1)\n";
 
 /// What main does with a parse outcome: the usage on stdout for help (exit
@@ -480,9 +492,10 @@ inline void print_header(std::FILE* f, const options& o, const char* program, co
   gethostname(host, sizeof host - 1);
   std::fprintf(f, "# %s %s  nranks %d  mode %s  pid %d on %s\n", program, what, nranks, mode,
                static_cast<int>(getpid()), host);
-  std::fprintf(f, "# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d validation: %d\n",
+  std::fprintf(f, "# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d validation: %d%s\n",
                o.min_bytes, o.max_bytes, o.step_factor > 1 ? o.step_factor : o.step_bytes,
-               o.step_factor > 1 ? "factor" : "bytes", o.warmup_iters, o.iters, o.check);
+               o.step_factor > 1 ? "factor" : "bytes", o.warmup_iters, o.iters, o.check,
+               o.median_timing ? " timing: median per call" : "");
   std::fprintf(f, "# dtype %s  op %s  root %d  %s\n", name(o.type), op, root, tail.c_str());
   print_columns(f);
   std::fflush(f);
@@ -947,12 +960,28 @@ sweep_totals run_sweep(const options& o, int rank, int nranks, std::byte* sendbu
       for (int i = 0; i < o.warmup_iters; ++i) d.call(send, recv, k.param);
       d.barrier();
 
-      const auto t0 = d.now();
-      for (int i = 0; i < o.iters; ++i) d.call(send, recv, k.param);
-      const auto t1 = d.now();
-      if constexpr (requires { d.after_timing(k.bytes(elt)); }) d.after_timing(k.bytes(elt));
-
-      double sec = seconds_between(t0, t1) / o.iters;
+      double sec = 0;
+      if (o.median_timing) {
+        // Each call timed alone (one clock reading more per call, the same
+        // for every library); this rank's median.
+        std::vector<double> per_call(static_cast<std::size_t>(o.iters));
+        auto t = d.now();
+        for (int i = 0; i < o.iters; ++i) {
+          d.call(send, recv, k.param);
+          const auto u = d.now();
+          per_call[static_cast<std::size_t>(i)] = seconds_between(t, u);
+          t = u;
+        }
+        if constexpr (requires { d.after_timing(k.bytes(elt)); }) d.after_timing(k.bytes(elt));
+        std::nth_element(per_call.begin(), per_call.begin() + o.iters / 2, per_call.end());
+        sec = per_call[static_cast<std::size_t>(o.iters / 2)];
+      } else {
+        const auto t0 = d.now();
+        for (int i = 0; i < o.iters; ++i) d.call(send, recv, k.param);
+        const auto t1 = d.now();
+        if constexpr (requires { d.after_timing(k.bytes(elt)); }) d.after_timing(k.bytes(elt));
+        sec = seconds_between(t0, t1) / o.iters;
+      }
       d.max_over_ranks(sec);
       d.sum_over_ranks(counts, 2);
 
