@@ -47,6 +47,16 @@ struct cost_context {
   /// Peers' user buffers are readable in place at this size (single copy):
   /// peer-memory schedules skip their registered buffers.
   bool single_copy = false;
+  /// Bytes of each rank's registered buffer, through which peer-memory
+  /// schedules stage a call segment by segment (a barrier pair each); 0:
+  /// unbounded, one segment.
+  double peer_buffer_bytes = 0;
 };
+
+/// The least whole number >= v (v >= 0), usable in constant expressions.
+constexpr double ceil_nonneg(double v) {
+  const auto i = static_cast<unsigned long long>(v);
+  return double(i) < v ? double(i + 1) : double(i);
+}
 
 }  // namespace collx::algo

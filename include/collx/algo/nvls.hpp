@@ -97,11 +97,12 @@ struct nvls {
            c == coll::broadcast || c == coll::all_to_all;
   }
 
-  /// Terms for `bytes` on P ranks (algo/cost.hpp), for data that fits the
-  /// buffers (one segment); no connection steps or sent bytes. barriers: the
-  /// two of the segment; with single copy (x.single_copy), the one that
-  /// publishes the user buffers, the final one, and for all_reduce the one
-  /// between its reduce and its gather. peer_bytes: loads from and stores to
+  /// Terms for `bytes` on P ranks (algo/cost.hpp); no connection steps or
+  /// sent bytes. barriers: staged, two per segment of the registered buffer
+  /// (x.peer_buffer_bytes; all_gather's segments hold one rank's block, the
+  /// others' the whole call: P blocks of buffer / P); with single copy
+  /// (x.single_copy), the one that publishes the user buffers, the final one,
+  /// and for all_reduce the one between its reduce and its gather. peer_bytes: loads from and stores to
   /// peers' buffers (the switch channel's P-1 copies). staged_bytes: copies
   /// into and out of the own registered buffer, none with single copy, which
   /// reads peers' user buffers in place. bytes_reduced: bytes combined.
@@ -110,7 +111,9 @@ struct nvls {
     if (P <= 1 || !implements(c)) return {};
     const double f = double(P - 1) / P;
     cost_terms t{};
-    t.barriers = x.single_copy && c == coll::all_reduce ? 3 : 2;
+    const double per_segment = c == coll::all_gather ? bytes / P : bytes;
+    const double segments = x.peer_buffer_bytes > 0 ? ceil_nonneg(per_segment / x.peer_buffer_bytes) : 1;
+    t.barriers = x.single_copy ? (c == coll::all_reduce ? 3 : 2) : 2 * (segments > 1 ? segments : 1);
     double staged = 0;
     switch (c) {
       case coll::all_reduce:  // all in, all out of the own buffer

@@ -208,6 +208,14 @@ double model_bytes(const state<Transport>& s, const call_args& a) {
   }
 }
 
+/// The registered buffer each rank stages peer-memory schedules through (0:
+/// the view has none, or does not say).
+template <class View>
+double peer_buffer_bytes_of(const View& v) {
+  if constexpr (requires { v.peer_buffer_bytes(); }) return double(v.peer_buffer_bytes());
+  else return 0;
+}
+
 /// resolve() with the model's problem for collectives that have one size on
 /// every rank, remembered per collective: the argmin costs more than a small
 /// call, and it depends only on the requested variant, the size and the
@@ -235,7 +243,8 @@ variant_choice resolve_remembered(state<Transport>& s, variant_choice v, const c
                           chunks,
                           s.cpu_share,
                           contention,
-                          tune::scheduler_slice_us(s.host_cpus)};
+                          tune::scheduler_slice_us(s.host_cpus),
+                          peer_buffer_bytes_of(s.view)};
     memo.valid = false;
     memo.requested = v;
     memo.chosen = resolve<Transport, Exec>(s, C, v, &q);

@@ -208,6 +208,9 @@ struct problem {
   /// The scheduler's time slice on this node (scheduler_slice_us), µs: what
   /// waiting for a peer that is off its CPU costs under contention.
   double slice_us = 1500;
+  /// Each rank's registered buffer, through which peer-memory schedules
+  /// stage (algo::cost_context); 0: unbounded.
+  double peer_buffer_bytes = 0;
 };
 
 /// Linux's default time slice on a node of `ncpus` CPUs, µs: 0.75 ms scaled
@@ -301,7 +304,7 @@ constexpr prediction price_one_node(const profile& m, const algo::cost_terms& t,
 template <class A, class Pr>
 constexpr prediction predict(const profile& m, const problem& q) {
   constexpr int ch = proto::channel_of<Pr>;
-  const algo::cost_context ctx{q.chunks[ch], q.single_copy};
+  const algo::cost_context ctx{q.chunks[ch], q.single_copy, q.peer_buffer_bytes};
   const algo::cost_terms t = A::cost(q.kind, q.nranks, q.bytes, ctx);
   const int nodes = m.nodes(q.nranks);
   if (nodes <= 1)
