@@ -26,6 +26,8 @@
 // transport's measured parameters and knows no algorithm.
 #pragma once
 
+#include <collx/config.hpp>
+
 #include <limits>
 
 namespace collx::algo {
@@ -54,7 +56,7 @@ struct cost_context {
 };
 
 /// The least whole number >= v (v >= 0), usable in constant expressions.
-constexpr double ceil_nonneg(double v) {
+COLLX_HOST_DEVICE constexpr double ceil_nonneg(double v) {
   const auto i = static_cast<unsigned long long>(v);
   return double(i) < v ? double(i + 1) : double(i);
 }
