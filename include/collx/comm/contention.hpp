@@ -17,8 +17,11 @@
 // call adds a weight, 1 + bytes / 16 KiB with bytes as the model counts them
 // (equal on every rank; all_to_allv counts 1), and a point falls on the call
 // that brings the sum to comm_options::contention_interval (4096 by default:
-// about every 4096 small calls, every call from 64 MiB). send/recv groups involve only some ranks and add
-// nothing.
+// about every 4096 small calls, every call from 64 MiB). The first three
+// points come sooner, at weights 64, 256 and 1024: before the first, the
+// waits yield after 100 µs, and under load every yield costs a scheduler tick
+// (4 ms at 250 Hz), so a short-lived communicator must not wait long for it. send/recv groups involve only
+// some ranks and add nothing.
 //
 // Agree: at point d, rank 0 takes the largest share any rank has published
 // (its own now, the others' from their latest point), quantizes it to steps of
@@ -121,7 +124,12 @@ void contention_point(state<Transport>& s, coll c, double bytes, MakeExecutor&& 
     if (s.opt.contention_probe == nullptr && !s.contention.sample.valid)
       s.contention.sample = detail::read_sched_sample();  // the baseline, on the calling thread
     s.contention.weight += 1 + (bytes > 0 ? bytes / weight_unit_bytes : 0);
-    if (s.contention.weight < double(s.opt.contention_interval)) return;
+    // The first points come sooner (weights 64, 256, 1024, then the interval),
+    // so that a communicator on a loaded machine prices it, and its waits
+    // spin through a slice instead of yielding, within its first calls.
+    const double interval = double(s.opt.contention_interval);
+    const double first = s.contention.point < 3 ? double(64u << (2 * s.contention.point)) : interval;
+    if (s.contention.weight < (first < interval ? first : interval)) return;
     s.contention.weight = 0;
     using record = std::remove_pointer_t<decltype(s.view.record(0))>;
     constexpr std::uint64_t history = std::extent_v<decltype(std::declval<record&>().contention.decision)>;
