@@ -26,8 +26,8 @@
 //                         "auto" (default: measured and agreed by the ranks,
 //                         collx/comm/contention.hpp), "off" (none), or a fixed
 //                         share of CPU time lost to other tasks in [0, 0.9]
-//   COLLX_CONTENTION_INTERVAL  weight between contention decision points
-//                         (default 4096; a call weighs 1 + bytes / 16 KiB)
+//   COLLX_CONTENTION_INTERVAL  calls between contention decision points
+//                         (default 4096, after early ones at calls 64, 320, 1344)
 // Bad values throw collx::error naming the variable.
 #pragma once
 
@@ -124,10 +124,9 @@ struct comm_options {
   /// Replaces the run-queue measurement of `contention` (tests): the share
   /// rank `rank` measured at decision point `point` (negative: unknown).
   double (*contention_probe)(int rank, std::uint64_t point) = nullptr;
-  /// Calls between contention decision points, in weight: a call weighs
-  /// 1 + bytes / 16 KiB (bytes as the model counts them), so by default a
-  /// point falls about every 4096 small calls and on every call from 64 MiB
-  /// (comm/contention.hpp). Every rank must use the same value.
+  /// Calls between contention decision points, after the first three
+  /// (at calls 64, 320 and 1344; comm/contention.hpp). Every rank must use
+  /// the same value.
   /// COLLX_CONTENTION_INTERVAL.
   std::uint32_t contention_interval = 4096;
 

@@ -125,7 +125,7 @@ TEST_CASE("contention: COLLX_CONTENTION and the options", "[contention]") {
 }
 
 TEST_CASE("contention: every rank prices the same share and picks the same variant", "[contention]") {
-  // Every 1 MiB call is a decision point (its weight, 65, passes the interval).
+  // Every call is a decision point (interval 1).
   // Rank 1 alone is busy at first: the agreed share must rise on every rank,
   // move the choice to the single-copy schedule on every rank alike, and fall
   // back when rank 1 is idle again. Two ranks: more than the CPUs would be
@@ -136,7 +136,7 @@ TEST_CASE("contention: every rank prices the same share and picks the same varia
   o.timeout = std::chrono::seconds(60);
   o.contention = -1;
   o.contention_probe = &busy_then_idle;
-  o.contention_interval = 8;
+  o.contention_interval = 1;
   o.tune_file = "builtin";
   probed.calls = 0;
   auto comms = communicator::create_thread_group(P, o);

@@ -13,15 +13,14 @@
 // (detail/sched_stat.hpp) at decision points: the share of the CPU time it
 // wanted since its previous point that it spent waiting for a CPU.
 //
-// Where: decision points fall on the same calls on every rank. Each numbered
-// call adds a weight, 1 + bytes / 16 KiB with bytes as the model counts them
-// (equal on every rank; all_to_allv counts 1), and a point falls on the call
-// that brings the sum to comm_options::contention_interval (4096 by default:
-// about every 4096 small calls, every call from 64 MiB). The first three
-// points come sooner, at weights 64, 256 and 1024: before the first, the
-// waits yield after 100 µs, and under load every yield costs a scheduler tick
-// (4 ms at 250 Hz), so a short-lived communicator must not wait long for it. send/recv groups involve only
-// some ranks and add nothing.
+// Where: decision points fall on the same calls on every rank: every
+// numbered call counts one (whatever its size, so that ranks whose calls
+// mismatch still meet at each point and the mismatch check reports them), and
+// a point falls at calls 64, 320 and 1344, then every
+// comm_options::contention_interval calls (4096 by default): early, because
+// before the first point the waits yield after 100 µs and under load each
+// yield costs a scheduler tick (4 ms at 250 Hz). send/recv groups involve only
+// some ranks and count nothing.
 //
 // Agree: at point d, rank 0 takes the largest share any rank has published
 // (its own now, the others' from their latest point), quantizes it to steps of
@@ -123,7 +122,12 @@ void contention_point(state<Transport>& s, coll c, double bytes, MakeExecutor&& 
     if (s.opt.contention >= 0) return;
     if (s.opt.contention_probe == nullptr && !s.contention.sample.valid)
       s.contention.sample = detail::read_sched_sample();  // the baseline, on the calling thread
-    s.contention.weight += 1 + (bytes > 0 ? bytes / weight_unit_bytes : 0);
+    // One per call, whatever its size: ranks whose calls mismatch (a count)
+    // must still reach each point on the same call, or one would wait for a
+    // decision before its call is published, where the mismatch check cannot
+    // see it, until the deadline.
+    (void)bytes;
+    s.contention.weight += 1;
     // The first points come sooner (weights 64, 256, 1024, then the interval),
     // so that a communicator on a loaded machine prices it, and its waits
     // spin through a slice instead of yielding, within its first calls.
