@@ -64,8 +64,6 @@
 namespace collx::comm {
 
 namespace contention_detail {
-/// Bytes that weigh as much as one call (see the header comment).
-inline constexpr double weight_unit_bytes = 16384;
 /// Shares are agreed in steps of 1/8 (as ‰), the least step at 100 ‰.
 inline constexpr std::uint32_t step_pm = 125, least_pm = 250;
 
