@@ -149,15 +149,7 @@ void sample_contention() {
 }
 
 void sample_line_latency() {
-  static const std::vector<int> cpus = [] {
-    std::vector<int> v;
-    cpu_set_t allowed;
-    CPU_ZERO(&allowed);
-    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
-      for (int c = 0; c < CPU_SETSIZE && v.size() < 2; ++c)
-        if (CPU_ISSET(c, &allowed)) v.push_back(c);
-    return v;
-  }();
+  static const std::vector<int> cpus = allowed_cpus();
   if (cpus.size() < 2) return;
   const double ns = probe::line_latency_ns(cpus[0], cpus[1], 20000);
   if (ns > 0) line_samples.push_back(ns);
@@ -749,24 +741,20 @@ int main(int argc, char** argv) {
     if (s.refit) doc.model = refit.model;
     // The cache-line latency over the whole run (measure and compare).
     {
-      value ll = value::object();
-      ll.set("samples", int(line_samples.size()));
-      if (!line_samples.empty()) {
-        const auto [lo, hi] = std::minmax_element(line_samples.begin(), line_samples.end());
-        ll.set("min", *lo);
-        ll.set("median", median(line_samples));
-        ll.set("max", *hi);
-      }
-      evidence.set("line_latency_ns", ll);
-      value cc = value::object();
-      cc.set("samples", int(contention_samples.size()));
-      if (!contention_samples.empty()) {
-        const auto [lo, hi] = std::minmax_element(contention_samples.begin(), contention_samples.end());
-        cc.set("min", *lo);
-        cc.set("median", median(contention_samples));
-        cc.set("max", *hi);
-      }
-      evidence.set("cpu_contention", cc);
+      // Samples taken before every run: their count, min, median and max.
+      auto spread = [](const std::vector<double>& v) {
+        value o = value::object();
+        o.set("samples", int(v.size()));
+        if (!v.empty()) {
+          const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+          o.set("min", *lo);
+          o.set("median", median(v));
+          o.set("max", *hi);
+        }
+        return o;
+      };
+      evidence.set("line_latency_ns", spread(line_samples));
+      evidence.set("cpu_contention", spread(contention_samples));
       doc.probe = evidence;
     }
     if (!s.plot.empty())
