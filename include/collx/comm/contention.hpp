@@ -106,13 +106,13 @@ int measure_contention(state<Transport>& s, std::uint64_t point) {
   return x < 0 ? -1 : static_cast<int>(x * 1000 + 0.5);
 }
 
-/// Accounts call C of `bytes` (as the model counts them; 0: unknown) and,
+/// Counts call C (one, whatever its size) and,
 /// where a decision point falls, measures and agrees the share (see the
 /// header comment). After it, s.contention.share is the same on every rank
 /// for this call. make_executor() gives the executor whose waits it uses
 /// (rank 0's entry; every rank's `taken`), made only at a point.
 template <class Transport, class MakeExecutor>
-void contention_point(state<Transport>& s, coll c, double bytes, MakeExecutor&& make_executor) {
+void contention_point(state<Transport>& s, coll c, MakeExecutor&& make_executor) {
   using namespace contention_detail;
   if constexpr (Transport::needs_proxy) {
     return;  // records are forwarded copies, not shared: the fixed share
@@ -124,7 +124,6 @@ void contention_point(state<Transport>& s, coll c, double bytes, MakeExecutor&& 
     // must still reach each point on the same call, or one would wait for a
     // decision before its call is published, where the mismatch check cannot
     // see it, until the deadline.
-    (void)bytes;
     s.contention.weight += 1;
     // The first points come sooner (weights 64, 256, 1024, then the interval),
     // so that a communicator on a loaded machine prices it, and its waits

@@ -374,8 +374,7 @@ void dispatch(state<Transport>& s, variant_choice v, const call_args& a, const e
               Detail mismatch_detail = &no_detail) {
   // Where a decision point falls, the ranks agree on the contention the
   // choice prices (a wait at most once per point; nothing on other calls).
-  if constexpr (C != coll::send_recv)
-    contention_point(s, C, model_bytes<C>(s, a), [&] { return executor_for<Exec>::make(s); });
+  if constexpr (C != coll::send_recv) contention_point(s, C, [&] { return executor_for<Exec>::make(s); });
   v = resolve_remembered<Transport, Exec, C>(s, v, a);
   const bool found = visit_serving<Transport, Exec, C>(v.algo, v.proto, [&]<class A, class P>(proto_id p) {
     launch_variant<A, P, C, Elem, Transport, Exec>(s, p, a, extra, mismatch_detail);
