@@ -70,9 +70,11 @@ struct comm_options {
   std::uint64_t step_origin = 0;
   /// How long a wait busy-polls before it starts yielding the CPU. 0 = choose:
   /// long (100 µs) when this node's ranks fit on the CPUs this process may
-  /// use, so a running peer is answered without a context switch; short (2 µs)
-  /// when ranks outnumber CPUs, so a waiting rank hands its core to the peer it
-  /// waits for. COLLX_SPIN_US overrides.
+  /// use, so a running peer is answered without a context switch; none (a
+  /// wait polls 4 times, then yields) when ranks outnumber CPUs, so a waiting
+  /// rank hands its core at once to the peer it most likely waits for
+  /// (bench/results/oversubscribed_spin.md: the former 2 µs spin made an
+  /// 8-byte all_reduce on 4 ranks of 2 CPUs 2.5× slower). COLLX_SPIN_US overrides.
   std::chrono::nanoseconds spin{0};
   /// When ranks outnumber CPUs, or on a proxied transport (whose proxy thread
   /// needs the CPU a yielding rank would take), a wait that has yielded a few

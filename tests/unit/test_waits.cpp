@@ -228,3 +228,46 @@ TEST_CASE("single copy: reads of a peer's buffer by cross-memory attach are coun
   CHECK(counters.reads == reads + 2);
   CHECK(counters.bytes == bytes + 40);
 }
+
+namespace waits_test {
+
+/// Polls of done() a wait makes before its yielding phase begins: the check
+/// hook, due at once (interval 0), runs on the first pass of that phase and
+/// records the count; done() turns true right after, so the wait returns.
+std::uint32_t polls_before_yielding(std::uint64_t spin_ns) {
+  struct probe {
+    std::uint32_t polls = 0;
+    std::uint32_t at_check = 0;
+    bool checked = false;
+  } pr;
+  exec::host ex;
+  ex.deadline_ns = exec::monotonic_ns() + 60'000'000'000ull;
+  ex.spin_ns = spin_ns;
+  ex.check_interval_ns = 0;
+  ex.check_ctx = &pr;
+  ex.check = [](const void* ctx) {
+    auto* p = const_cast<probe*>(static_cast<const probe*>(ctx));
+    if (!p->checked) p->at_check = p->polls, p->checked = true;
+    return status::ok;
+  };
+  const status st = ex.wait([&] {
+    ++pr.polls;
+    return pr.checked;
+  });
+  REQUIRE(st == status::ok);
+  REQUIRE(pr.checked);
+  return pr.at_check;
+}
+
+}  // namespace waits_test
+
+TEST_CASE("host waits: without a spin budget a wait yields after a few polls, not after a spin", "[waits]") {
+  // Ranks that outnumber the CPUs get spin 0: the peer they wait for most
+  // likely needs this core, and every PAUSE of a spin (~25 ns) delays it.
+  const std::uint32_t no_spin = polls_before_yielding(0);
+  CHECK(no_spin >= 1);
+  CHECK(no_spin <= 8);
+  // With a spin budget (ranks fit on the CPUs) the wait polls at least the
+  // 64 quick polls plus one round of 64 between clock reads first.
+  CHECK(polls_before_yielding(1) >= 128);
+}

@@ -77,15 +77,15 @@ struct state {
   /// affinity, which a launcher may have narrowed to one CPU; the count is
   /// the same on every rank of the host, so the automatic choice that depends
   /// on it is too), the model's CPU share, and the default spin — long only
-  /// if the ranks fit on the CPUs: a waiting rank then hands its core to the
-  /// peer it waits for. Needs `opt` set.
+  /// if the ranks fit on the CPUs; none otherwise (a waiting rank then hands
+  /// its core at once to the peer it waits for). Needs `opt` set.
   void place_on_host(int ranks_here) {
     const long ncpu = ::sysconf(_SC_NPROCESSORS_ONLN);
     oversubscribed = ncpu > 0 && ranks_here > ncpu;
     host_cpus = ncpu > 0 ? static_cast<int>(ncpu) : 1;
     cpu_share = oversubscribed ? double(ncpu) / ranks_here : 1;
     spin_ns = static_cast<std::uint64_t>(opt.spin.count());
-    if (spin_ns == 0) spin_ns = oversubscribed ? 2'000 : 100'000;
+    if (spin_ns == 0) spin_ns = oversubscribed ? 0 : 100'000;  // comm_options::spin says why
     contention = {};
     contention.share = opt.contention >= 0 ? opt.contention : 0;
   }
