@@ -43,6 +43,8 @@ constexpr const char* usage_text =
     "  every candidate variant's predicted time (us) as latency + bandwidth + reduction,\n"
     "  fastest first (the automatic choice), and the runner-up's margin; sizes as\n"
     "  nccl-tests counts them, with K, M, G suffixes; default -b 8 -e 256M -f 32.\n"
+    "  --oversubscribed: the ranks outnumber the CPUs (P on this machine's CPUs, or\n"
+    "  two ranks per CPU where P would fit them).\n"
     "  --contention: the share of CPU time other tasks take, in [0, 0.9] (default 0).\n"
     "  --list prints the presets.\n";
 
@@ -195,6 +197,12 @@ int main(int argc, char** argv) {
       "# (gamma); '-' = unavailable on this machine. Fastest first; '*' marks the automatic choice.\n");
   for (double bytes : sizes) {
     tune::problem q{c, P, bytes, single_copy && P > 1, oversubscribed};
+    // Oversubscribed: P ranks on this machine's CPUs, or two per CPU where
+    // they would fit (the model prices a barrier per rank sharing a CPU).
+    if (oversubscribed) {
+      const int cpus = tune::this_machine().cpus;
+      q.cpu_share = cpus > 0 && cpus < P ? double(cpus) / P : 0.5;
+    }
     q.contention = contention;
     const std::vector<tune::explained> all = tune::explain<transport::shm>(m, q, r);
     std::printf("\n# %s %s (%.0f B)\n", name(c), cli::human(bytes).c_str(), bytes);

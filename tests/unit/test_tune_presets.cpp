@@ -177,3 +177,36 @@ TEST_CASE("tune::explain lists fastest()'s candidates, fastest first", "[tune][p
 }
 
 }  // namespace tune_presets_test
+
+namespace tune_presets_test {
+
+// Ranks that outnumber the CPUs: a barrier costs one context switch per rank
+// sharing a CPU, a step one. On 4 ranks of 2 CPUs, broadcast of 8 B ran in
+// 8–9 µs through nvls's two barriers and 0.7–1.0 µs through ring's chain
+// (bench/results/oversubscribed_spin.md); priced at one switch per barrier,
+// nvls won.
+constexpr tune::problem oversubscribed_problem(coll c, int P, double bytes, double cpu_share) {
+  tune::problem q{c, P, bytes, false, true};
+  q.cpu_share = cpu_share;
+  return q;
+}
+static_assert(
+    tune::fastest<transport::shm>(tune::shm_host, oversubscribed_problem(coll::broadcast, 4, 8, 0.5)).algo ==
+    algo_id::ring);
+static_assert(tune::oversubscribed_barrier_switches(0.5) == 2 &&
+              tune::oversubscribed_barrier_switches(0.25) == 4 &&
+              tune::oversubscribed_barrier_switches(1) == 1);
+
+TEST_CASE("oversubscribed: a barrier is priced one step per rank sharing a CPU", "[tune][presets]") {
+  algo::cost_terms one_barrier{};
+  one_barrier.barriers = 1;
+  const int ch = proto::channel_of<proto::simple>;
+  const double step = tune::shm_host.oversub_step_us + tune::shm_host.proto[ch].oversub_extra_us;
+  for (double share : {1.0, 0.5, 1.0 / 3}) {
+    INFO("cpu_share " << share);
+    const tune::prediction p = tune::price_one_node(tune::shm_host, one_barrier, ch, true, 0, share);
+    CHECK(p.latency_us == Approx(step / share));
+  }
+}
+
+}  // namespace tune_presets_test

@@ -199,7 +199,7 @@ inline profile_fit fit_once(const std::vector<timed_call>& calls, const profile&
     double* row = &A[i * n];
     const std::size_t ch = static_cast<std::size_t>(c.channel);
     if (c.oversubscribed) {
-      row[2 * C + ch] = t.steps + t.barriers;
+      row[2 * C + ch] = t.steps + t.barriers * oversubscribed_barrier_switches(c.cpu_share);
     } else {
       row[ch] = t.steps;
       row[barrier] = t.barriers;

@@ -21,10 +21,14 @@
 // (mem_gbps). Shared-memory bandwidth on a CPU falls several-fold between a
 // 1 MiB and a 64 MiB call, and one β cannot describe both ends.
 //
-// When ranks outnumber CPUs, a step or a barrier costs a context switch rather
-// than a cache-line transfer (plus the protocol's oversub_extra_us), which is
-// what makes few-step schedules win there, and every byte takes ranks / CPUs
-// as long (problem::cpu_share).
+// When ranks outnumber CPUs, a step costs a context switch rather than a
+// cache-line transfer (plus the protocol's oversub_extra_us), which is what
+// makes few-step schedules win there, and every byte takes ranks / CPUs as
+// long (problem::cpu_share). A barrier costs one context switch per rank
+// sharing a CPU (ranks / CPUs of them): it completes only once every rank has
+// run, while a step waits for one peer, and a sender whose FIFO has room does
+// not wait at all (4 ranks on 2 CPUs, broadcast of 8 B: nvls's two barriers
+// 8–9 µs, ring's chain 0.7–1.0 µs, bench/results/oversubscribed_spin.md).
 //
 // When other tasks take a share c of the ranks' CPUs (problem::contention),
 // a rank runs a fraction 1 − c of the time, so everything it does takes
@@ -253,6 +257,12 @@ constexpr double reduction_us(const profile& m, double bytes_reduced, double ope
   return extra > 0 ? bytes_reduced * extra / 1e3 : 0;
 }
 
+/// Context switches an oversubscribed barrier costs (in oversubscribed step
+/// units): one per rank sharing a CPU, ranks / CPUs = 1 / cpu_share, at least 1.
+constexpr double oversubscribed_barrier_switches(double cpu_share) {
+  return cpu_share > 0 && cpu_share < 1 ? 1 / cpu_share : 1;
+}
+
 /// A one-node call's terms priced under profile m: t's steps and barriers at
 /// protocol channel ch's latency (a context switch each when oversubscribed),
 /// its bytes at their rates, and `miss` of them (miss_share) at memory's,
@@ -277,7 +287,8 @@ constexpr prediction price_one_node(const profile& m, const algo::cost_terms& t,
       alone * per_byte * reduction_us(m, t.bytes_reduced, t.bytes_sent > 0 ? m.gbps(m.intra, ch) : peer_gbps);
   const double oversub_us = m.oversub_step_us + m.proto[ch].oversub_extra_us;
   const double step_us = oversubscribed ? oversub_us : alone * m.alpha_us(m.intra, ch) + wait;
-  const double barrier_us = oversubscribed ? oversub_us : alone * m.barrier_us + wait;
+  const double barrier_us =
+      oversubscribed ? oversub_us * oversubscribed_barrier_switches(cpu_share) : alone * m.barrier_us + wait;
   r.latency_us = t.steps * step_us + t.barriers * barrier_us;
   if (c > 0 && busy.fifo_bytes > 0) r.latency_us += t.bytes_sent / busy.fifo_bytes * wait;  // FIFO refills
   if (t.bytes_sent > 0) r.bandwidth_us += t.bytes_sent / m.gbps(m.intra, ch) / 1e3;
