@@ -182,9 +182,9 @@ namespace tune_presets_test {
 
 // Ranks that outnumber the CPUs: a barrier costs one context switch per rank
 // sharing a CPU, a step one. On 4 ranks of 2 CPUs, broadcast of 8 B ran in
-// 8–9 µs through nvls's two barriers and 0.7–1.0 µs through ring's chain
-// (bench/results/oversubscribed_spin.md); priced at one switch per barrier,
-// nvls won.
+// 7.6–9.4 µs through nvls's two barriers and about 1 µs through ring's chain
+// (bench/results/collectives_4proc_vs_ompi.md); priced at one switch per
+// barrier, nvls won.
 constexpr tune::problem oversubscribed_problem(coll c, int P, double bytes, double cpu_share) {
   tune::problem q{c, P, bytes, false, true};
   q.cpu_share = cpu_share;

@@ -28,7 +28,7 @@
 // sharing a CPU (ranks / CPUs of them): it completes only once every rank has
 // run, while a step waits for one peer, and a sender whose FIFO has room does
 // not wait at all (4 ranks on 2 CPUs, broadcast of 8 B: nvls's two barriers
-// 8–9 µs, ring's chain 0.7–1.0 µs, bench/results/oversubscribed_spin.md).
+// 7.6–9.4 µs, ring's chain about 1 µs, bench/results/collectives_4proc_vs_ompi.md).
 //
 // When other tasks take a share c of the ranks' CPUs (problem::contention),
 // a rank runs a fraction 1 − c of the time, so everything it does takes
