@@ -264,7 +264,8 @@ constexpr double oversubscribed_barrier_switches(double cpu_share) {
 }
 
 /// A one-node call's terms priced under profile m: t's steps and barriers at
-/// protocol channel ch's latency (a context switch each when oversubscribed),
+/// protocol channel ch's latency (when oversubscribed: a context switch per
+/// step, oversubscribed_barrier_switches() per barrier),
 /// its bytes at their rates, and `miss` of them (miss_share) at memory's,
 /// each byte's time over the rank's share of a CPU (problem::cpu_share), and
 /// stretched by contention (problem::contention; see the header comment).
