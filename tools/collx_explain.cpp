@@ -197,12 +197,7 @@ int main(int argc, char** argv) {
       "# (gamma); '-' = unavailable on this machine. Fastest first; '*' marks the automatic choice.\n");
   for (double bytes : sizes) {
     tune::problem q{c, P, bytes, single_copy && P > 1, oversubscribed};
-    // Oversubscribed: P ranks on this machine's CPUs, or two per CPU where
-    // they would fit (the model prices a barrier per rank sharing a CPU).
-    if (oversubscribed) {
-      const int cpus = tune::this_machine().cpus;
-      q.cpu_share = cpus > 0 && cpus < P ? double(cpus) / P : 0.5;
-    }
+    if (oversubscribed) q.cpu_share = tune::assumed_oversubscribed_share(tune::this_machine().cpus, P);
     q.contention = contention;
     const std::vector<tune::explained> all = tune::explain<transport::shm>(m, q, r);
     std::printf("\n# %s %s (%.0f B)\n", name(c), cli::human(bytes).c_str(), bytes);

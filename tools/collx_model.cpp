@@ -79,7 +79,8 @@ constexpr const char* usage_text =
     "  sizes take K, M, G suffixes (powers of 1024); -b 8 -e 8M -f 4 by default\n"
     "  --algo      only these algorithms; --terms also prints each algorithm's\n"
     "              cost terms (algo/cost.hpp)\n"
-    "  --oversubscribed  the tuner's problem has more ranks than CPUs (this machine's)\n"
+    "  --oversubscribed  the tuner's problem has more ranks than CPUs (P on this\n"
+    "              machine's CPUs, or two ranks per CPU where P would fit them)\n"
     "Columns per size: tune::predict_us in us per algorithm under the profile alpha,\n"
     "beta and gamma describe; tune:<algo>, the same under the loaded profile\n"
     "(COLLX_TUNE_FILE, ~/.config/collx/profile.json, else tune::shm_host); pick\n"
@@ -262,13 +263,14 @@ int evaluate(int argc, char** argv) {
       tune::chunk_table_of([&](int) { return opt.fifo_slots; },
                            [&](int ch) { return opt.slot_bytes[static_cast<std::size_t>(ch)]; });
   auto problem_at = [&](double bytes) {
-    return tune::problem{c,
-                         P,
-                         bytes,
-                         P > 1 && opt.single_copy && bytes >= double(opt.single_copy_min_bytes),
-                         oversubscribed,
-                         chunks,
-                         oversubscribed ? std::min(1.0, double(tune::this_machine().cpus) / P) : 1.0};
+    return tune::problem{
+        c,
+        P,
+        bytes,
+        P > 1 && opt.single_copy && bytes >= double(opt.single_copy_min_bytes),
+        oversubscribed,
+        chunks,
+        oversubscribed ? tune::assumed_oversubscribed_share(tune::this_machine().cpus, P) : 1.0};
   };
   const tune::profile given = profile_of(m);
   auto chosen = [&](const prediction& p) {

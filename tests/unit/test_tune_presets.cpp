@@ -210,3 +210,11 @@ TEST_CASE("oversubscribed: a barrier is priced one step per rank sharing a CPU",
 }
 
 }  // namespace tune_presets_test
+
+namespace tune_presets_test {
+// The tools' what-if share: this machine's CPUs over P, or two ranks per CPU.
+static_assert(tune::assumed_oversubscribed_share(2, 4) == 0.5 &&
+              tune::assumed_oversubscribed_share(2, 8) == 0.25 &&
+              tune::assumed_oversubscribed_share(16, 4) == 0.5 &&
+              tune::assumed_oversubscribed_share(0, 4) == 0.5);
+}  // namespace tune_presets_test

@@ -263,6 +263,14 @@ constexpr double oversubscribed_barrier_switches(double cpu_share) {
   return cpu_share > 0 && cpu_share < 1 ? 1 / cpu_share : 1;
 }
 
+/// The CPU share (problem::cpu_share) a what-if question "P ranks,
+/// oversubscribed" means on a node of `cpus` CPUs: cpus / P where they are
+/// fewer than P, else two ranks per CPU. For the tools' --oversubscribed;
+/// communicators know their own share (comm/state.hpp).
+constexpr double assumed_oversubscribed_share(int cpus, int P) {
+  return cpus > 0 && cpus < P ? double(cpus) / P : 0.5;
+}
+
 /// A one-node call's terms priced under profile m: t's steps and barriers at
 /// protocol channel ch's latency (when oversubscribed: a context switch per
 /// step, oversubscribed_barrier_switches() per barrier),
