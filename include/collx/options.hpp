@@ -14,6 +14,8 @@
 //   COLLX_SINGLE_COPY     0: never read peers' user buffers in place
 //   COLLX_SINGLE_COPY_MIN bytes from which calls read peers' buffers in place
 //   COLLX_CHECK_CALLS     0: skip the per-call mismatch check
+//   COLLX_CHECK_POINTERS  0: do not ask a loaded CUDA driver whether buffers
+//                         are GPU memory (see comm_options::check_pointers)
 //   COLLX_ALGO            algorithms the automatic choice may use (NCCL list
 //                         syntax, see collx/selection.hpp), e.g. "ring,tree",
 //                         "^nvls", "allreduce:tree;allgather:ring"
@@ -109,6 +111,15 @@ struct comm_options {
   /// bench/results). Off: mismatches are found only where they make a wait
   /// slow (the periodic watch), e.g. different counts. COLLX_CHECK_CALLS=0|1.
   bool check_calls = true;
+  /// Refuse buffers in GPU memory: where a CUDA driver is loaded in the
+  /// process, each new buffer pointer is classified once by the driver
+  /// (collx/detail/memory_kind.hpp) and a cudaMalloc'd one fails the call
+  /// with status::invalid_argument before any byte moves, instead of a crash.
+  /// Pinned, registered and managed memory are accepted. Off: for machines
+  /// whose CPUs may address GPU memory (hardware-coherent systems), or to
+  /// save the driver query on programs that never reuse a buffer.
+  /// COLLX_CHECK_POINTERS=0|1.
+  bool check_pointers = true;
   /// The automatic choice's model profile: a JSON file written by
   /// collx-probe --save, "builtin" (the transport's built-in preset), or
   /// "preset:NAME"; empty: COLLX_TUNE_FILE, else the default location, else
@@ -161,6 +172,8 @@ struct comm_options {
       o.single_copy_min_bytes = parse_u32("COLLX_SINGLE_COPY_MIN", v, 0, 0xffffffffu);
     if (const char* v = std::getenv("COLLX_CHECK_CALLS"))
       o.check_calls = parse_u32("COLLX_CHECK_CALLS", v, 0, 1) == 1;
+    if (const char* v = std::getenv("COLLX_CHECK_POINTERS"))
+      o.check_pointers = parse_u32("COLLX_CHECK_POINTERS", v, 0, 1) == 1;
     if (const char* v = std::getenv("COLLX_DETERMINISTIC"))
       o.deterministic = parse_u32("COLLX_DETERMINISTIC", v, 0, 1) == 1;
     if (const char* v = std::getenv("COLLX_TUNE_FILE")) {

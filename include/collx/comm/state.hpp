@@ -16,6 +16,7 @@
 #include <collx/coll.hpp>
 #include <collx/comm/p2p_group.hpp>
 #include <collx/detail/atomic.hpp>
+#include <collx/detail/memory_kind.hpp>
 #include <collx/detail/sched_stat.hpp>
 #include <collx/error.hpp>
 #include <collx/options.hpp>
@@ -58,6 +59,8 @@ struct state {
     double share = 0;
     detail::sched_sample sample{};
   } contention;
+  /// Buffers already found to be CPU-reachable (comm_options::check_pointers).
+  detail::pointer_memo<detail::memory_kind> host_buffers;
   int group_depth = 0;              // open group_start() calls
   std::vector<p2p_op> pending;      // transfers queued in the open group
   std::uint64_t spin_ns = 0;        // resolved comm_options::spin

@@ -5,7 +5,8 @@
 // the argument: status::invalid_argument for a bad value (null buffer with a
 // non-zero count, root out of range, counts that overflow the addressable
 // byte range, buffers that overlap other than in the documented in-place
-// layout), status::not_supported for a reduce_op the dtype lacks, and the
+// layout, a buffer in GPU memory), status::not_supported for a reduce_op
+// the dtype lacks, and the
 // communicator's error status (with its message) once it is in the error
 // state. Messages are built only on failure: these checks run on every call.
 //
@@ -17,11 +18,13 @@
 #include <collx/comm/p2p_group.hpp>
 #include <collx/comm/state.hpp>
 #include <collx/comm/watch.hpp>
+#include <collx/detail/memory_kind.hpp>
 #include <collx/dtype.hpp>
 #include <collx/error.hpp>
 #include <collx/reduce_op.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -50,6 +53,30 @@ void check_usable(state<Transport>& s, const char* cn, bool collective) {
   if (s.err != status::ok || detail::load_relaxed(s.view.abort_word()) != 0 ||
       (collective && s.group_depth > 0)) [[unlikely]]
     refuse_unusable(s, cn);
+}
+
+/// Refuses a buffer the CPU cannot touch (GPU memory), asking the CUDA driver
+/// once per new pointer (comm_options::check_pointers).
+template <class Transport>
+COLLX_COLD void check_new_buffer(state<Transport>& s, const char* cn, const char* which, const void* p) {
+  const detail::pointer_kind k = detail::query_memory_kind(p);
+  if (k.kind == detail::memory_kind::device) {
+    char addr[2 + 2 * sizeof(void*) + 1];
+    std::snprintf(addr, sizeof addr, "%p", p);
+    throw_error(status::invalid_argument,
+                std::string(cn) + " (rank " + std::to_string(s.rank) + "): " + which + " buffer " + addr +
+                    " is CUDA device memory (GPU " + std::to_string(k.device) +
+                    "); this communicator's ranks read and write buffers on the CPU. Use "
+                    "collx::gpu::communicator (collx/cuda/communicator.hpp) for GPU buffers, or host, "
+                    "pinned or managed memory (COLLX_CHECK_POINTERS=0 skips this check)");
+  }
+  s.host_buffers.remember(p, k.kind);
+}
+
+template <class Transport>
+inline void check_buffer_memory(state<Transport>& s, const char* cn, const char* which, const void* p) {
+  if (s.opt.check_pointers && s.host_buffers.find(p) == nullptr) [[unlikely]]
+    check_new_buffer(s, cn, which, p);
 }
 
 inline void check_dtype(dtype dt, const char* cn) {
@@ -96,6 +123,8 @@ void validate(state<Transport>& s, coll c, const void* send, const void* recv, s
             [&] { return std::string("send buffer is null with count " + std::to_string(count)); });
     require(!writes_recv || recv != nullptr, cn,
             [&] { return std::string("recv buffer is null with count " + std::to_string(count)); });
+    if (reads_send) check_buffer_memory(s, cn, "send", send);
+    if (writes_recv && recv != send) check_buffer_memory(s, cn, "recv", recv);
   }
   if (count == 0 || !reads_send || !writes_recv) return;
   // Partial overlap of send and recv is never valid; only the in-place layout is.
@@ -162,6 +191,7 @@ void validate_v(state<Transport>& s, const buffer_desc& sb, const buffer_desc& r
       });
       if (c == 0) continue;
       require(b.buf != nullptr, cn, [&] { return sn + " buffer is null with " + entry("_counts", c); });
+      if (blocks[side].empty()) check_buffer_memory(s, cn, side_name[side], b.buf);
       require(b.length == buffer_desc::unknown_length || d + c <= b.length, cn, [&] {
         return "block of rank " + std::to_string(j) + " [" + std::to_string(d) + ", " +
                std::to_string(d + c) + ") lies outside the " + sn + " buffer of " + std::to_string(b.length) +
@@ -205,6 +235,7 @@ void validate_p2p(state<Transport>& s, const char* cn, const void* buf, std::siz
           [&] { return "count " + std::to_string(count) + " overflows the addressable byte range"; });
   require(count == 0 || buf != nullptr, cn,
           [&] { return "buffer is null with count " + std::to_string(count); });
+  if (count > 0) check_buffer_memory(s, cn, "the", buf);
 }
 
 /// A group's buffers: a receive buffer may not overlap any other buffer of the group.

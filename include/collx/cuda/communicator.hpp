@@ -28,7 +28,9 @@
 //
 // Errors: argument errors (host pointers, buffers on another GPU, a stream of
 // another GPU, a bad root, a reduction the type does not support, a variant
-// that does not compose) throw collx::error before anything is enqueued. A
+// that does not compose) throw collx::error before anything is enqueued; a
+// buffer's attributes are asked of the runtime once and remembered (the last
+// 8 buffers of each handle, so a handle is for one thread at a time). A
 // failure inside a kernel (a wait past its deadline, an abort) is stored in
 // the rank's status word: error() reads it at any time without synchronising;
 // wait(stream) synchronises the stream and throws naming the rank. abort()
@@ -49,6 +51,7 @@
 #include <collx/cuda/check.hpp>
 #include <collx/cuda/device.hpp>
 #include <collx/cuda/kernel.hpp>
+#include <collx/detail/memory_kind.hpp>
 #include <collx/dtype.hpp>
 #include <collx/error.hpp>
 #include <collx/needs.hpp>
@@ -444,21 +447,33 @@ class communicator {
     });
   }
 
+  /// A buffer must be device memory of this rank's GPU, or managed memory.
+  /// The runtime is asked once per buffer (the last few are remembered).
   void check_buffer(const void* p, std::size_t bytes, const char* what, const char* which) const {
     if (bytes == 0) return;
     require(p != nullptr, what, [&] { return std::string(which) + " is null"; });
-    cudaPointerAttributes at{};
-    const cudaError_t e = cudaPointerGetAttributes(&at, p);
-    if (e != cudaSuccess) (void)cudaGetLastError();
-    require(e == cudaSuccess && (at.type == cudaMemoryTypeDevice || at.type == cudaMemoryTypeManaged), what,
-            [&] {
-              return std::string(which) +
-                     " is host memory: the CUDA communicator needs device (or managed) memory";
-            });
-    require(at.type == cudaMemoryTypeManaged || at.device == device(), what, [&] {
-      return std::string(which) + " is on device " + std::to_string(at.device) + ", rank " +
+    const collx::detail::pointer_kind* known = buffers_.find(p);
+    collx::detail::pointer_kind k{};
+    if (known != nullptr) {
+      k = *known;
+    } else {
+      cudaPointerAttributes at{};
+      const cudaError_t e = cudaPointerGetAttributes(&at, p);
+      if (e != cudaSuccess) (void)cudaGetLastError();
+      require(e == cudaSuccess && (at.type == cudaMemoryTypeDevice || at.type == cudaMemoryTypeManaged), what,
+              [&] {
+                return std::string(which) +
+                       " is host memory: the CUDA communicator needs device (or managed) memory";
+              });
+      k = {at.type == cudaMemoryTypeManaged ? collx::detail::memory_kind::managed
+                                            : collx::detail::memory_kind::device,
+           at.device};
+    }
+    require(k.kind == collx::detail::memory_kind::managed || k.device == device(), what, [&] {
+      return std::string(which) + " is on device " + std::to_string(k.device) + ", rank " +
              std::to_string(rank_) + "'s GPU is device " + std::to_string(device());
     });
+    if (known == nullptr) buffers_.remember(p, k);
   }
 
   /// Launches `kernel` as this rank's `stripes` blocks on `stream`, after
@@ -517,6 +532,7 @@ class communicator {
 
   std::shared_ptr<detail::group_state> g_;
   int rank_ = 0;
+  mutable collx::detail::pointer_memo<collx::detail::pointer_kind> buffers_;  // check_buffer's answers
   struct memo {
     std::size_t bytes = ~std::size_t{0};
     variant_choice choice{};
