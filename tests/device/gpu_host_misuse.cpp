@@ -38,13 +38,16 @@ int main() {
   }
   cudaSetDevice(0);
   const std::size_t count = 1 << 16;
-  float *dev = nullptr, *managed = nullptr, *pinned = nullptr;
-  if (cudaMalloc(&dev, count * sizeof(float)) != cudaSuccess ||
-      cudaMallocManaged(&managed, count * sizeof(float)) != cudaSuccess ||
-      cudaMallocHost(&pinned, count * sizeof(float)) != cudaSuccess) {
+  void *d = nullptr, *m = nullptr, *h = nullptr;
+  if (cudaMalloc(&d, count * sizeof(float)) != cudaSuccess ||
+      cudaMallocManaged(&m, count * sizeof(float)) != cudaSuccess ||
+      cudaMallocHost(&h, count * sizeof(float)) != cudaSuccess) {
     std::printf("FAIL  allocation\n");
     return 1;
   }
+  auto* dev = static_cast<float*>(d);
+  auto* managed = static_cast<float*>(m);
+  auto* pinned = static_cast<float*>(h);
   cudaMemset(dev, 0, count * sizeof(float));
   std::vector<float> host(count, 2.0f), out(count, -1.0f);
   auto comms = collx::communicator::create_thread_group(1);
