@@ -11,9 +11,15 @@
 #   ring.log              the GPU ring test (P ranks of S blocks in one kernel)
 #   perf-*.log            collx-perf-cuda sweeps (nccl-tests columns, last column
 #                         the device-to-device copy bandwidth of the same bytes)
+#   host-misuse.log       the host communicator given cudaMalloc'd buffers:
+#                         refused with a clear error
 #   comm-procs.log        gpu::from_env on two processes sharing the GPU
+#   comm-procs-host.log   the same with the FIFO regions in a shared segment
+#                         registered as mapped host memory (the fallback for
+#                         GPUs without peer access, forced)
 #   comm.log              gpu::communicator: every collective, graph replays,
-#                         abort, deadline, misuse (P ranks sharing the GPU)
+#                         abort, deadline, misuse (P ranks sharing the GPU),
+#                         and the same over host-memory regions
 #   sanitizer-<tool>.log  compute-sanitizer memcheck, racecheck, synccheck on
 #                         the GPU ring test (small: the sanitizers are slow)
 # Exits non-zero if any step failed; a step whose tool is missing is SKIP.
@@ -64,10 +70,19 @@ fi
 step "PTX check" "$out/ptx-check.log" \
   python3 tests/device/check_ptx.py "$build"/tests/device/CMakeFiles/collx_device_instantiate.dir/*.ptx
 step "GPU ring test" "$out/ring.log" env COLLX_GPU_TIMEOUT_MS=5000 "$ring"
+misuse=$build/tests/device/collx_gpu_host_misuse
+if [ -x "$misuse" ]; then
+  step "host communicator refuses GPU memory" "$out/host-misuse.log" "$misuse"
+else
+  echo "| host communicator refuses GPU memory | FAIL ($misuse missing) | | |" >>"$summary"
+  failed=1
+fi
 comm=$build/tests/device/collx_gpu_comm_test
 if [ -x "$comm" ]; then
   step "CUDA communicator test" "$out/comm.log" "$comm"
   step "CUDA communicator, process ranks" "$out/comm-procs.log" "$build/tools/collxrun" -n 2 "$comm" --procs
+  step "CUDA communicator, process ranks, host regions" "$out/comm-procs-host.log" "$build/tools/collxrun" -n 2 \
+    "$comm" --procs --host-regions
 else
   echo "| CUDA communicator test | FAIL ($comm missing) | | |" >>"$summary"
   failed=1

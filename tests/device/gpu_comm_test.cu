@@ -4,7 +4,10 @@
 // every output; calls back to back (step counters carry over); a captured
 // graph replayed 1,000 times; abort and deadline; misuse refused before
 // anything is enqueued; a user kernel that computes and all-reduces in one
-// launch through the device handle. Exits 77 without a GPU.
+// launch through the device handle; the same over FIFO regions in mapped host
+// memory (the fallback for GPUs without peer access, forced here). Exits 77
+// without a GPU. `--procs [--host-regions]`: the process-rank case, under
+// collxrun.
 //
 // `gpu_comm_test --no-device`: the one check that needs no GPU (creating a
 // group on a machine without one is a clear not_supported error); 77 where a
@@ -409,14 +412,59 @@ void misuse_cases() {
 
 /// `--procs` under a launcher (collxrun -n P): this process is one rank
 /// (gpu::from_env); all_reduce and all_gather checked against the reference.
-int process_rank_case() {
+/// The fallback for GPUs without peer access, forced on one GPU: every
+/// region in mapped pinned host memory. Every collective, automatic and
+/// explicit (Simple, LL), calls back to back and a replayed graph; LL128
+/// refused, naming why.
+void host_region_cases() {
+  for (int P : {2, 3}) {
+    std::vector<int> devs(static_cast<std::size_t>(P), 0);
+    gpu::options opt;
+    opt.stripes = 2;
+    opt.timeout_ms = 10'000;
+    opt.regions = gpu::region_memory::host;
+    auto comms = gpu::communicator::create_group(devs, opt);
+    const std::string tag = "host regions P=" + std::to_string(P);
+    expect(comms[0].regions() == gpu::region_memory::host, tag + ": regions() is not host");
+    for (std::size_t n : {std::size_t(1), std::size_t(1031), (std::size_t(1) << 20) + 3}) {
+      automatic_cases(comms, n, tag);
+      explicit_cases<algo::ring, proto::simple>(comms, n, tag);
+      explicit_cases<algo::ring, proto::ll>(comms, n, tag);
+      explicit_cases<algo::tree, proto::ll>(comms, n, tag);
+    }
+    expect(comms[0].choose(coll::all_reduce, 1 << 20).proto != proto_id::ll128,
+           tag + ": the automatic choice took LL128 over host memory");
+    std::string msg;
+    try {
+      float* d = nullptr;
+      CUDA_OK(cudaMalloc(&d, 1024 * sizeof(float)));
+      gpu::all_reduce<algo::ring, proto::ll128>(comms[0], d, d, 1024, reduce_op::sum, nullptr);
+      cudaFree(d);
+    } catch (const error& x) {
+      msg = x.what();
+    }
+    expect(msg.find("host memory") != std::string::npos, tag + ": LL128 not refused with the reason: " + msg);
+    graph_case(comms, 4099, 100);
+    std::printf("%s: done (%d failures so far)\n", tag.c_str(), failures);
+  }
+  // A group on one GPU with the default options keeps device regions.
+  const int one[2] = {0, 0};
+  auto comms = gpu::communicator::create_group(one);
+  expect(comms[0].regions() == gpu::region_memory::device,
+         "one GPU, automatic: regions are not device memory");
+}
+
+int process_rank_case(bool host_regions) {
   std::string err;
   try {
     gpu::options opt;
     opt.stripes = 2;
     opt.timeout_ms = 10'000;
+    if (host_regions) opt.regions = gpu::region_memory::host;
     gpu::communicator c = gpu::from_env(opt);
     const int P = c.size(), r = c.rank();
+    expect(c.regions() == (host_regions ? gpu::region_memory::host : gpu::region_memory::device),
+           "process rank " + std::to_string(r) + ": regions() is " + gpu::name(c.regions()));
     cudaStream_t st = nullptr;
     CUDA_OK(cudaSetDevice(c.device()));
     CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
@@ -479,7 +527,8 @@ int main(int argc, char** argv) {
     std::printf("no CUDA device: skipping\n");
     return 77;
   }
-  if (argc > 1 && std::strcmp(argv[1], "--procs") == 0) return process_rank_case();
+  if (argc > 1 && std::strcmp(argv[1], "--procs") == 0)
+    return process_rank_case(argc > 2 && std::strcmp(argv[2], "--host-regions") == 0);
   try {
     for (int P : {1, 2, 3, 4})
       for (int S : {1, 4}) {
@@ -502,6 +551,7 @@ int main(int argc, char** argv) {
         if (P >= 2 && S == 4) graph_case(comms, 4099, 1000);
         if (P >= 2) fused_case(comms, (std::size_t(1) << 18) + 5);
       }
+    host_region_cases();
     ipc_case();
     failure_case(true);
     failure_case(false);

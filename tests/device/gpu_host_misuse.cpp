@@ -56,7 +56,8 @@ int main() {
                  "all_reduce from device memory");
   expect_refused([&] { c.all_reduce(host.data(), dev, count, collx::reduce_op::sum); }, "recv buffer",
                  "all_reduce into device memory");
-  expect_refused([&] { c.broadcast(dev, dev, count, 0); }, "send buffer", "broadcast in place on device memory");
+  expect_refused([&] { c.broadcast(dev, dev, count, 0); }, "send buffer",
+                 "broadcast in place on device memory");
   expect(out == std::vector<float>(count, -1.0f), "nothing written by the refused calls");
   for (std::size_t i = 0; i < count; ++i) managed[i] = float(i % 7), pinned[i] = float(i % 5);
   c.all_reduce(managed, pinned, count, collx::reduce_op::sum);

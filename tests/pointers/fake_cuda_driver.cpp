@@ -2,8 +2,8 @@
  * point collx asks, cuPointerGetAttributes, answering from ranges the test
  * marks. The test loads it by path; collx finds it by soname, as it finds the
  * real driver. Ranges are marked before the rank threads start. */
-#include <cstddef>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 extern "C" {
@@ -22,7 +22,8 @@ __attribute__((visibility("default"))) void fake_driver_init(int on) { initialis
 __attribute__((visibility("default"))) unsigned long fake_driver_queries(void) { return queries.load(); }
 __attribute__((visibility("default"))) void fake_driver_clear(void) { nranges = 0; }
 /* type: 1 host (pinned), 2 device, 4 unified; managed: CU_POINTER_ATTRIBUTE_IS_MANAGED. */
-__attribute__((visibility("default"))) void fake_driver_mark(const void* p, size_t bytes, unsigned type, int managed, int device) {
+__attribute__((visibility("default"))) void fake_driver_mark(const void* p, size_t bytes, unsigned type,
+                                                             int managed, int device) {
   if (nranges == max_ranges) return;
   ranges[nranges].lo = reinterpret_cast<uintptr_t>(p);
   ranges[nranges].hi = reinterpret_cast<uintptr_t>(p) + bytes;
@@ -35,7 +36,8 @@ __attribute__((visibility("default"))) void fake_driver_mark(const void* p, size
 /* As the driver: CUDA_ERROR_NOT_INITIALIZED (3) before cuInit; for memory it
  * does not know, success with every attribute zero. Writes the widths the
  * driver writes: an unsigned, a bool, an int. */
-__attribute__((visibility("default"))) int cuPointerGetAttributes(unsigned num, const int* attrs, void** data, unsigned long long ptr) {
+__attribute__((visibility("default"))) int cuPointerGetAttributes(unsigned num, const int* attrs, void** data,
+                                                                  unsigned long long ptr) {
   ++queries;
   if (!initialised) return 3;
   unsigned type = 0;

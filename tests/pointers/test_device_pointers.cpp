@@ -88,7 +88,8 @@ TEST_CASE("a buffer the driver calls device memory is refused before any byte mo
   CHECK(c.error() == status::ok);
 
   // Every entry point, the send side too.
-  CHECK_THROWS_WITH(c.broadcast(recv.data(), other.data(), 8, 0), Contains("send buffer") && Contains("device"));
+  CHECK_THROWS_WITH(c.broadcast(recv.data(), other.data(), 8, 0),
+                    Contains("send buffer") && Contains("device"));
   CHECK_THROWS_WITH(c.all_gather(send.data(), recv.data(), 8), Contains("recv buffer") && Contains("device"));
   CHECK_THROWS_WITH(c.reduce_scatter(recv.data(), other.data(), 8, reduce_op::sum),
                     Contains("send buffer") && Contains("device"));

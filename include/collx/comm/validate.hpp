@@ -24,9 +24,9 @@
 #include <collx/reduce_op.hpp>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <string>
 #include <vector>

@@ -20,11 +20,14 @@
 // device memory of its own GPU and holds the FIFO slots and tails of the
 // connections into it and the heads of those out of it, so every wait polls
 // the GPU's own memory and every store to a peer crosses the link once.
-// Ranks on other GPUs reach a region by peer access, which must be available
-// between every pair of GPUs of the group (else not_supported; a
-// mapped-host-memory fallback is not built). Process ranks, one process per
-// GPU, are made by collx/cuda/process.hpp. The abort word and one status word
-// per rank live in mapped pinned host memory.
+// Ranks on other GPUs reach a region by peer access. Where some pair of the
+// group's GPUs has none (PCIe without P2P, some virtual machines), every
+// region is mapped pinned host memory instead (options::regions): each GPU
+// reaches every region over its own link, slower but everywhere; Simple and
+// LL only, since 128-byte stores into host memory may arrive in pieces.
+// Process ranks, one process per GPU, are made by collx/cuda/process.hpp.
+// The abort word and one status word per rank live in mapped pinned host
+// memory.
 //
 // Errors: argument errors (host pointers, buffers on another GPU, a stream of
 // another GPU, a bad root, a reduction the type does not support, a variant
@@ -40,8 +43,9 @@
 // LL128 relies on 128-byte stores arriving whole; between blocks of one GPU
 // that is the GPU's own memory system, across GPUs NCCL enables it only on
 // NVLink. This communicator does not check links yet, so a group spanning
-// several GPUs excludes LL128 from the automatic choice and refuses it when
-// named. Needs nvcc (kernels are launched with <<<>>>).
+// several GPUs, or whose regions are host memory, excludes LL128 from the
+// automatic choice and refuses it when named (why_not() says which).
+// Needs nvcc (kernels are launched with <<<>>>).
 #pragma once
 
 #include <collx/algo/direct.hpp>
@@ -69,9 +73,13 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -84,6 +92,29 @@
 
 namespace collx::gpu {
 
+/// Where a group's FIFO regions live.
+enum class region_memory {
+  /// Device memory where every pair of the group's GPUs has peer access,
+  /// else host memory (COLLX_DEBUG=1 says which and why).
+  automatic,
+  /// Each rank's region on its own GPU; peers store into it by peer access
+  /// (not_supported without it).
+  device,
+  /// Every region in mapped pinned host memory (cudaHostAlloc, or for
+  /// process ranks a shared-memory segment registered with cudaHostRegister),
+  /// which every GPU reaches without peer access. Simple and LL only.
+  host,
+};
+
+inline const char* name(region_memory m) {
+  switch (m) {
+    case region_memory::automatic: return "automatic";
+    case region_memory::device: return "device";
+    case region_memory::host: return "host";
+  }
+  return "?";
+}
+
 /// How a group is made. The defaults suit ranks on separate GPUs of a node.
 struct options {
   /// Blocks per rank per call (NCCL's channels); 1..transport::max_stripes.
@@ -93,8 +124,11 @@ struct options {
   std::array<std::uint32_t, proto::channel_count> slot_bytes = comm_options{}.slot_bytes;
   /// Every wait of a kernel gives up after this long (then error() says timeout).
   std::uint64_t timeout_ms = 30'000;
-  /// What the automatic choice prices variants with (tune/presets.hpp).
+  /// What the automatic choice prices variants with (tune/presets.hpp). With
+  /// host regions a PCIe preset describes the path better than the default.
   tune::profile profile = tune::h100_nvswitch;
+  /// Where the ranks' FIFO regions live (see region_memory).
+  region_memory regions = region_memory::automatic;
 };
 
 /// Algorithms the automatic choice picks from (each instantiated per protocol
@@ -110,7 +144,9 @@ struct group_state {
   int stripes = 1;
   std::vector<int> devices;  // rank → device
   bool several_devices = false;
-  transport::mesh_view view{};          // regions[r]: device memory of devices[r]
+  bool host_regions = false;            // regions in mapped pinned host memory (region_memory::host)
+  transport::mesh_view view{};          // regions[r]: as the device addresses them
+  std::vector<void*> host_allocations;  // thread groups with host regions: what cudaFreeHost frees
   std::uint32_t* abort_host = nullptr;  // mapped pinned: [0] abort word, then one status word per rank
   std::uint32_t* abort_dev = nullptr;
   std::uint64_t timeout_ns = 0;
@@ -135,9 +171,10 @@ struct group_state {
       mappings.reset();
       return;
     }
+    for (void* p : host_allocations) (void)cudaFreeHost(p);
     int saved = 0;
     (void)cudaGetDevice(&saved);
-    for (std::size_t r = 0; r < devices.size(); ++r)
+    for (std::size_t r = 0; r < devices.size() && !host_regions; ++r)
       if (view.regions[r] != nullptr) {
         (void)cudaSetDevice(devices[r]);
         (void)cudaFree(view.regions[r]);
@@ -185,12 +222,25 @@ class communicator {
                std::to_string(count) + " devices)";
       });
     for (int d : g->devices) g->several_devices |= d != g->devices[0];
-    enable_peer_access(g->devices);
+    g->host_regions =
+        use_host_regions(opt.regions, missing_peer_access(g->devices), "gpu::communicator::create_group");
+    if (!g->host_regions) enable_peer_access(g->devices);
     g->view.layout = layout_for(g->nranks, opt);
     const std::size_t region = g->view.layout.region_bytes();
     for (int r = 0; r < g->nranks; ++r) {
       device_guard on(g->devices[static_cast<std::size_t>(r)]);
       void* p = nullptr;
+      if (g->host_regions) {
+        // Portable: every GPU of the group may map it, not only the current one.
+        check(cudaHostAlloc(&p, region, cudaHostAllocMapped | cudaHostAllocPortable),
+              "cudaHostAlloc of a rank's FIFO region");
+        g->host_allocations.push_back(p);
+        std::memset(p, 0, region);
+        void* dev = nullptr;
+        check(cudaHostGetDevicePointer(&dev, p, 0), "cudaHostGetDevicePointer of a rank's FIFO region");
+        g->view.regions[r] = static_cast<std::byte*>(dev);
+        continue;
+      }
       check(cudaMalloc(&p, region), "cudaMalloc of a rank's FIFO region");
       g->view.regions[r] = static_cast<std::byte*>(p);
       check(cudaMemset(p, 0, region), "cudaMemset of a rank's FIFO region");
@@ -220,6 +270,20 @@ class communicator {
   int size() const { return live().nranks; }
   int device() const { return live().devices[static_cast<std::size_t>(rank_)]; }
   int stripes() const { return live().stripes; }
+  /// Where the group's FIFO regions are: region_memory::device or ::host.
+  region_memory regions() const { return live().host_regions ? region_memory::host : region_memory::device; }
+
+  /// Why protocol `p` cannot run on this group (empty: it can).
+  std::string why_not(proto_id p) const {
+    if (p != proto_id::ll128) return {};
+    if (live().host_regions)
+      return "LL128 needs 128-byte stores that arrive whole; this group's FIFOs are in host memory, "
+             "reached over PCIe, where they may arrive in pieces";
+    if (live().several_devices)
+      return "LL128 needs 128-byte stores that arrive whole; across GPUs that holds on NVLink only, "
+             "and this group does not check its links yet";
+    return {};
+  }
 
   // ---- collectives (NCCL's argument conventions; see communicator.hpp) ------------
   template <class T>
@@ -284,10 +348,7 @@ class communicator {
     static_assert(Algo::implements(C), "this algorithm does not implement the collective");
     static_assert(composable<Algo, Proto, transport::mesh, exec::cuda>,
                   "this algorithm and protocol do not compose on GPU ranks (collx/composition.hpp)");
-    require(allowed<Algo, Proto>(), name(C), [] {
-      return std::string("protocol ") + Proto::name +
-             " needs 128-byte stores that arrive whole; across GPUs that is not checked yet";
-    });
+    require(allowed<Algo, Proto>(), name(C), [&] { return why_not(Proto::id); });
     validate<C, T>(send, recv, count, op, root, stream);
     const schedule_args<T> a{send, recv, count, root, rank_, g.nranks};
     visit_reduce_op(op, [&](auto o) {
@@ -348,6 +409,9 @@ class communicator {
                 std::to_string(opt.stripes));
     require(opt.fifo_slots >= 2 && opt.fifo_slots <= 1024, op,
             "fifo_slots must be in [2, 1024], got " + std::to_string(opt.fifo_slots));
+    require(opt.regions == region_memory::automatic || opt.regions == region_memory::device ||
+                opt.regions == region_memory::host,
+            op, "regions is not a region_memory value: " + std::to_string(static_cast<int>(opt.regions)));
   }
   /// The number of GPUs; not_supported naming `op` where there is none.
   static int device_count(const char* op) {
@@ -374,7 +438,43 @@ class communicator {
 
   template <class A, class P>
   bool allowed() const {
-    return !(protocol_needs<P>::in_order_128b_lines && live().several_devices);
+    return !(protocol_needs<P>::in_order_128b_lines && (live().several_devices || live().host_regions));
+  }
+
+  /// Pairs (a, b) of distinct devices where a cannot reach b's memory, as text
+  /// ("" when every pair can).
+  static std::string missing_peer_access(const std::vector<int>& devices) {
+    std::vector<int> d(devices);
+    std::sort(d.begin(), d.end());
+    d.erase(std::unique(d.begin(), d.end()), d.end());
+    std::string missing;
+    for (int a : d)
+      for (int b : d) {
+        if (a == b) continue;
+        int ok = 0;
+        check(cudaDeviceCanAccessPeer(&ok, a, b), "cudaDeviceCanAccessPeer");
+        if (!ok) missing += "device " + std::to_string(a) + " to " + std::to_string(b) + ", ";
+      }
+    if (!missing.empty()) missing.resize(missing.size() - 2);
+    return missing;
+  }
+
+  /// Whether the regions go to host memory: as asked, or (automatic) where
+  /// some pair lacks peer access. Refuses device regions without it.
+  static bool use_host_regions(region_memory asked, const std::string& missing, const char* op) {
+    if (asked == region_memory::host) return true;
+    if (missing.empty()) return false;
+    if (asked == region_memory::device)
+      throw_error(status::not_supported, std::string(op) +
+                                             ": device regions need peer access between every pair of GPUs; "
+                                             "missing from " +
+                                             missing + " (use region_memory::host or automatic)");
+    if (const char* d = std::getenv("COLLX_DEBUG"); d != nullptr && *d != '\0' && std::string(d) != "0")
+      std::fprintf(stderr,
+                   "collx: %s: no peer access for %s; FIFO regions in mapped host memory, LL128 "
+                   "excluded\n",
+                   op, missing.c_str());
+    return true;
   }
 
   template <class F>
@@ -512,17 +612,12 @@ class communicator {
     return per_sm * sms;
   }
 
+  /// Enables access from every device of the group to every other's memory
+  /// (use_host_regions has checked that it is possible).
   static void enable_peer_access(const std::vector<int>& devices) {
     for (int a : devices)
       for (int b : devices) {
         if (a == b) continue;
-        int ok = 0;
-        check(cudaDeviceCanAccessPeer(&ok, a, b), "cudaDeviceCanAccessPeer");
-        if (!ok)
-          throw_error(status::not_supported,
-                      "gpu::communicator::create_group: device " + std::to_string(a) +
-                          " cannot access device " + std::to_string(b) +
-                          "'s memory (no peer access); GPUs without it are not supported yet");
         device_guard on(a);
         const cudaError_t e = cudaDeviceEnablePeerAccess(b, 0);
         if (e == cudaErrorPeerAccessAlreadyEnabled) (void)cudaGetLastError();

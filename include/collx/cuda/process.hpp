@@ -17,6 +17,14 @@
 // otherwise, naming the ranks' hosts). from_env picks the device LOCAL_RANK
 // (or its launcher's equivalent) modulo the number of GPUs.
 //
+// Without peer access (options::regions automatic, and some rank's GPU
+// cannot reach another's, or does not see it: per-process
+// CUDA_VISIBLE_DEVICES), or with region_memory::host, the regions are one
+// POSIX shared-memory segment instead, which rank 0 creates and every rank
+// maps and registers with CUDA as mapped host memory. The ranks agree on this
+// through the bootstrap: every rank takes the same decision, and when one
+// asked for device regions that cannot be had, every rank fails alike.
+//
 // Status: compiled, never run on a GPU; its test is gpu.comm_procs
 // (collxrun -n 2 collx_gpu_comm_test --procs), which skips without one.
 #pragma once
@@ -43,6 +51,33 @@ namespace collx::gpu {
 
 namespace process_detail {
 
+/// What every rank tells the others first: where it runs, and what it asks.
+struct placement_card {
+  std::uint64_t host;  // net::host_hash of the host id
+  std::int32_t device;
+  std::int32_t asked;  // region_memory
+  char bus_id[32];     // the GPU's PCI bus id (ordinals differ between processes)
+};
+
+/// Whether this process's GPU `device` reaches the memory of every GPU named
+/// in `cards` (its own, or one it sees and has peer access to).
+inline bool reaches_all(int device, const std::vector<placement_card>& cards) {
+  char own[32] = {};
+  check(cudaDeviceGetPCIBusId(own, sizeof own, device), "cudaDeviceGetPCIBusId");
+  for (const placement_card& c : cards) {
+    if (std::strncmp(c.bus_id, own, sizeof own) == 0) continue;
+    int other = -1;
+    if (cudaDeviceGetByPCIBusId(&other, c.bus_id) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;  // not visible to this process
+    }
+    int ok = 0;
+    check(cudaDeviceCanAccessPeer(&ok, device, other), "cudaDeviceCanAccessPeer");
+    if (!ok) return false;
+  }
+  return true;
+}
+
 /// What every rank tells the others.
 struct rank_card {
   char fd_path[108];
@@ -50,11 +85,12 @@ struct rank_card {
   std::uint64_t region_bytes;
   std::uint64_t host;  // net::host_hash of the host id
   std::int32_t device;
-  char words_name[64];  // rank 0: the shared page of the abort and status words
+  char words_name[64];    // rank 0: the shared page of the abort and status words
+  char regions_name[64];  // rank 0, host regions: the segment of every rank's region
 };
 
-/// The abort word and status words: a POSIX shared-memory page, mapped and
-/// registered with CUDA as mapped host memory.
+/// A POSIX shared-memory segment, mapped and registered with CUDA as mapped
+/// host memory: the abort and status words, and host regions.
 struct shared_words {
   void* page = nullptr;
   std::size_t bytes = 0;
@@ -65,7 +101,8 @@ struct shared_words {
   }
 };
 
-inline std::shared_ptr<shared_words> map_words(const std::string& name, std::size_t bytes, bool create) {
+inline std::shared_ptr<shared_words> map_words(const std::string& name, std::size_t bytes, bool create,
+                                               const char* what = "the abort and status words") {
   const int fd = ::shm_open(name.c_str(), O_RDWR | (create ? O_CREAT | O_EXCL : 0), 0600);
   if (fd < 0)
     throw_error(status::system_error, "gpu::init_rank: shm_open " + name + ": " + std::strerror(errno));
@@ -81,7 +118,7 @@ inline std::shared_ptr<shared_words> map_words(const std::string& name, std::siz
   w->page = p;
   w->bytes = bytes;
   check(cudaHostRegister(p, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable),
-        "cudaHostRegister of the abort and status words");
+        (std::string("cudaHostRegister of ") + what).c_str());
   w->registered = true;
   return w;
 }
@@ -89,6 +126,7 @@ inline std::shared_ptr<shared_words> map_words(const std::string& name, std::siz
 /// What a process rank's group state holds on to.
 struct process_mappings {
   std::shared_ptr<shared_words> words;
+  std::shared_ptr<shared_words> host_regions;  // region_memory::host: every rank's region
   exported_region own;
   std::vector<imported_region> peers;
 };
@@ -112,44 +150,97 @@ struct process_access {
     g->nranks = nranks;
     g->stripes = opt.stripes;
     g->view.layout = communicator::layout_for(nranks, opt);
-    keep->own = exported_region::create(device, g->view.layout.region_bytes());
-    check(cudaMemset(keep->own.data(), 0, keep->own.bytes()), "cudaMemset of the region");
-    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the region's initialisation");
 
-    const int fd = keep->own.export_fd();
-    process_detail::rank_card mine{};
-    mine.token = bootstrap::random_secret();
-    std::unique_ptr<bootstrap::fd_server> srv;
-    try {
-      srv = std::make_unique<bootstrap::fd_server>(fd, mine.token);
-    } catch (...) {
-      ::close(fd);
-      throw;
-    }
-    ::close(fd);
-    std::snprintf(mine.fd_path, sizeof mine.fd_path, "%s", srv->path().c_str());
-    mine.region_bytes = keep->own.bytes();
-    mine.host = net::host_hash(net::host_id());
-    mine.device = device;
-    const std::size_t word_bytes = 4096;
-    std::string words_name;
-    if (rank == 0) {
-      words_name = "/collx-gpu-" + bootstrap::secret_to_hex(bootstrap::random_secret());
-      keep->words = process_detail::map_words(words_name, word_bytes, true);
-      std::snprintf(mine.words_name, sizeof mine.words_name, "%s", words_name.c_str());
-    }
-    const auto blob = s.allgather(&mine, sizeof mine);
-    std::vector<process_detail::rank_card> cards(static_cast<std::size_t>(nranks));
-    std::memcpy(cards.data(), blob.data(), blob.size());
+    // Where the ranks run, and where their regions can live.
+    process_detail::placement_card place{};
+    place.host = net::host_hash(net::host_id());
+    place.device = device;
+    place.asked = static_cast<std::int32_t>(opt.regions);
+    check(cudaDeviceGetPCIBusId(place.bus_id, sizeof place.bus_id, device), "cudaDeviceGetPCIBusId");
+    const auto places = all_of<process_detail::placement_card>(s, place);
     for (int q = 0; q < nranks; ++q)
-      if (cards[static_cast<std::size_t>(q)].host != mine.host)
+      if (places[static_cast<std::size_t>(q)].host != place.host)
         throw_error(status::not_supported, std::string(op) + ": rank " + std::to_string(q) +
                                                " runs on another host; GPU ranks must share one host");
-    if (rank != 0) keep->words = process_detail::map_words(cards[0].words_name, word_bytes, false);
+    const auto reach = all_of<std::uint8_t>(s, process_detail::reaches_all(device, places) ? 1 : 0);
+    std::string missing;
+    bool host_asked = false;
+    for (int q = 0; q < nranks; ++q) {
+      if (!reach[static_cast<std::size_t>(q)])
+        missing += (missing.empty() ? "" : ", ") + std::string("rank ") + std::to_string(q);
+      host_asked |=
+          places[static_cast<std::size_t>(q)].asked == static_cast<std::int32_t>(region_memory::host);
+    }
+    for (int q = 0; q < nranks && !host_asked && !missing.empty(); ++q)
+      if (places[static_cast<std::size_t>(q)].asked == static_cast<std::int32_t>(region_memory::device))
+        throw_error(status::not_supported,
+                    std::string(op) + ": rank " + std::to_string(q) +
+                        " asked for device regions, which need peer access between every pair of GPUs; " +
+                        missing +
+                        " cannot reach every other rank's GPU (use region_memory::host or automatic)");
+    g->host_regions = communicator::use_host_regions(
+        host_asked ? region_memory::host : region_memory::automatic,
+        missing.empty() ? std::string() : missing + " without peer access", op);
+    const std::size_t stride = (g->view.layout.region_bytes() + 4095) / 4096 * 4096;
+
+    process_detail::rank_card mine{};
+    std::unique_ptr<bootstrap::fd_server> srv;
+    if (!g->host_regions) {
+      keep->own = exported_region::create(device, g->view.layout.region_bytes());
+      check(cudaMemset(keep->own.data(), 0, keep->own.bytes()), "cudaMemset of the region");
+      check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the region's initialisation");
+      const int fd = keep->own.export_fd();
+      mine.token = bootstrap::random_secret();
+      try {
+        srv = std::make_unique<bootstrap::fd_server>(fd, mine.token);
+      } catch (...) {
+        ::close(fd);
+        throw;
+      }
+      ::close(fd);
+      std::snprintf(mine.fd_path, sizeof mine.fd_path, "%s", srv->path().c_str());
+      mine.region_bytes = keep->own.bytes();
+    }
+    mine.host = place.host;
+    mine.device = device;
+    const std::size_t word_bytes = 4096;
+    std::string words_name, regions_name;
+    if (rank == 0) {
+      const std::string stem = "/collx-gpu-" + bootstrap::secret_to_hex(bootstrap::random_secret());
+      words_name = stem;
+      keep->words = process_detail::map_words(words_name, word_bytes, true);
+      std::snprintf(mine.words_name, sizeof mine.words_name, "%s", words_name.c_str());
+      if (g->host_regions) {
+        // A new segment reads as zeros: every counter starts at 0.
+        regions_name = stem + "-regions";
+        keep->host_regions = process_detail::map_words(
+            regions_name, stride * static_cast<std::size_t>(nranks), true, "the FIFO regions");
+        std::snprintf(mine.regions_name, sizeof mine.regions_name, "%s", regions_name.c_str());
+      }
+    }
+    const auto cards = all_of<process_detail::rank_card>(s, mine);
+    if (rank != 0) {
+      keep->words = process_detail::map_words(cards[0].words_name, word_bytes, false);
+      if (g->host_regions)
+        keep->host_regions = process_detail::map_words(
+            cards[0].regions_name, stride * static_cast<std::size_t>(nranks), false, "the FIFO regions");
+    }
+    std::byte* host_base = nullptr;
+    if (g->host_regions) {
+      void* dev = nullptr;
+      check(cudaHostGetDevicePointer(&dev, keep->host_regions->page, 0),
+            "cudaHostGetDevicePointer of the FIFO regions");
+      host_base = static_cast<std::byte*>(dev);
+    }
     for (int q = 0; q < nranks; ++q) {
       const auto& c = cards[static_cast<std::size_t>(q)];
       g->devices.push_back(c.device);
-      g->several_devices |= c.device != cards[0].device;
+      g->several_devices |= std::strncmp(places[static_cast<std::size_t>(q)].bus_id, places[0].bus_id,
+                                         sizeof place.bus_id) != 0;
+      if (g->host_regions) {
+        g->view.regions[q] = host_base + stride * static_cast<std::size_t>(q);
+        continue;
+      }
       if (q == rank) {
         g->view.regions[q] = keep->own.data();
         continue;
@@ -168,7 +259,10 @@ struct process_access {
     // page's name may go.
     s.barrier();
     srv.reset();
-    if (rank == 0) ::shm_unlink(words_name.c_str());
+    if (rank == 0) {
+      ::shm_unlink(words_name.c_str());
+      if (!regions_name.empty()) ::shm_unlink(regions_name.c_str());
+    }
 
     auto* words = static_cast<std::uint32_t*>(keep->words->page);
     void* dev = nullptr;
@@ -183,6 +277,14 @@ struct process_access {
   }
 
  private:
+  /// Every rank's `mine`, by rank.
+  template <class Card>
+  static std::vector<Card> all_of(bootstrap::session& s, const Card& mine) {
+    const auto blob = s.allgather(&mine, sizeof mine);
+    std::vector<Card> out(static_cast<std::size_t>(s.size()));
+    std::memcpy(out.data(), blob.data(), blob.size());
+    return out;
+  }
   static std::chrono::milliseconds opt_timeout(const options& opt) {
     return std::chrono::milliseconds(opt.timeout_ms);
   }

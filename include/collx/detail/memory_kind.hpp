@@ -64,9 +64,9 @@ namespace driver_abi {
 // used, declared here so the core headers need no CUDA toolkit.
 using pointer_get_attributes_fn = int (*)(unsigned num, const int* attributes, void** data,
                                           unsigned long long ptr);
-inline constexpr int attr_memory_type = 2;     // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
-inline constexpr int attr_is_managed = 8;      // CU_POINTER_ATTRIBUTE_IS_MANAGED
-inline constexpr int attr_device_ordinal = 9;  // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+inline constexpr int attr_memory_type = 2;         // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+inline constexpr int attr_is_managed = 8;          // CU_POINTER_ATTRIBUTE_IS_MANAGED
+inline constexpr int attr_device_ordinal = 9;      // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
 inline constexpr unsigned memorytype_device = 2;   // CU_MEMORYTYPE_DEVICE
 inline constexpr unsigned memorytype_unified = 4;  // CU_MEMORYTYPE_UNIFIED
 }  // namespace driver_abi
