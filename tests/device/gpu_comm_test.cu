@@ -168,6 +168,20 @@ void automatic_cases(std::vector<gpu::communicator>& comms, std::size_t n, const
   run_case(comms, coll::all_to_all, n, 0, v + " all_to_all", [&](gpu::communicator& c, int, rank_io& x) {
     c.all_to_all(x.send + guard, x.recv + guard, n, x.stream);
   });
+  // Type-erased data movement: the float bytes travel as 4-byte words.
+  run_case(
+      comms, coll::all_gather, n, 0, v + " all_gather (dtype)", [&](gpu::communicator& c, int, rank_io& x) {
+        c.all_gather(static_cast<const void*>(x.send + guard), x.recv + guard, n, dtype::float32, x.stream);
+      });
+  run_case(comms, coll::broadcast, n, root, v + " broadcast (dtype)",
+           [&](gpu::communicator& c, int, rank_io& x) {
+             c.broadcast(static_cast<const void*>(x.send + guard), x.recv + guard, n, dtype::float32, root,
+                         x.stream);
+           });
+  run_case(
+      comms, coll::all_to_all, n, 0, v + " all_to_all (dtype)", [&](gpu::communicator& c, int, rank_io& x) {
+        c.all_to_all(static_cast<const void*>(x.send + guard), x.recv + guard, n, dtype::float32, x.stream);
+      });
 }
 
 __global__ void add_one(float* v, std::size_t n) {

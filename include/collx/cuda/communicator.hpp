@@ -311,15 +311,36 @@ class communicator {
     automatic<coll::all_to_all>(send, recv, count, reduce_op::sum, 0, stream);
   }
 
-  /// Type-erased all_reduce: dt names the element type (instantiates every
-  /// element type's kernels where it is used).
+  // ---- type-erased: dt names the element type -------------------------------------
+  // Reductions instantiate every element type's kernels where they are used.
+  // Collectives that only move data run on an unsigned type of the element's
+  // width (the bytes are the same, and four kernel sets serve twelve dtypes).
   template <class = void>
   void all_reduce(const void* send, void* recv, std::size_t count, dtype dt, reduce_op op,
                   cudaStream_t stream) {
-    require(is_valid(dt), "all_reduce", "invalid dtype");
-    visit_dtype(dt, [&]<class T>(std::type_identity<T>) {
-      all_reduce(static_cast<const T*>(send), static_cast<T*>(recv), count, op, stream);
-    });
+    erased_reduction<coll::all_reduce>(send, recv, count, dt, op, 0, stream);
+  }
+  template <class = void>
+  void reduce_scatter(const void* send, void* recv, std::size_t recvcount, dtype dt, reduce_op op,
+                      cudaStream_t stream) {
+    erased_reduction<coll::reduce_scatter>(send, recv, recvcount, dt, op, 0, stream);
+  }
+  template <class = void>
+  void reduce(const void* send, void* recv, std::size_t count, dtype dt, reduce_op op, int root,
+              cudaStream_t stream) {
+    erased_reduction<coll::reduce>(send, recv, count, dt, op, root, stream);
+  }
+  template <class = void>
+  void all_gather(const void* send, void* recv, std::size_t sendcount, dtype dt, cudaStream_t stream) {
+    erased_movement<coll::all_gather>(send, recv, sendcount, dt, 0, stream);
+  }
+  template <class = void>
+  void broadcast(const void* send, void* recv, std::size_t count, dtype dt, int root, cudaStream_t stream) {
+    erased_movement<coll::broadcast>(send, recv, count, dt, root, stream);
+  }
+  template <class = void>
+  void all_to_all(const void* send, void* recv, std::size_t count, dtype dt, cudaStream_t stream) {
+    erased_movement<coll::all_to_all>(send, recv, count, dt, 0, stream);
   }
 
   /// The variant the automatic choice takes for collective c of `bytes`
@@ -493,6 +514,35 @@ class communicator {
           }.template operator()<As>(),
           ...);
     }(automatic_algorithms{});
+  }
+
+  template <coll C>
+  void erased_reduction(const void* send, void* recv, std::size_t count, dtype dt, reduce_op op, int root,
+                        cudaStream_t stream) {
+    require(is_valid(dt), name(C),
+            [&] { return "dtype " + std::to_string(int(dt)) + " is not a collx dtype"; });
+    visit_dtype(dt, [&]<class T>(std::type_identity<T>) {
+      automatic<C>(static_cast<const T*>(send), static_cast<T*>(recv), count, op, root, stream);
+    });
+  }
+
+  template <coll C>
+  void erased_movement(const void* send, void* recv, std::size_t count, dtype dt, int root,
+                       cudaStream_t stream) {
+    require(is_valid(dt), name(C),
+            [&] { return "dtype " + std::to_string(int(dt)) + " is not a collx dtype"; });
+    auto run = [&]<class W>(std::type_identity<W>) {
+      automatic<C>(static_cast<const W*>(send), static_cast<W*>(recv), count, reduce_op::sum, root, stream);
+    };
+    switch (size_of(dt)) {
+      case 1: run(std::type_identity<std::uint8_t>{}); break;
+      case 2: run(std::type_identity<half_t>{}); break;  // moved, never computed on
+      case 4: run(std::type_identity<std::uint32_t>{}); break;
+      case 8: run(std::type_identity<std::uint64_t>{}); break;
+      default:
+        throw_error(status::not_supported,
+                    std::string(name(C)) + ": no element width " + std::to_string(size_of(dt)));
+    }
   }
 
   template <coll C, class T>
