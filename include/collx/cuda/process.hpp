@@ -171,13 +171,15 @@ struct process_access {
       host_asked |=
           places[static_cast<std::size_t>(q)].asked == static_cast<std::int32_t>(region_memory::host);
     }
-    for (int q = 0; q < nranks && !host_asked && !missing.empty(); ++q)
+    // A rank that asked for device regions fails, with every other rank, where
+    // the group gets host regions (some rank lacks peer access, or asked for them).
+    for (int q = 0; q < nranks && (host_asked || !missing.empty()); ++q)
       if (places[static_cast<std::size_t>(q)].asked == static_cast<std::int32_t>(region_memory::device))
         throw_error(status::not_supported,
-                    std::string(op) + ": rank " + std::to_string(q) +
-                        " asked for device regions, which need peer access between every pair of GPUs; " +
-                        missing +
-                        " cannot reach every other rank's GPU (use region_memory::host or automatic)");
+                    std::string(op) + ": rank " + std::to_string(q) + " asked for device regions, but " +
+                        (missing.empty() ? std::string("another rank asked for host regions")
+                                         : missing + " cannot reach every other rank's GPU") +
+                        " (every rank must ask alike; use region_memory::host or automatic)");
     g->host_regions = communicator::use_host_regions(
         host_asked ? region_memory::host : region_memory::automatic,
         missing.empty() ? std::string() : missing + " without peer access", op);
