@@ -449,14 +449,14 @@ void host_region_cases() {
     expect(comms[0].choose(coll::all_reduce, 1 << 20).proto != proto_id::ll128,
            tag + ": the automatic choice took LL128 over host memory");
     std::string msg;
+    float* d = nullptr;
+    CUDA_OK(cudaMalloc(&d, 1024 * sizeof(float)));
     try {
-      float* d = nullptr;
-      CUDA_OK(cudaMalloc(&d, 1024 * sizeof(float)));
       gpu::all_reduce<algo::ring, proto::ll128>(comms[0], d, d, 1024, reduce_op::sum, nullptr);
-      cudaFree(d);
     } catch (const error& x) {
       msg = x.what();
     }
+    cudaFree(d);  // also when refused, as expected
     expect(msg.find("host memory") != std::string::npos, tag + ": LL128 not refused with the reason: " + msg);
     graph_case(comms, 4099, 100);
     std::printf("%s: done (%d failures so far)\n", tag.c_str(), failures);
