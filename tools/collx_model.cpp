@@ -262,15 +262,18 @@ int evaluate(int argc, char** argv) {
   const tune::chunk_table chunks =
       tune::chunk_table_of([&](int) { return opt.fifo_slots; },
                            [&](int ch) { return opt.slot_bytes[static_cast<std::size_t>(ch)]; });
+  const tune::chunk_table granules =
+      tune::granule_table_of([&](int ch) { return opt.slot_bytes[static_cast<std::size_t>(ch)]; });
   auto problem_at = [&](double bytes) {
-    return tune::problem{
-        c,
-        P,
-        bytes,
-        P > 1 && opt.single_copy && bytes >= double(opt.single_copy_min_bytes),
-        oversubscribed,
-        chunks,
-        oversubscribed ? tune::assumed_oversubscribed_share(tune::this_machine().cpus, P) : 1.0};
+    tune::problem q{c,
+                    P,
+                    bytes,
+                    P > 1 && opt.single_copy && bytes >= double(opt.single_copy_min_bytes),
+                    oversubscribed,
+                    chunks,
+                    oversubscribed ? tune::assumed_oversubscribed_share(tune::this_machine().cpus, P) : 1.0};
+    q.granules = granules;
+    return q;
   };
   const tune::profile given = profile_of(m);
   auto chosen = [&](const prediction& p) {

@@ -17,7 +17,9 @@
 //            barrier: nvls all_gather 8 B staged (two barriers);
 //            peer bandwidth: nvls all_gather 16 MiB single copy (three
 //              barriers, (P−1)/P·bytes from peers);
-//            oversubscribed step: ring all_gather 16 B on 2×CPUs ranks (≤ 8);
+//            per-call cost: ring all_reduce 8 B (twice all_gather's steps);
+//            oversubscribed step and call: ring and direct all_gather 16 B
+//              on 2×CPUs ranks (≤ 8);
 //          in this process: γ per dtype (c = a + b, one thread, 8 MiB), copy
 //          bandwidth (memcpy 16 MiB).
 // compute  tune::explain (the model's prediction per variant) under the
@@ -74,7 +76,7 @@ using tune::json::value;
 
 constexpr const char* usage_text =
     "usage: collx-probe [--colls LIST] [--ranks LIST] [-b MIN -e MAX -f FACTOR] [--repeats N]\n"
-    "                   [--quick] [--json] [--save [FILE]] [--refit] [--plot PREFIX] [--perf PATH]\n"
+    "                   [--quick] [--json] [--save [FILE]] [--sweep-profile] [--plot PREFIX] [--perf PATH]\n"
     "  look at this machine, measure the model's parameters on local process ranks,\n"
     "  compare the model's predictions and the tuner's picks with measured times.\n"
     "  --colls     collectives to compare (default all_reduce; all_reduce, all_gather,\n"
@@ -86,8 +88,9 @@ constexpr const char* usage_text =
     "  --json      the report as JSON (tools/collx-probe.schema.json) instead of tables\n"
     "  --save      write the measured profile to FILE, or to the default location\n"
     "              ($XDG_CONFIG_HOME or ~/.config)/collx/profile.json\n"
-    "  --refit     save the profile refitted to every compared measurement at once\n"
-    "              (tune::fit_profile) instead of the one from the isolating sweeps\n"
+    "  --sweep-profile  save the profile fitted to the isolating sweeps instead of the one\n"
+    "              refitted to every compared measurement at once (the default: it\n"
+    "              predicted other runs better, bench/results/tuner_quality_notes.md)\n"
     "  --plot      write PREFIX_<collective>_<ranks>.svg: measured and predicted time per variant\n"
     "  --perf      the collx-perf binary (default: next to this one)\n";
 
@@ -101,7 +104,7 @@ struct settings {
   std::vector<int> ranks{2};
   double lo = 8, hi = 2.0 * 1024 * 1024, factor = 8;
   int repeats = 3;
-  bool quick = false, json = false, save = false, refit = false;
+  bool quick = false, json = false, save = false, refit = true;
   std::string save_path, perf, plot;
 };
 
@@ -277,9 +280,10 @@ struct measured {
   std::vector<protocol_fit> protos;
   double barrier_us = 0, peer_gbps = 0, single_copy_gbps = 0, copy_gbps = 0, oversub_step_us = 0;
   bool oversub_measured = false;
-  std::map<std::string, double> gamma_gbps;  // per dtype
-  double cache_bytes = 0, mem_gbps = 0;      // the cache term (look's last-level cache, fitted memory rate)
-  double sweep_fit_residual = 0;             // the profile fitted to the sweeps, against them
+  std::map<std::string, double> gamma_gbps;    // per dtype
+  double cache_bytes = 0, mem_gbps = 0;        // the cache term (look's last-level cache, fitted memory rate)
+  double near_cache_bytes = 0, near_gbps = 0;  // the near-cache term (look's level below it, fitted rate)
+  double sweep_fit_residual = 0;               // the profile fitted to the sweeps, against them
   tune::profile model{};
 };
 
@@ -323,9 +327,10 @@ tune::problem problem_of(coll c, int P, double b) {
   return q;
 }
 
-measured measure(const settings& s, int P, double cache_bytes) {
+measured measure(const settings& s, int P, double cache_bytes, double near_cache_bytes) {
   measured m;
   m.cache_bytes = cache_bytes;
+  m.near_cache_bytes = near_cache_bytes;
   const double f = double(P - 1) / P;
   const std::string p = " -p " + std::to_string(P);
   struct sweep_spec {
@@ -363,12 +368,19 @@ measured measure(const settings& s, int P, double cache_bytes) {
   // The calls every parameter is fitted to (tune::fit_profile, below): the
   // sweeps, and a few runs whose cost terms isolate what the sweeps leave out.
   std::vector<tune::timed_call> calls;
-  // One all_gather of b bytes on `ranks` ranks by A on channel ch, `us` long.
-  auto add = [&]<class A>(int ch, int ranks, double b, double us, bool single_copy) {
-    const tune::problem q = problem_of(coll::all_gather, ranks, b);
-    calls.push_back({A::cost(coll::all_gather, ranks, b, {q.chunks[ch], single_copy}), ch, q.oversubscribed,
-                     us, tune::cache_miss(cache_bytes, tune::working_set_bytes(coll::all_gather, ranks, b)),
-                     q.cpu_share, single_copy});
+  // One collective c (all_gather unless named) of b bytes on `ranks` ranks by
+  // A on channel ch, `us` long.
+  tune::profile caches{};
+  caches.cache_bytes = cache_bytes, caches.near_cache_bytes = near_cache_bytes;
+  auto add = [&]<class A>(int ch, int ranks, double b, double us, bool single_copy,
+                          coll c = coll::all_gather) {
+    tune::problem q = problem_of(c, ranks, b);
+    q.single_copy = single_copy;
+    calls.push_back(tune::timed(A::cost(c, ranks, b, {q.chunks[ch], single_copy}), ch, q, us, caches));
+  };
+  // One small run's median time.
+  auto one = [&](const std::string& env, const std::string& args, double b) {
+    return timed(s, env, args, b, b, 2, s.repeats).begin()->second;
   };
   const auto channel_named = [](const std::string& n) {
     for (int c = 0; c < proto::channel_count; ++c)
@@ -378,6 +390,11 @@ measured measure(const settings& s, int P, double cache_bytes) {
   for (const protocol_fit& x : m.protos)
     for (auto [b, us] : x.points) add.operator()<algo::ring>(channel_named(x.name), P, b, us, false);
   constexpr int simple_ch = proto::channel_of<proto::simple>;
+  // The per-call cost apart from the step's: ring all_reduce takes twice the
+  // all_gather's steps, so the two at 8 B tell call and α apart.
+  progress("measuring the per-call cost (ring all_reduce 8 B, Simple)");
+  add.operator()<algo::ring>(simple_ch, P, 8, one("", "all_reduce --algo ring --proto simple" + p, 8), false,
+                             coll::all_reduce);
   progress("measuring barrier and peer bandwidth (nvls all_gather: 8 B to 1 MiB staged, 16 MiB single copy)");
   // Staged from 8 B (barriers only) through sizes that stay in the cache to
   // 1 MiB, so that the barrier, peer and copy terms are told apart.
@@ -400,6 +417,12 @@ measured measure(const settings& s, int P, double cache_bytes) {
                             ->second;
       add.operator()<algo::ring>(channel_named(x.name), over, 16, to, false);
     }
+    // One step instead of ring's ranks − 1: the meeting every call costs
+    // apart from its steps.
+    add.operator()<algo::direct>(
+        simple_ch, over, 16,
+        one("COLLX_SINGLE_COPY=0", "all_gather --algo direct --proto simple -p " + std::to_string(over), 16),
+        false);
     m.oversub_measured = true;
   }
   // The start: the line fits (the link is the lowest-latency protocol's α and
@@ -420,6 +443,7 @@ measured measure(const settings& s, int P, double cache_bytes) {
   pr.copy_gbps = m.copy_gbps;
   pr.reduce_gbps = m.gamma_gbps["float32"];
   pr.cache_bytes = cache_bytes;
+  pr.near_cache_bytes = near_cache_bytes;
   const tune::profile_fit sf = tune::fit_profile(calls, pr);
   pr = sf.model;
   m.sweep_fit_residual = sf.rms_rel_residual;
@@ -428,6 +452,7 @@ measured measure(const settings& s, int P, double cache_bytes) {
   m.single_copy_gbps = pr.single_copy_gbps;
   m.oversub_step_us = pr.oversub_step_us;
   m.mem_gbps = pr.mem_gbps;
+  m.near_gbps = pr.near_gbps;
   return m;
 }
 
@@ -492,10 +517,7 @@ comparison compare(const settings& s, const tune::profile& m, coll c, int P,
       const auto mi = out.measured_us.find(vname(e.variant));
       if (mi == out.measured_us.end() || mi->second.count(b) == 0) continue;
       visit_variant<transport::shm>(c, e.variant.algo, e.variant.proto, [&]<class A, class Pr>() {
-        constexpr int ch = proto::channel_of<Pr>;
-        out.calls.push_back({A::cost(c, P, b, {q.chunks[ch], q.single_copy}), ch, q.oversubscribed,
-                             mi->second.at(b),
-                             tune::cache_miss(m.cache_bytes, tune::working_set_bytes(c, P, b)), q.cpu_share});
+        out.calls.push_back(tune::timed<A, Pr>(q, mi->second.at(b), m));
       });
     }
     r.pick = ex.front().variant;
@@ -606,11 +628,17 @@ void print_profile(const tune::profile& r) {
     std::printf("    %-8s %10.3f %12.3f %16.2f\n", proto::channel_names[std::size_t(ch)],
                 r.alpha_us(r.intra, ch), r.gbps(r.intra, ch),
                 r.oversub_step_us + r.proto[ch].oversub_extra_us);
-  std::printf("    barrier %.3f us; GB/s: peer %.3f, single copy %.3f, copy %.2f, reduce %.2f\n",
-              r.barrier_us, r.peer_gbps, r.single_copy_gbps, r.copy_gbps, r.reduce_gbps);
+  std::printf(
+      "    per call %.3f us (oversubscribed %.2f); barrier %.3f us; GB/s: peer %.3f, single copy %.3f, "
+      "copy %.2f, reduce %.2f\n",
+      r.call_us, r.oversub_call_us, r.barrier_us, r.peer_gbps, r.single_copy_gbps, r.copy_gbps,
+      r.reduce_gbps);
   std::printf("    last-level cache %s; bytes beyond it also pay %.3f GB/s%s\n",
               cli::human(r.cache_bytes).c_str(), r.mem_gbps,
               r.mem_gbps > 0 ? "" : " (no run left the cache: no cache term)");
+  std::printf("    near cache %s; bytes beyond it also pay %.3f GB/s%s\n",
+              cli::human(r.near_cache_bytes).c_str(), r.near_gbps,
+              r.near_gbps > 0 ? "" : " (no near-cache term)");
 }
 
 void print_tables(const probe::topology& t, const measured& m, const std::vector<comparison>& cs, int P) {
@@ -680,8 +708,10 @@ int main(int argc, char** argv) {
       if (a == "-h" || a == "--help") {
         std::fputs(usage_text, stdout);
         return 0;
-      } else if (a == "--refit") {
+      } else if (a == "--refit") {  // the default; kept for scripts that ask for it
         s.refit = true;
+      } else if (a == "--sweep-profile") {
+        s.refit = false;
       } else if (a == "--quick") {
         s.quick = true;
       } else if (a == "--json") {
@@ -746,7 +776,7 @@ int main(int argc, char** argv) {
   try {
     const probe::topology t = probe::look();
     const int P = s.ranks.front();
-    const measured m = measure(s, P, t.llc_bytes);
+    const measured m = measure(s, P, t.llc_bytes, t.near_cache_bytes);
     tune::profile_doc doc;
     doc.model = m.model;
     doc.machine = t.machine;
@@ -762,6 +792,8 @@ int main(int argc, char** argv) {
     evidence.set("oversub_step_us", m.oversub_step_us);
     evidence.set("oversub_measured", m.oversub_measured);
     evidence.set("cache_bytes", m.cache_bytes);
+    evidence.set("near_cache_bytes", m.near_cache_bytes);
+    evidence.set("near_gbps", m.near_gbps);
     evidence.set("mem_gbps", m.mem_gbps);
     evidence.set("sweep_fit_rms_rel_residual", m.sweep_fit_residual);
 
@@ -851,7 +883,13 @@ int main(int argc, char** argv) {
       out.set("version", 1);
       out.set("look", t.json);
       out.set("measure", evidence);
-      out.set("profile", *tune::json::parse(tune::to_json(doc)).find("model"));
+      // The profile the comparison judged (the sweeps'); the refitted one below.
+      out.set("profile", *tune::json::parse(tune::to_json([&] {
+                            tune::profile_doc x = doc;
+                            x.model = m.model;
+                            return x;
+                          }()))
+                              .find("model"));
       value& cj = out.set("compare", value::array());
       for (const comparison& c : cs) cj.push(comparison_json(c));
       value& rj = out.set("refit", value::object());
@@ -879,7 +917,8 @@ int main(int argc, char** argv) {
                   100 * refit.rms_rel_residual, 100 * sweep_residual);
       print_profile(r);
       std::printf("  under it the pick is within 10 %% of the fastest at %d of %d sizes (in sample)%s\n",
-                  refit_within, refit_sizes, s.refit ? "; this is the profile saved" : "");
+                  refit_within, refit_sizes,
+                  s.refit ? "; this is the profile saved" : " (--sweep-profile: not saved)");
       if (s.save)
         std::printf("\nprofile saved to %s (communicators load it from there%s)\n", s.save_path.c_str(),
                     s.save_path == tune::default_profile_path() ? "" : " with COLLX_TUNE_FILE");

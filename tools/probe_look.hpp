@@ -55,7 +55,8 @@ inline std::string first_line(const std::string& path) {
 /// This machine as found; `lines` is the human summary.
 struct topology {
   tune::machine_info machine;
-  double llc_bytes = 0;  // the last-level cache, every instance together (the model's cache_bytes)
+  double llc_bytes = 0;         // the last-level cache, every instance together (the model's cache_bytes)
+  double near_cache_bytes = 0;  // the level below it, every instance together (near_cache_bytes)
   tune::json::value json = tune::json::value::object();
   std::vector<std::string> lines;
 };
@@ -161,14 +162,23 @@ inline topology look() {
       std::snprintf(b, sizeof b, "%s%s %g KiB x%d", cl.empty() ? "" : ", ", n, kib, count(ty));
       cl += b;
     }
-    // The last level: every instance of the deepest cache level present.
-    for (hwloc_obj_type_t ty : {HWLOC_OBJ_L3CACHE, HWLOC_OBJ_L2CACHE}) {
+    // The last level: every instance of the deepest cache level present;
+    // the near cache: every instance of the level below it.
+    auto total = [&](hwloc_obj_type_t ty) {
+      double sum = 0;
       for (int i = 0; i < count(ty); ++i)
         if (hwloc_obj_t o = hwloc_get_obj_by_type(topo, ty, unsigned(i)); o != nullptr && o->attr != nullptr)
-          t.llc_bytes += double(o->attr->cache.size);
-      if (t.llc_bytes > 0) break;
-    }
+          sum += double(o->attr->cache.size);
+      return sum;
+    };
+    const hwloc_obj_type_t levels[] = {HWLOC_OBJ_L3CACHE, HWLOC_OBJ_L2CACHE, HWLOC_OBJ_L1CACHE};
+    for (std::size_t l = 0; l + 1 < std::size(levels); ++l)
+      if ((t.llc_bytes = total(levels[l])) > 0) {
+        t.near_cache_bytes = total(levels[l + 1]);
+        break;
+      }
     cpu.set("llc_bytes", t.llc_bytes);
+    cpu.set("near_cache_bytes", t.near_cache_bytes);
     char b[160];
     std::snprintf(b, sizeof b, "cpu (hwloc): %d package(s), %d NUMA node(s), %d cores, %d hardware threads",
                   count(HWLOC_OBJ_PACKAGE), count(HWLOC_OBJ_NUMANODE), count(HWLOC_OBJ_CORE),

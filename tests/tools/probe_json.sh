@@ -2,9 +2,12 @@
 # tests/tools/probe_json.sh PROBE SCHEMA: runs `PROBE --quick --json` and
 # validates its report against SCHEMA (check_schema.py); then checks that a
 # report missing a required key and one with a wrong type are rejected, so a
-# validator that accepts everything fails this test.
+# validator that accepts everything fails this test. With REPLAY
+# (collx-probe-replay), also judges the report with it: the counts it prints
+# must be those of the report's own rows (its "the report's profile"
+# judgement recomputes them independently), and a broken report must fail it.
 set -u
-probe=$1 schema=$2
+probe=$1 schema=$2 replay=${3:-}
 here=$(dirname "$0")
 out=$(mktemp) bad=$(mktemp)
 trap 'rm -f "$out" "$bad"' EXIT
@@ -24,3 +27,18 @@ grep -q "missing required key 'barrier_us'" "$bad.log" && grep -q "pick: expecte
   { echo "probe_json.sh: the validator missed a violation"; cat "$bad.log"; rm -f "$bad.log"; exit 1; }
 rm -f "$bad.log"
 echo "probe_json.sh: the report validates against $schema"
+[ -n "$replay" ] || exit 0
+"$replay" "$out" >"$bad.log" || { echo "probe_json.sh: $replay failed"; cat "$bad.log"; exit 1; }
+expected=$(python3 - "$out" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = [r for c in d["compare"] for r in c["sizes"]]
+print(sum(r["pick_slowdown"] <= 0.1 + 1e-12 for r in rows), len(rows))
+PY
+)
+got=$(sed -n '/^# the report.s profile, judged/,/^#/p' "$bad.log" | sed -n 's/.*all: pick within 10 % at \([0-9]*\) of \([0-9]*\).*/\1 \2/p')
+[ "$got" = "$expected" ] || { echo "probe_json.sh: replay counted '$got', the report's rows '$expected'"; cat "$bad.log"; rm -f "$bad.log"; exit 1; }
+printf '{"format": "collx-probe", "compare": []}' >"$bad"
+if "$replay" "$bad" >/dev/null 2>&1; then echo "probe_json.sh: replay accepted a report without a profile"; exit 1; fi
+rm -f "$bad.log"
+echo "probe_json.sh: collx-probe-replay judged the report as its rows do ($got)"

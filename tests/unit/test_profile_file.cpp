@@ -30,6 +30,10 @@ tune::profile_doc sample_doc() {
   d.model = tune::h100_ib_ndr;  // every field differs from the defaults
   d.model.cache_bytes = 50.0 * 1024 * 1024;
   d.model.mem_gbps = 3.25;
+  d.model.near_cache_bytes = 2.0 * 1024 * 1024;
+  d.model.near_gbps = 11.5;
+  d.model.call_us = 0.125;
+  d.model.oversub_call_us = 3.5;
   d.model.single_copy_gbps = 1.75;
   d.model.proto[proto::channel_of<proto::ll>].oversub_extra_us = 0.5;
   d.machine = tune::this_machine();
@@ -84,6 +88,10 @@ TEST_CASE("profile file: round trip keeps every number exactly", "[tune][profile
   CHECK(r.model.oversub_step_us == m.oversub_step_us);
   CHECK(r.model.cache_bytes == 50.0 * 1024 * 1024);
   CHECK(r.model.mem_gbps == 3.25);
+  CHECK(r.model.near_cache_bytes == 2.0 * 1024 * 1024);
+  CHECK(r.model.near_gbps == 11.5);
+  CHECK(r.model.call_us == 0.125);
+  CHECK(r.model.oversub_call_us == 3.5);
   CHECK(r.model.single_copy_gbps == 1.75);
   for (int c = 0; c < proto::channel_count; ++c)
     CHECK(r.model.proto[c].oversub_extra_us == (c == proto::channel_of<proto::ll> ? 0.5 : 0.0));
@@ -106,9 +114,11 @@ TEST_CASE("profile file: the text's layout", "[tune][profile]") {
   // (or another tool) sees.
   const tune::json::value v = tune::json::parse(tune::to_json(sample_doc()));
   CHECK(v.find("format")->str == "collx-profile");
-  CHECK(v.find("version")->num == 2);
+  CHECK(v.find("version")->num == 3);
   CHECK(v.find("model")->find("cache_bytes")->num == 50.0 * 1024 * 1024);
   CHECK(v.find("model")->find("mem_gbps")->num == 3.25);
+  CHECK(v.find("model")->find("near_cache_bytes")->num == 2.0 * 1024 * 1024);
+  CHECK(v.find("model")->find("near_gbps")->num == 11.5);
   const auto* model = v.find("model");
   REQUIRE(model != nullptr);
   CHECK(model->find("intra")->find("kind")->str == "nvlink");
@@ -127,7 +137,9 @@ TEST_CASE("profile file: version 1 (no cache term) is read with the cache term o
   for (auto& m : v.members)
     if (m.key == "model")
       std::erase_if(m.members, [](const tune::json::value& x) {
-        return x.key == "cache_bytes" || x.key == "mem_gbps" || x.key == "single_copy_gbps";
+        return x.key == "cache_bytes" || x.key == "mem_gbps" || x.key == "single_copy_gbps" ||
+               x.key == "near_cache_bytes" || x.key == "near_gbps" || x.key == "call_us" ||
+               x.key == "oversub_call_us";
       });
   for (auto& m : v.members)
     if (m.key == "model")
@@ -147,24 +159,50 @@ TEST_CASE("profile file: version 1 (no cache term) is read with the cache term o
   CHECK(tune::miss_share(r.model, 1e12) == 0);
 }
 
+TEST_CASE("profile file: version 2 (no near-cache term) is read with that term off and a warning",
+          "[tune][profile]") {
+  tune::json::value v = tune::json::parse(tune::to_json(sample_doc()));
+  for (auto& m : v.members)
+    if (m.key == "version") m.num = 2;
+  for (auto& m : v.members)
+    if (m.key == "model")
+      std::erase_if(m.members, [](const tune::json::value& x) {
+        return x.key == "near_cache_bytes" || x.key == "near_gbps" || x.key == "call_us" ||
+               x.key == "oversub_call_us";
+      });
+  const tune::profile_doc r = tune::from_json(v.dump(), "v2.json");
+  CHECK(r.model.near_cache_bytes == 0);
+  CHECK(r.model.near_gbps == 0);
+  CHECK(r.model.call_us == 0);
+  CHECK(r.model.oversub_call_us == 0);
+  CHECK(r.model.mem_gbps == 3.25);  // the last-level term stays
+  REQUIRE(r.warnings.size() == 1);
+  CHECK_THAT(r.warnings[0], Contains("v2.json") && Contains("version 2 has no near-cache term"));
+  CHECK(tune::near_miss_share(r.model, 1e12) == 0);
+}
+
 TEST_CASE("profile file: bad profiles are rejected naming the problem", "[tune][profile]") {
   // Corrupt and truncated text: line and column of the problem.
   const std::string good = tune::to_json(sample_doc());
   check_rejected(good.substr(0, good.size() / 2), "not valid JSON (corrupt or truncated?)");
   check_rejected(good.substr(0, good.size() / 2), "unexpected end of the text");
-  check_rejected("{\"format\": \"collx-profile\",\n  \"version\": 2,,}", "line 2, column 16");
+  check_rejected("{\"format\": \"collx-profile\",\n  \"version\": 3,,}", "line 2, column 16");
   check_rejected("", "not valid JSON");
   check_rejected("[1, 2]", "the profile must be a JSON object");
   check_rejected("{\"a\": 1, \"a\": 2}", "duplicate key 'a'");
   // Another format, another version.
   check_rejected(edited("\"collx-profile\"", "\"nccl-topo\""),
                  "'format' is 'nccl-topo', not 'collx-profile'");
-  check_rejected(edited("\"version\": 2", "\"version\": 3"),
-                 "version 3 is not one this collx reads (1 to 2)");
-  check_rejected(edited("\"version\": 2", "\"version\": 3"), "written by a newer collx");
-  check_rejected(edited("\"version\": 2", "\"version\": 0"), "version 0 is not one this collx reads");
-  check_rejected(edited("\"version\": 2", "\"version\": 1.5"), "version 1.5");
-  // Version 2 needs the cache term; version 1 (before it) is read without it, with a warning.
+  check_rejected(edited("\"version\": 3", "\"version\": 4"),
+                 "version 4 is not one this collx reads (1 to 3)");
+  check_rejected(edited("\"version\": 3", "\"version\": 4"), "written by a newer collx");
+  check_rejected(edited("\"version\": 3", "\"version\": 0"), "version 0 is not one this collx reads");
+  check_rejected(edited("\"version\": 3", "\"version\": 1.5"), "version 1.5");
+  // Version 3 needs the near-cache term, version 2 the cache term; older
+  // versions are read without them, with a warning.
+  check_rejected(edited("\"near_gbps\"", "\"l2_gbps\""), "missing key 'model.near_gbps'");
+  check_rejected(edited("\"near_cache_bytes\"", "\"l2_bytes\""), "missing key 'model.near_cache_bytes'");
+  check_rejected(edited("\"oversub_call_us\"", "\"oversub_call\""), "missing key 'model.oversub_call_us'");
   check_rejected(edited("\"mem_gbps\"", "\"memory_gbps\""), "missing key 'model.mem_gbps'");
   check_rejected(edited("\"cache_bytes\"", "\"cache\""), "missing key 'model.cache_bytes'");
   check_rejected(edited("\"single_copy_gbps\"", "\"cma_gbps\""), "missing key 'model.single_copy_gbps'");

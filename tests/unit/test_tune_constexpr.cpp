@@ -49,9 +49,11 @@ static_assert(tune::miss_share(tune::h100_nvswitch, 1e12) == 0);  // no cache te
 // all_reduce of 16 MiB on 2 ranks: 64 MiB touched, half of it missing:
 // ring sends 16 MiB and reduces 8 MiB per rank → 24 MiB × ½ / 2 GB/s.
 constexpr tune::problem ar16m{coll::all_reduce, 2, 16 << 20};
-static_assert(tune::predict<algo::ring, proto::simple>(cached, ar16m).bandwidth_us -
-                  tune::predict<algo::ring, proto::simple>(tune::shm_host, ar16m).bandwidth_us ==
-              0.5 * (24 << 20) / 2.0 / 1e3);
+constexpr double cache_extra_us =
+    tune::predict<algo::ring, proto::simple>(cached, ar16m).bandwidth_us -
+    tune::predict<algo::ring, proto::simple>(tune::shm_host, ar16m).bandwidth_us;
+static_assert(cache_extra_us > 0.5 * (24 << 20) / 2.0 / 1e3 * (1 - 1e-12) &&
+              cache_extra_us < 0.5 * (24 << 20) / 2.0 / 1e3 * (1 + 1e-12));
 static_assert(
     tune::predict<algo::ring, proto::simple>(cached, {coll::all_reduce, 2, 4 << 20}).total_us() ==
     tune::predict<algo::ring, proto::simple>(tune::shm_host, {coll::all_reduce, 2, 4 << 20}).total_us());
@@ -117,6 +119,31 @@ static_assert(tune::predict_us<algo::direct, proto::simple>(tune::shm_host, at_4
               tune::predict_us<algo::direct_two_shot, proto::simple>(tune::shm_host, at_4m));
 static_assert(tune::predict_us<algo::direct, proto::simple>(tune::shm_host, at_4m) ==
               tune::predict_us<algo::direct_two_shot, proto::simple>(tune::shm_host, at_4m));
+
+// The pipeline's fill (tune/model.hpp): Simple's receiver waits for a whole
+// slot, LL's and LL128's for a line.
+static_assert(tune::default_granules[proto::channel_of<proto::simple>] == 64 * 1024);
+static_assert(tune::default_granules[proto::channel_of<proto::ll>] == 8);
+static_assert(tune::default_granules[proto::channel_of<proto::ll128>] == 120);
+// A message shorter than the granule is stored and forwarded: all of it
+// again; a longer one pays one granule per step.
+static_assert(tune::fill_bytes({.steps = 1, .bytes_sent = 4096}, 65536) == 4096);
+static_assert(tune::fill_bytes({.steps = 2, .bytes_sent = 2 << 20}, 65536) == 2 * 65536);
+static_assert(tune::fill_bytes({.steps = 0, .bytes_sent = 0}, 65536) == 0);
+// So one-shot direct/Simple at 4 KiB on 2 ranks takes twice its bytes' time
+// over the link, and direct/LL does not.
+constexpr tune::problem at_4k{coll::all_reduce, 2, 4096};
+constexpr tune::profile no_latency = [] {
+  tune::profile m = tune::shm_host;
+  m.intra.alpha_us = 0;
+  for (auto& p : m.proto) p.extra_alpha_us = 0;
+  m.reduce_gbps = 1e9;  // no reduction term
+  return m;
+}();
+static_assert(tune::predict_us<algo::direct, proto::simple>(no_latency, at_4k) ==
+              2 * 4096 / no_latency.gbps(no_latency.intra, proto::channel_of<proto::simple>) / 1e3);
+static_assert(tune::predict_us<algo::direct, proto::ll>(no_latency, at_4k) ==
+              (4096 + 8) / no_latency.gbps(no_latency.intra, proto::channel_of<proto::ll>) / 1e3);
 
 // A kernel's variant as types, for a compile-time problem.
 using small_v = tune::best_t<coll::all_reduce, 8, 2, tune::shm_host, transport::shm>;

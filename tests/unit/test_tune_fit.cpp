@@ -100,11 +100,8 @@ std::vector<collx::tune::timed_call> synthetic_calls(const collx::tune::profile&
           q.cpu_share = over ? 0.5 : 1;  // 4 ranks on 2 CPUs
           tune::select_detail::for_each_variant<false>([&]<class A, class Pr>() {
             if (!tune::select_detail::candidate<A, Pr, transport::shm, exec::host>(c, {})) return;
-            constexpr int ch = proto::channel_of<Pr>;
-            const algo::cost_terms t = A::cost(c, P, b, {q.chunks[ch], q.single_copy});
-            const double miss = tune::miss_share(truth, tune::working_set_bytes(c, P, b));
-            calls.push_back({t, ch, over, tune::predict_us<A, Pr>(truth, q) * (1 + amp * n.next()), miss,
-                             q.cpu_share, q.single_copy});
+            calls.push_back(
+                tune::timed<A, Pr>(q, tune::predict_us<A, Pr>(truth, q) * (1 + amp * n.next()), truth));
           });
         }
   return calls;
@@ -113,8 +110,10 @@ std::vector<collx::tune::timed_call> synthetic_calls(const collx::tune::profile&
 TEST_CASE("fit: a whole profile from timed calls of every variant", "[tune][fit]") {
   using namespace collx;
   tune::profile truth = tune::shm_host;
-  truth.cache_bytes = 32 << 20, truth.mem_gbps = 2.5;  // 4 ranks × 2 × 16 MiB misses 3/4 of it
-  truth.single_copy_gbps = 1.7;                        // peers' buffers in place, from 256 KiB
+  truth.cache_bytes = 32 << 20, truth.mem_gbps = 2.5;       // 4 ranks × 2 × 16 MiB misses 3/4 of it
+  truth.near_cache_bytes = 2 << 20, truth.near_gbps = 6.0;  // and from 256 KiB on the near cache
+  truth.call_us = 0.1, truth.oversub_call_us = 3.0;
+  truth.single_copy_gbps = 1.7;  // peers' buffers in place, from 256 KiB
   truth.reduce_gbps = 5.0;  // slower than Simple's 7 GB/s: a reduction there adds 1/5 − 1/7 ns per byte
   truth.proto[proto::channel_of<proto::simple>].oversub_extra_us = 3.0;
   truth.proto[proto::channel_of<proto::ll128>].oversub_extra_us = 1.0;
@@ -122,14 +121,15 @@ TEST_CASE("fit: a whole profile from timed calls of every variant", "[tune][fit]
   tune::profile start = truth;
   start.intra = {tune::link_kind::shm, 5.0, 50.0};
   start.barrier_us = 9, start.peer_gbps = 40, start.copy_gbps = 3,  // γ: measured apart, not fitted
-      start.oversub_step_us = 1, start.mem_gbps = 30, start.single_copy_gbps = 20;
+      start.oversub_step_us = 1, start.mem_gbps = 30, start.single_copy_gbps = 20, start.near_gbps = 40,
+  start.call_us = 1, start.oversub_call_us = 0.5;
   for (auto& pp : start.proto) pp.oversub_extra_us = 5;
   for (double amp : {0.0, 0.05}) {
     const auto calls = synthetic_calls(truth, amp, 7);
     const tune::profile_fit f = tune::fit_profile(calls, start);
     INFO("noise " << amp << ", " << calls.size() << " calls, residual " << f.rms_rel_residual);
     const double tol = amp == 0 ? 1e-6 : 0.05;
-    CHECK(f.identified == 3 * proto::channel_count + 5);
+    CHECK(f.identified == 3 * proto::channel_count + 8);
     for (int ch = 0; ch < proto::channel_count; ++ch) {
       INFO("channel " << ch);
       CHECK(f.model.alpha_us(f.model.intra, ch) == Approx(truth.alpha_us(truth.intra, ch)).epsilon(tol));
@@ -147,7 +147,13 @@ TEST_CASE("fit: a whole profile from timed calls of every variant", "[tune][fit]
     }
     CHECK(f.model.single_copy_gbps == Approx(truth.single_copy_gbps).epsilon(tol));
     CHECK(f.model.mem_gbps == Approx(truth.mem_gbps).epsilon(tol));
+    CHECK(f.model.near_gbps == Approx(truth.near_gbps).epsilon(tol));
+    CHECK(f.model.call_us == Approx(truth.call_us).epsilon(tol).margin(amp == 0 ? 1e-9 : 0.03));
+    // With noise, partly confounded with the oversubscribed steps (few
+    // oversubscribed calls differ in steps).
+    CHECK(f.model.oversub_call_us == Approx(truth.oversub_call_us).epsilon(amp == 0 ? tol : 0.15));
     CHECK(f.model.cache_bytes == truth.cache_bytes);
+    CHECK(f.model.near_cache_bytes == truth.near_cache_bytes);
     CHECK(f.rms_rel_residual <= amp + 1e-9);
   }
 }

@@ -101,24 +101,26 @@ static_assert(tune::find_preset("h100_nvswitc") == nullptr && tune::find_preset(
 
 TEST_CASE("tune presets: one-node prediction equals the hand-computed terms", "[tune][presets]") {
   // Ring all_reduce, 8 ranks, 1 MiB, Simple on h100_nvswitch:
-  // 14 steps x 3.4 us; 2·7/8 MiB at 370.8 GB/s; the 7/8 MiB reduced cost
-  // nothing beyond their transfer: γ (3350/3 GB/s) is faster than NVLink.
+  // 14 steps x 3.4 us; 2·7/8 MiB and the pipeline's fill (a 64 KiB slot per
+  // step: each step's 128 KiB is longer) at 370.8 GB/s; the 7/8 MiB reduced
+  // cost nothing beyond their transfer: γ (3350/3 GB/s) is faster than NVLink.
   const tune::problem q{coll::all_reduce, 8, MiB};
   const tune::prediction p = tune::predict<algo::ring, proto::simple>(tune::h100_nvswitch, q);
   CHECK(p.latency_us == Approx(14 * 3.4));
-  CHECK(p.bandwidth_us == Approx(2 * 7.0 / 8 * MiB / 370.8e3));
+  CHECK(p.bandwidth_us == Approx((2 * 7.0 / 8 * MiB + 14 * 65536.0) / 370.8e3));
   CHECK(p.reduction_us == 0);
-  CHECK(p.total_us() == Approx(47.6 + 4.9488).epsilon(1e-4));
+  CHECK(p.total_us() == Approx(47.6 + 4.9488 + 2.4744).epsilon(1e-4));
   // Where γ is the slower, a reduced byte adds 1/γ − 1/link: the same call
   // with γ at 100 GB/s.
   tune::profile slow_gamma = tune::h100_nvswitch;
   slow_gamma.reduce_gbps = 100;
   CHECK(tune::predict<algo::ring, proto::simple>(slow_gamma, q).reduction_us ==
         Approx(7.0 / 8 * MiB * (1 / 100.0 - 1 / 370.8) / 1e3));
-  // LL on the same link: 0.6 us per step, bandwidth capped at 141 GB/s.
+  // LL on the same link: 0.6 us per step, bandwidth capped at 141 GB/s, a
+  // fill of one line's payload (8 B) per step.
   const tune::prediction l = tune::predict<algo::ring, proto::ll>(tune::h100_nvswitch, q);
   CHECK(l.latency_us == Approx(14 * 0.6));
-  CHECK(l.bandwidth_us == Approx(2 * 7.0 / 8 * MiB / 141e3));
+  CHECK(l.bandwidth_us == Approx((2 * 7.0 / 8 * MiB + 14 * 8.0) / 141e3));
   // LL128 off on PCIe: unusable, never chosen.
   CHECK(tune::predict_us<algo::ring, proto::ll128>(tune::pcie_gen4_8gpu, q) == tune::unavailable_us);
 }
@@ -130,12 +132,13 @@ TEST_CASE("tune presets: two-level prediction", "[tune][presets]") {
   const tune::problem small{coll::all_reduce, 256, 8};
   const tune::prediction s = tune::predict<algo::ring, proto::ll>(tune::h100_ib_ndr, small);
   CHECK(s.latency_us == Approx(62 * 2.7 + 448 * 0.6));
-  // 1 GiB, Simple: intra 2·255/256 GiB at 370.8 GB/s; the nodes' ring sends
+  // 1 GiB, Simple: intra 2·255/256 GiB and 510 steps' fill of a 64 KiB slot
+  // at 370.8 GB/s; the nodes' ring sends
   // 2·31/32 GiB through 8 NICs of 48 GB/s (384): the slower is the intra side.
   const double G = 1024 * MiB;
   const tune::problem big{coll::all_reduce, 256, G};
   const tune::prediction b = tune::predict<algo::ring, proto::simple>(tune::h100_ib_ndr, big);
-  const double intra = 2 * 255.0 / 256 * G / 370.8e3, inter = 2 * 31.0 / 32 * G / 384e3;
+  const double intra = (2 * 255.0 / 256 * G + 510 * 65536.0) / 370.8e3, inter = 2 * 31.0 / 32 * G / 384e3;
   CHECK(b.bandwidth_us == Approx(std::max(intra, inter)));
   // On HDR (24 GB/s per GPU) the NICs are the bottleneck.
   const tune::prediction h = tune::predict<algo::ring, proto::simple>(tune::a100_ib_hdr, big);
@@ -204,7 +207,8 @@ TEST_CASE("oversubscribed: a barrier is priced one step per rank sharing a CPU",
   const double step = tune::shm_host.oversub_step_us + tune::shm_host.proto[ch].oversub_extra_us;
   for (double share : {1.0, 0.5, 1.0 / 3}) {
     INFO("cpu_share " << share);
-    const tune::prediction p = tune::price_one_node(tune::shm_host, one_barrier, ch, true, 0, share);
+    const tune::prediction p = tune::price_one_node(
+        tune::shm_host, one_barrier, {.channel = ch, .oversubscribed = true, .cpu_share = share});
     CHECK(p.latency_us == Approx(step / share));
   }
 }

@@ -36,6 +36,11 @@ struct simple {
   /// 2 processes). Slots are whole 128-byte lines so that every slot starts
   /// on its own cache-line pair.
   static constexpr channel_spec channel{name, 128, 64 * 1024, "COLLX_BUFFSIZE"};
+  /// A receiver sees a slot only once its sender has written all of it and
+  /// posted it (LL and LL128 flag every line instead): a message shorter
+  /// than a slot is stored and then forwarded, not pipelined (the tuner's
+  /// fill term, tune/model.hpp).
+  static constexpr bool posts_whole_slots = true;
 
   // Simple needs nothing beyond memory both sides can reach: no needs_* traits
   // (collx/composition.hpp).

@@ -11,7 +11,7 @@
 // fit_profile() fits a whole one-node profile (tune/model.hpp) at once to
 // timed calls of any variants: the model is linear in (α, 1/bw and the
 // oversubscribed step per protocol, barrier, 1/peer, 1/single copy, 1/copy,
-// 1/memory) once each
+// 1/memory, 1/near cache, the per-call costs) once each
 // call's cost terms are known, so non-negative least squares (Lawson-Hanson,
 // same 1/t² weights) finds the parameters that explain every measurement
 // together, instead of each from the one schedule that isolates it. γ is not
@@ -68,8 +68,8 @@ inline line_fit fit_line(const std::vector<double>& x, const std::vector<double>
 
 /// One measured call: what its schedule did (A::cost with the call's
 /// context), on which protocol channel, whether ranks outnumbered CPUs, its
-/// time in µs, and the share of its bytes that missed the cache (miss_share
-/// of its working set under the profile's cache size).
+/// time in µs, and the shares of its bytes that missed the caches
+/// (cache_miss of its working set under the profile's cache sizes).
 struct timed_call {
   algo::cost_terms terms;
   int channel = 0;
@@ -78,7 +78,38 @@ struct timed_call {
   double miss = 0;
   double cpu_share = 1;      // problem::cpu_share
   bool single_copy = false;  // problem::single_copy: peer bytes read in place
+  double near_miss = 0;      // share of its bytes that missed the near cache
+  double fill_bytes = 0;     // tune::fill_bytes(terms, the protocol's granule)
+
+  /// The call as price_one_node takes it (no contention).
+  constexpr call_shape shape() const {
+    return {channel, oversubscribed, miss, near_miss, cpu_share, single_copy, fill_bytes};
+  }
 };
+
+/// The timed call of a schedule whose terms are t, on protocol channel ch,
+/// run as problem q asks, `us` long, with the cache shares under the cache
+/// sizes of profile m (only those are read).
+inline timed_call timed(const algo::cost_terms& t, int ch, const problem& q, double us, const profile& m) {
+  const double ws = working_set_bytes(q.kind, q.nranks, q.bytes);
+  return {t,
+          ch,
+          q.oversubscribed,
+          us,
+          cache_miss(m.cache_bytes, ws),
+          q.cpu_share,
+          q.single_copy,
+          cache_miss(m.near_cache_bytes, ws),
+          fill_bytes(t, q.granules[ch])};
+}
+
+/// The same for variant <A, Pr>.
+template <class A, class Pr>
+timed_call timed(const problem& q, double us, const profile& m) {
+  constexpr int ch = proto::channel_of<Pr>;
+  return timed(A::cost(q.kind, q.nranks, q.bytes, {q.chunks[ch], q.single_copy, q.peer_buffer_bytes}), ch, q,
+               us, m);
+}
 
 /// A fitted profile and how well it explains the calls.
 struct profile_fit {
@@ -189,8 +220,8 @@ inline profile_fit fit_once(const std::vector<timed_call>& calls, const profile&
                             const profile& rates) {
   constexpr std::size_t C = proto::channel_count;
   // Columns: α[C], 1/bw[C], oversubscribed step[C] (steps and barriers when
-  // ranks outnumber CPUs), then the scalars below (start.cache_bytes is kept).
-  enum : std::size_t { barrier = 3 * C, peer, single, copy, memory, n };
+  // ranks outnumber CPUs), then the scalars below (start's cache sizes are kept).
+  enum : std::size_t { barrier = 3 * C, peer, single, copy, memory, near, call, oversub_call, n };
   const std::size_t m = calls.size();
   std::vector<double> A(m * n, 0), b(m, 0);
   for (std::size_t i = 0; i < m; ++i) {
@@ -200,15 +231,19 @@ inline profile_fit fit_once(const std::vector<timed_call>& calls, const profile&
     const std::size_t ch = static_cast<std::size_t>(c.channel);
     if (c.oversubscribed) {
       row[2 * C + ch] = t.steps + t.barriers * oversubscribed_barrier_switches(c.cpu_share);
+      row[oversub_call] = 1;
     } else {
       row[ch] = t.steps;
       row[barrier] = t.barriers;
+      row[call] = 1;
     }
     const double kb = (c.cpu_share > 0 && c.cpu_share < 1 ? 1 / c.cpu_share : 1) / 1e3;  // per byte
-    row[C + ch] = t.bytes_sent * kb;
+    row[C + ch] = (t.bytes_sent + c.fill_bytes) * kb;
     row[c.single_copy ? single : peer] = t.peer_bytes * kb;
     row[copy] = t.staged_bytes * kb;
-    row[memory] = c.miss * (t.bytes_sent + t.peer_bytes + t.staged_bytes + t.bytes_reduced) * kb;
+    const double touched = t.bytes_sent + t.peer_bytes + t.staged_bytes + t.bytes_reduced;
+    row[memory] = c.miss * touched * kb;
+    row[near] = c.near_miss * touched * kb;
     const double w = c.us > 0 ? 1 / c.us : 0;  // relative residuals
     for (std::size_t j = 0; j < n; ++j) row[j] *= w;
     algo::cost_terms reduced_only{};
@@ -216,7 +251,7 @@ inline profile_fit fit_once(const std::vector<timed_call>& calls, const profile&
     reduced_only.bytes_sent = t.bytes_sent;  // the operand's transfer (not priced here)
     reduced_only.peer_bytes = t.peer_bytes;
     const prediction pr =
-        price_one_node(rates, reduced_only, c.channel, c.oversubscribed, 0, c.cpu_share, c.single_copy);
+        price_one_node(rates, reduced_only, {c.channel, c.oversubscribed, 0, 0, c.cpu_share, c.single_copy});
     b[i] = (c.us - pr.reduction_us) * w;
   }
   // Unit columns, so that steps (~1) and kilobytes (~1e4) weigh alike.
@@ -253,6 +288,9 @@ inline profile_fit fit_once(const std::vector<timed_call>& calls, const profile&
   if (known(single)) p.single_copy_gbps = 1 / x[single];
   if (known(copy)) p.copy_gbps = 1 / x[copy];
   if (known(memory)) p.mem_gbps = 1 / x[memory];
+  if (known(near)) p.near_gbps = 1 / x[near];
+  if (known(call)) p.call_us = x[call];
+  if (known(oversub_call)) p.oversub_call_us = x[oversub_call];
   return f;
 }
 
@@ -263,9 +301,7 @@ inline profile_fit fit_once(const std::vector<timed_call>& calls, const profile&
 inline double rms_rel_residual(const profile& p, const std::vector<timed_call>& calls) {
   double ss = 0;
   for (const timed_call& c : calls) {
-    const double pred =
-        price_one_node(p, c.terms, c.channel, c.oversubscribed, c.miss, c.cpu_share, c.single_copy)
-            .total_us();
+    const double pred = price_one_node(p, c.terms, c.shape()).total_us();
     const double r = c.us > 0 ? (pred - c.us) / c.us : 0;
     ss += r * r;
   }

@@ -5,21 +5,41 @@
 // kind α and one-direction bandwidth, per protocol extra α and payload
 // efficiency, γ, ranks per node), on one node:
 //
-//   t = steps · (α(link) + α(proto)) + bytes_sent / (bw(link) · eff(proto))
+//   t = call + steps · (α(link) + α(proto)) + (bytes_sent + fill) / (bw(link) · eff(proto))
 //                                                               connections
 //     + barriers · barrier + peer_bytes / peer_bw + staged_bytes / copy_bw
 //                                    (peer_bw: single_copy_gbps when the call
 //                                     reads peers' user buffers in place)  peer memory
 //     + bytes_reduced · max(0, 1/γ − 1/operand bw)          reduction
-//     + miss · (bytes_sent + peer_bytes + staged_bytes + bytes_reduced) / mem
-//                                                               memory
+//     + (near_miss / near + miss / mem) · (bytes_sent + peer_bytes + staged_bytes + bytes_reduced)
+//                                                               caches
 //
-// The last term is the cache: while a call's working set (every rank's
-// input and output on the node) fits the node's last-level cache, bytes move
-// at the rates above, which a probe measures in cache; beyond it, the share
-// that misses (miss = 1 − cache / working set) also pays for memory
-// (mem_gbps). Shared-memory bandwidth on a CPU falls several-fold between a
-// 1 MiB and a 64 MiB call, and one β cannot describe both ends.
+// call is what every call costs whatever its schedule (argument and
+// mismatch checks, the call record, the choice); with ranks outnumbering
+// CPUs, oversub_call: the ranks of a call first have to meet, which costs
+// context switches however few steps follow (4 ranks on 2 CPUs: 8 B
+// all_reduce in one step 5 µs, in four steps 11 µs, bench/results/probe_bar.md).
+//
+// fill is what a pipeline does not hide: at every step on the critical path
+// a receiver waits for the first granule its sender writes before it can
+// use any of it (fill_bytes: steps · min(bytes per step, granule)). For
+// Simple the granule is a FIFO slot, which its sender posts whole, so a
+// message shorter than a slot is stored and then forwarded (its bytes are
+// copied twice in turn, not once in a pipeline); LL and LL128 flag every
+// line, so their granule is a line. Without this term the model priced
+// one-shot Simple schedules at 4-32 KiB 1.4-1.7x faster than they ran
+// (bench/results/probe_repeatability.md).
+//
+// The last term is the caches, two levels: while a call's working set
+// (every rank's input and output on the node) fits the near cache (the level
+// below the last, all instances: a CPU's L2s), bytes move at the rates
+// above, which a probe measures there; the share that misses it
+// (near_miss = 1 − near cache / working set) also pays near_gbps, and the
+// share that misses the last-level cache (miss) pays mem_gbps besides.
+// Shared-memory bandwidth on a CPU falls several-fold between a 64 KiB and a
+// 64 MiB call, and one β cannot describe both ends: fitted with one cache
+// level, the peer and copy rates came out 3-4x below what staged copies
+// of 4-32 KiB achieve in L2.
 //
 // When ranks outnumber CPUs, a step costs a context switch rather than a
 // cache-line transfer (plus the protocol's oversub_extra_us), which is what
@@ -105,6 +125,8 @@ struct profile {
   int ranks_per_node = 0;
   proto_params proto[proto::channel_count];  // per compiled protocol, in channel order (proto/list.hpp)
   double barrier_us = 0;                     // one barrier of a peer-memory algorithm
+  double call_us = 0;           // what every call costs besides its schedule (checks, the call record)
+  double oversub_call_us = 0;   // the same when ranks outnumber CPUs (the ranks' first meeting)
   double peer_gbps = 0;         // reading or writing peers' buffers (a switch channel's emulated copies)
   double single_copy_gbps = 0;  // reading peers' user buffers in place (cross-memory attach for process
                                 // ranks; problem::single_copy); 0: at peer_gbps
@@ -113,6 +135,8 @@ struct profile {
   double oversub_step_us = 0;   // a step when ranks outnumber CPUs (a context switch)
   double cache_bytes = 0;       // the node's last-level cache (all of it); 0: no cache term
   double mem_gbps = 0;          // extra rate for bytes that miss it; 0: no cache term
+  double near_cache_bytes = 0;  // the level below it (all instances); 0: no near-cache term
+  double near_gbps = 0;         // extra rate for bytes that miss the near cache; 0: no near-cache term
 
   /// Per-step latency and payload bandwidth of protocol channel ch on link l.
   constexpr double alpha_us(const link& l, int ch) const { return l.alpha_us + proto[ch].extra_alpha_us; }
@@ -166,6 +190,12 @@ constexpr double miss_share(const profile& m, double working_set) {
   return m.mem_gbps > 0 ? cache_miss(m.cache_bytes, working_set) : 0;
 }
 
+/// Share of a call's bytes that miss the near cache of profile m (0 where m
+/// has no near-cache term).
+constexpr double near_miss_share(const profile& m, double working_set) {
+  return m.near_gbps > 0 ? cache_miss(m.near_cache_bytes, working_set) : 0;
+}
+
 /// Per compiled protocol (channel order): payload bytes one primitive call
 /// moves at most (prims::max_chunk() in bytes).
 using chunk_table = std::array<double, proto::channel_count>;
@@ -192,6 +222,37 @@ inline constexpr chunk_table default_chunks =
     chunk_table_of([](int) { return comm_options::default_fifo_slots; },
                    [](int ch) { return proto::channels[static_cast<std::size_t>(ch)].default_slot_bytes; });
 
+/// Protocol P's granule on slots of `slot_bytes` bytes: the payload bytes a
+/// receiver waits for before it can use any of them (see fill above): a
+/// slot where P posts whole slots (P::posts_whole_slots), else a line.
+template <class P>
+constexpr double granule_bytes(double slot_bytes) {
+  if constexpr (requires { requires P::posts_whole_slots; }) return slot_bytes * P::payload_efficiency;
+  else return double(P::channel.line_bytes) * P::payload_efficiency;
+}
+
+/// The granule table of FIFOs whose channel ch has slots of slot_bytes(ch)
+/// bytes.
+template <class SlotBytes>
+constexpr chunk_table granule_table_of(SlotBytes slot_bytes) {
+  return [&]<class... Ps>(type_list<Ps...>) {
+    return chunk_table{granule_bytes<Ps>(double(slot_bytes(proto::channel_of<Ps>)))...};
+  }(proto::compiled{});
+}
+
+/// The granule table of a communicator made with default options.
+inline constexpr chunk_table default_granules =
+    granule_table_of([](int ch) { return proto::channels[static_cast<std::size_t>(ch)].default_slot_bytes; });
+
+/// Bytes a schedule's pipeline does not hide (the fill term above): at each
+/// of its steps, the first granule of that step's message (its bytes taken
+/// as bytes_sent / steps).
+constexpr double fill_bytes(const algo::cost_terms& t, double granule) {
+  if (!(t.steps > 0) || !(t.bytes_sent > 0)) return 0;
+  const double per_step = t.bytes_sent / t.steps;
+  return t.steps * (per_step < granule ? per_step : granule);
+}
+
 /// What is being asked: a collective of `bytes` (as nccl-tests counts them)
 /// on `nranks` ranks, and how it would run on the communicator's transport.
 struct problem {
@@ -215,6 +276,9 @@ struct problem {
   /// Each rank's registered buffer, through which peer-memory schedules
   /// stage (algo::cost_context); 0: unbounded.
   double peer_buffer_bytes = 0;
+  /// Per protocol, the payload bytes a receiver waits for before it can use
+  /// any (granule_table_of; the fill term).
+  chunk_table granules = default_granules;
 };
 
 /// Linux's default time slice on a node of `ncpus` CPUs, µs: 0.75 ms scaled
@@ -271,16 +335,31 @@ constexpr double assumed_oversubscribed_share(int cpus, int P) {
   return cpus > 0 && cpus < P ? double(cpus) / P : 0.5;
 }
 
+/// How a one-node call runs, besides what its schedule does (its cost
+/// terms): what price_one_node needs of the problem.
+struct call_shape {
+  int channel = 0;              // the protocol's channel
+  bool oversubscribed = false;  // problem::oversubscribed
+  double miss = 0;              // share of bytes missing the last-level cache (miss_share)
+  double near_miss = 0;         // share of bytes missing the near cache (near_miss_share)
+  double cpu_share = 1;         // problem::cpu_share
+  bool single_copy = false;     // problem::single_copy
+  double fill_bytes = 0;        // the pipeline's fill (fill_bytes())
+  contended busy{};             // problem::contention
+};
+
 /// A one-node call's terms priced under profile m: t's steps and barriers at
 /// protocol channel ch's latency (when oversubscribed: a context switch per
 /// step, oversubscribed_barrier_switches() per barrier),
-/// its bytes at their rates, and `miss` of them (miss_share) at memory's,
-/// each byte's time over the rank's share of a CPU (problem::cpu_share), and
-/// stretched by contention (problem::contention; see the header comment).
-/// Shared by predict() and the fit's residual (tune/fit.hpp).
-constexpr prediction price_one_node(const profile& m, const algo::cost_terms& t, int ch, bool oversubscribed,
-                                    double miss, double cpu_share = 1, bool single_copy = false,
-                                    const contended& busy = {}) {
+/// its bytes and its fill at their rates, and the shares that miss the caches
+/// at theirs, each byte's time over the rank's share of a CPU
+/// (problem::cpu_share), and stretched by contention (problem::contention;
+/// see the header comment). Shared by predict() and the fit (tune/fit.hpp).
+constexpr prediction price_one_node(const profile& m, const algo::cost_terms& t, const call_shape& s) {
+  const int ch = s.channel;
+  const bool oversubscribed = s.oversubscribed, single_copy = s.single_copy;
+  const double cpu_share = s.cpu_share, miss = s.miss;
+  const contended& busy = s.busy;
   const double per_byte = cpu_share > 0 && cpu_share < 1 ? 1 / cpu_share : 1;
   // Contention (see the header comment): everything takes `alone` as long,
   // and each synchronisation waits `wait` on average.
@@ -298,13 +377,14 @@ constexpr prediction price_one_node(const profile& m, const algo::cost_terms& t,
   const double step_us = oversubscribed ? oversub_us : alone * m.alpha_us(m.intra, ch) + wait;
   const double barrier_us =
       oversubscribed ? oversub_us * oversubscribed_barrier_switches(cpu_share) : alone * m.barrier_us + wait;
-  r.latency_us = t.steps * step_us + t.barriers * barrier_us;
+  r.latency_us =
+      (oversubscribed ? m.oversub_call_us : alone * m.call_us) + t.steps * step_us + t.barriers * barrier_us;
   if (c > 0 && busy.fifo_bytes > 0) r.latency_us += t.bytes_sent / busy.fifo_bytes * wait;  // FIFO refills
-  if (t.bytes_sent > 0) r.bandwidth_us += t.bytes_sent / m.gbps(m.intra, ch) / 1e3;
+  if (t.bytes_sent > 0) r.bandwidth_us += (t.bytes_sent + s.fill_bytes) / m.gbps(m.intra, ch) / 1e3;
   r.bandwidth_us += t.peer_bytes / peer_gbps / 1e3 + t.staged_bytes / m.copy_gbps / 1e3;
-  if (miss > 0 && m.mem_gbps > 0)  // no memory rate: no cache term
-    r.bandwidth_us +=
-        miss * (t.bytes_sent + t.peer_bytes + t.staged_bytes + t.bytes_reduced) / m.mem_gbps / 1e3;
+  const double touched = t.bytes_sent + t.peer_bytes + t.staged_bytes + t.bytes_reduced;
+  if (miss > 0 && m.mem_gbps > 0) r.bandwidth_us += miss * touched / m.mem_gbps / 1e3;  // no rate: no term
+  if (s.near_miss > 0 && m.near_gbps > 0) r.bandwidth_us += s.near_miss * touched / m.near_gbps / 1e3;
   r.bandwidth_us *= alone * per_byte;
   return r;
 }
@@ -327,10 +407,13 @@ constexpr prediction predict(const profile& m, const problem& q) {
   const algo::cost_context ctx{q.chunks[ch], q.single_copy, q.peer_buffer_bytes};
   const algo::cost_terms t = A::cost(q.kind, q.nranks, q.bytes, ctx);
   const int nodes = m.nodes(q.nranks);
-  if (nodes <= 1)
-    return price_one_node(m, t, ch, q.oversubscribed,
-                          miss_share(m, working_set_bytes(q.kind, q.nranks, q.bytes)), q.cpu_share,
-                          q.single_copy, contended{q.contention, q.slice_us, 2 * q.chunks[ch]});
+  if (nodes <= 1) {
+    const double ws = working_set_bytes(q.kind, q.nranks, q.bytes);
+    return price_one_node(
+        m, t,
+        {ch, q.oversubscribed, miss_share(m, ws), near_miss_share(m, ws), q.cpu_share, q.single_copy,
+         fill_bytes(t, q.granules[ch]), contended{q.contention, q.slice_us, 2 * q.chunks[ch]}});
+  }
   prediction r{};
   r.reduction_us = reduction_us(m, t.bytes_reduced, m.gbps(m.intra, ch));
   if ((m.proto[ch].efficiency <= 0 && t.bytes_sent > 0) || t.barriers > 0 || t.peer_bytes > 0 ||
@@ -341,7 +424,7 @@ constexpr prediction predict(const profile& m, const problem& q) {
   const algo::cost_terms top = A::cost(q.kind, nodes, q.bytes, ctx);
   const double inter_steps = top.steps < t.steps ? top.steps : t.steps;
   r.latency_us = inter_steps * m.alpha_us(m.inter, ch) + (t.steps - inter_steps) * m.alpha_us(m.intra, ch);
-  const double intra_us = t.bytes_sent / m.gbps(m.intra, ch) / 1e3;
+  const double intra_us = (t.bytes_sent + fill_bytes(t, q.granules[ch])) / m.gbps(m.intra, ch) / 1e3;
   const double inter_us = top.bytes_sent / (m.gbps(m.inter, ch) * m.ranks_per_node) / 1e3;
   if (t.bytes_sent > 0) r.bandwidth_us += intra_us > inter_us ? intra_us : inter_us;
   return r;

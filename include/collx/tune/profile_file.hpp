@@ -3,7 +3,7 @@
 // (tune/active.hpp).
 //
 //   {
-//     "format": "collx-profile", "version": 2,
+//     "format": "collx-profile", "version": 3,
 //     "machine": {"hostname": "...", "cpu": "AMD EPYC", "cpus": 2, "numa_nodes": 1},
 //     "measured": "2026-12-01T17:00:00Z",      (optional, free text)
 //     "source": "collx-probe ...",             (optional, free text)
@@ -18,6 +18,8 @@
 //       "single_copy_gbps": 3.5,                                  (version 2)
 //       "reduce_gbps": 19.6, "oversub_step_us": 12,
 //       "cache_bytes": 33554432, "mem_gbps": 3.1      (version 2; 0: no cache term)
+//       "near_cache_bytes": 2097152, "near_gbps": 9.0 (version 3; 0: no near-cache term)
+//       "call_us": 0.1, "oversub_call_us": 3.0         (version 3)
 //     },
 //     "probe": {...}                            (optional: the probe's evidence, not read)
 //   }
@@ -28,9 +30,12 @@
 // non-finite number, an unknown link kind or protocol each throw collx::error
 // (invalid_argument) naming the file and the key; an unknown key is collected
 // as a warning (a newer writer's addition) and otherwise ignored. Whether the
-// profile belongs to this machine is tune/active.hpp's check. Version 1
+// profile belongs to this machine is tune/active.hpp's check. Older versions
+// are still read, with what they lack off and a warning saying so: version 1
 // (before the cache term, the per-protocol oversubscribed step and the
-// single-copy rate) is still read, with those off and a warning saying so.
+// single-copy rate), version 2 (before the near-cache term and the per-call
+// costs; its rates were fitted without the pipeline's fill term, so they
+// describe a machine a little slower than it is).
 #pragma once
 
 #include <collx/config.hpp>
@@ -50,7 +55,7 @@
 namespace collx::tune {
 
 inline constexpr const char* profile_format = "collx-profile";
-inline constexpr int profile_version = 2;
+inline constexpr int profile_version = 3;
 inline constexpr int profile_oldest_version = 1;  // the oldest still read
 
 /// A profile with what it says about itself.
@@ -189,6 +194,10 @@ COLLX_COLD inline std::string to_json(const profile_doc& d) {
   model.set("oversub_step_us", d.model.oversub_step_us);
   model.set("cache_bytes", d.model.cache_bytes);
   model.set("mem_gbps", d.model.mem_gbps);
+  model.set("near_cache_bytes", d.model.near_cache_bytes);
+  model.set("near_gbps", d.model.near_gbps);
+  model.set("call_us", d.model.call_us);
+  model.set("oversub_call_us", d.model.oversub_call_us);
   if (d.probe.type != json::kind::null) v.set("probe", d.probe);
   return v.dump();
 }
@@ -267,7 +276,17 @@ COLLX_COLD inline profile_doc from_json(const std::string& text, const std::stri
     d.warnings.push_back("profile " + origin +
                          ": version 1 has no cache term, single-copy rate or per-protocol oversubscribed "
                          "step; the model prices every size at in-cache rates (collx-probe --save writes "
-                         "version 2)");
+                         "version 3)");
+  }
+  if (ver >= 3) {
+    d.model.near_cache_bytes = m.number("near_cache_bytes");
+    d.model.near_gbps = m.number("near_gbps");
+    d.model.call_us = m.number("call_us");
+    d.model.oversub_call_us = m.number("oversub_call_us");
+  } else if (ver == 2) {
+    d.warnings.push_back("profile " + origin +
+                         ": version 2 has no near-cache term or per-call cost; the model prices every size "
+                         "below the last-level cache at one rate (collx-probe --save writes version 3)");
   }
   if (!(d.model.intra.gbps > 0)) m.fail("'model.intra.gbps' must be positive");
   m.finish();
