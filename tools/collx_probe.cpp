@@ -40,6 +40,7 @@
 #include "cpu_contention.hpp"
 #include "line_latency.hpp"
 #include "probe_look.hpp"
+#include "probe_problem.hpp"
 #include "probe_svg.hpp"
 
 #include <collx/detail/erased_reducer.hpp>
@@ -316,15 +317,10 @@ double copy_gbps(std::size_t bytes) {
   return double(bytes) / best / 1e9;
 }
 
-/// The tuner's problem for c on P process ranks of this machine at b bytes,
-/// as comm/dispatch.hpp builds it for a communicator with default options.
+/// The tuner's problem for c on P process ranks of this machine at b bytes
+/// (tools/probe_problem.hpp).
 tune::problem problem_of(coll c, int P, double b) {
-  const int cpus = tune::this_machine().cpus;
-  const bool oversub = cpus > 0 && P > cpus;
-  const comm_options defaults;
-  tune::problem q{c, P, b, P > 1 && b >= double(defaults.single_copy_min_bytes), oversub};
-  if (oversub) q.cpu_share = double(cpus) / P;
-  return q;
+  return probe::problem_of(c, P, b, tune::this_machine().cpus);
 }
 
 measured measure(const settings& s, int P, double cache_bytes, double near_cache_bytes) {

@@ -18,8 +18,8 @@
 // probe run) judges out of sample. Exit status: 0; 1 on an unreadable
 // report; 2 for a bad command line.
 #include "cli.hpp"
+#include "probe_problem.hpp"
 
-#include <collx/options.hpp>
 #include <collx/transport/shm.hpp>
 #include <collx/tune/explain.hpp>
 #include <collx/tune/fit.hpp>
@@ -123,20 +123,10 @@ report load(const std::string& path) {
   return r;
 }
 
-/// The tuner's problem as collx-probe builds it (a communicator with default
-/// options on the report's machine).
-tune::problem problem_of(coll c, int P, double b, int cpus) {
-  const bool oversub = cpus > 0 && P > cpus;
-  const comm_options defaults;
-  tune::problem q{c, P, b, P > 1 && b >= double(defaults.single_copy_min_bytes), oversub};
-  if (oversub) q.cpu_share = double(cpus) / P;
-  return q;
-}
-
 std::vector<tune::timed_call> timed_calls(const report& r, const tune::profile& caches) {
   std::vector<tune::timed_call> out;
   for (const measurement& m : r.calls) {
-    const tune::problem q = problem_of(m.c, m.P, m.bytes, r.cpus);
+    const tune::problem q = probe::problem_of(m.c, m.P, m.bytes, r.cpus);
     if (!visit_variant<transport::shm>(m.c, m.v.algo, m.v.proto, [&]<class A, class Pr>() {
           out.push_back(tune::timed<A, Pr>(q, m.us, caches));
         }))
@@ -157,7 +147,7 @@ void judge(const char* title, const tune::profile& p, const report& r, bool rows
                 "meas_us", "pred_us", "err", "fastest measured", "us", "pred_us", "slower");
   for (auto& [k, variants] : at) {
     const auto [c, P, b] = k;
-    const tune::problem q = problem_of(coll(c), P, b, r.cpus);
+    const tune::problem q = probe::problem_of(coll(c), P, b, r.cpus);
     const std::vector<tune::explained> ex = tune::explain<transport::shm>(p, q);
     if (ex.empty()) continue;
     const auto picked = variants.find(vname(ex.front().variant));
