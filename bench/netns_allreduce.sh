@@ -56,8 +56,9 @@ for round in $(seq "$rounds"); do
     echo "## round $round: collx socket transport (COLLX_SOCKET_NSTREAMS=${COLLX_SOCKET_NSTREAMS:-1}, COLLX_SPIN_US=$spin)"
     common=(COLLX_SIZE=2 COLLX_ROOT_ADDR=10.77.0.1:$((29500 + 2 * round + ${#spin})) COLLX_SECRET=$secret COLLX_SOCKET_IFNAME=cxv)
     [ "$spin" = default ] || common+=(COLLX_SPIN_US=$spin)
-    ip netns exec "$nsb" env "${common[@]}" COLLX_RANK=1 "$bin" bench > /dev/null 2>&1 &
-    ip netns exec "$nsa" env "${common[@]}" COLLX_RANK=0 "$bin" bench
+    # One host per namespace (COLLX_HOSTID): the steps cross the veth pair, not shared memory.
+    ip netns exec "$nsb" env "${common[@]}" COLLX_RANK=1 COLLX_HOSTID=nsb "$bin" bench > /dev/null 2>&1 &
+    ip netns exec "$nsa" env "${common[@]}" COLLX_RANK=0 COLLX_HOSTID=nsa "$bin" bench
     wait
   done
   if [ -n "$gloobin" ]; then

@@ -12,9 +12,16 @@
 // program holds, and a program of one host does not compile epoll, the
 // proxy and the connection code.
 //
-// Every rank, whichever host it runs on, talks to every other rank through
-// the network (same-host peers over loopback): there is no intra-node
-// shared memory and no hierarchical schedule yet. Algorithms: those that
+// Ranks of one host (equal host ids, net/host_id.hpp) move their steps
+// through shared memory: each rank's FIFOs are a POSIX shm object the others
+// of its host map, and the receiver reads the sender's FIFO in place, as on
+// the shm transport (transport/proxied.hpp); the proxy carries only their
+// control traffic (aborts, goodbyes, call records) and sees their deaths.
+// COLLX_NET_SHM=0 (net_options::peers_on_host) sends them over the network
+// too; where one rank of a host cannot map another's memory (containers
+// with separate /dev/shm), every rank of that host falls back to the network
+// (COLLX_DEBUG=1 says which and why). Every other peer is reached over the
+// network; hierarchical schedules are collx/hier.hpp's. Algorithms: those that
 // need only FIFOs (ring, tree, rhd, rabenseifner, bruck, bruck_a2a, direct) with the
 // Simple protocol; LL and LL128 are refused by the composition gate (a proxy
 // cannot store a line into a peer's memory whole), nvls for want of peer
@@ -23,6 +30,7 @@
 // preset exists yet), restricted to what composes on this transport.
 //
 // Environment (read by net_options::from_env):
+//   COLLX_NET_SHM           1 (default): ranks of one host through shared memory; 0: over the network
 //   COLLX_NET               socket (default) or ib (net/ib_proxy.hpp; needs
 //                           rdma-core, collx::ibverbs, unless a provider is given)
 //   COLLX_IB_HCA, COLLX_IB_GID_INDEX, COLLX_IB_QPS_PER_CONNECTION,
@@ -62,11 +70,15 @@
 #include <collx/transport/proxied.hpp>
 #include <collx/transport/shm_segment.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -124,6 +136,16 @@ struct net_options {
   kind transport = kind::socket;
   socket_options socket;
   ib_options ib;
+  /// How ranks of one host reach each other: through shared memory (their
+  /// FIFOs mapped by each other, no proxy, as on the shm transport; the
+  /// default) or over the network like every other peer (COLLX_NET_SHM=0).
+  enum class same_host : std::uint8_t { shared_memory, network };
+  same_host peers_on_host = same_host::shared_memory;
+  /// The host this rank counts as being on; ranks with equal ids are one
+  /// host (oversubscription, shared memory). Empty: net::host_id()
+  /// (COLLX_HOSTID, else host name and boot id). Set it to play several
+  /// hosts with the thread ranks of one process.
+  std::string host;
 
   net_options() = default;
   net_options(const socket_options& so) : socket(so) {}  // NOLINT: the socket transport with these settings
@@ -132,6 +154,11 @@ struct net_options {
   /// COLLX_NET (socket | ib) and the chosen transport's variables.
   static net_options from_env() {
     net_options o;
+    if (const char* m = std::getenv("COLLX_NET_SHM"); m != nullptr && *m != '\0') {
+      const std::string f = m;
+      require(f == "0" || f == "1", "COLLX_NET_SHM", "'" + f + "' is not 0 or 1");
+      o.peers_on_host = f == "0" ? same_host::network : same_host::shared_memory;
+    }
     const char* v = std::getenv("COLLX_NET");
     const std::string name = v != nullptr ? v : "";
     if (name.empty() || name == "socket") {
@@ -176,8 +203,13 @@ struct net_access {
   struct holder {
     std::shared_ptr<transport::shm_segment> seg;
     std::vector<std::uint32_t> step_bytes;
+    /// The FIFO memory of every peer on this host, mapped here, and its view
+    /// per rank (base null for the others): proxied_view::on_host.
+    std::vector<std::shared_ptr<transport::shm_segment>> host_segs;
+    std::vector<transport::shm_view> on_host;
     std::unique_ptr<net::proxy_base> px;
     std::chrono::milliseconds drain{2000};
+    std::string why_network;  // why the ranks of this host do not share memory, for COLLX_DEBUG
     ~holder() {
       if (px) px->stop(drain);
     }
@@ -192,13 +224,15 @@ struct net_access {
     comm_options opt = opt_in;
     // The ranks of this host (host ids through the bootstrap).
     int local_ranks = 0;
+    std::vector<std::uint8_t> same_host(static_cast<std::size_t>(nranks), 0);
     {
-      const std::uint64_t mine = net::host_hash(net::host_id());
+      const std::uint64_t mine = net::host_hash(no.host.empty() ? net::host_id() : no.host);
       const std::vector<std::byte> all = s.allgather(&mine, sizeof mine);
       for (int r = 0; r < nranks; ++r) {
         std::uint64_t h = 0;
         std::memcpy(&h, all.data() + std::size_t(r) * sizeof h, sizeof h);
         local_ranks += h == mine;
+        same_host[static_cast<std::size_t>(r)] = h == mine && r != rank;
       }
     }
     if (so.simple_slot_bytes != 0 && std::getenv(proto::simple::channel.fifo_bytes_env) == nullptr &&
@@ -207,7 +241,8 @@ struct net_access {
     opt.validate();
     auto h = std::make_shared<holder>();
     const transport::shm_layout layout = net_communicator::layout_for(nranks, opt);
-    h->seg = transport::shm_segment::create_anonymous(layout);
+    const bool share = share_host_memory(s, *h, layout, same_host, local_ranks,
+                                         no.peers_on_host == net::net_options::same_host::shared_memory);
     const transport::shm_view local = h->seg->view();
     if (opt.step_origin != 0) local.reset_counters(opt.step_origin);
     local.header()->single_copy_denied = 1;
@@ -227,6 +262,16 @@ struct net_access {
       detail::compare_exchange(&hdr->abort, zero, 1u);
     };
     hooks.cause = [hdr] { return detail::load_acquire(&hdr->abort_cause); };
+    detail::doorbell* bells = nullptr;
+    if (share) {
+      // The lowest rank of this host lends its doorbells to every rank here.
+      int low = rank;
+      for (int q = 0; q < rank; ++q)
+        if (same_host[static_cast<std::size_t>(q)]) low = std::min(low, q);
+      bells = (low == rank ? local : h->on_host[static_cast<std::size_t>(low)]).doorbell(0);
+      hooks.bell = bells + rank;
+      hooks.through_memory = same_host;
+    }
     const auto spin = static_cast<std::uint64_t>(std::chrono::nanoseconds(so.proxy_spin).count());
     bool (*progress)(const void*) = nullptr;
     bool (*receive)(const void*) = nullptr;
@@ -258,6 +303,10 @@ struct net_access {
                               h->px->idle_flag(),
                               h->px->wake_fd()};
     v.receive = receive;
+    if (share) {
+      v.on_host = h->on_host.data();
+      v.bells = bells;
+    }
     v.peer_left = h->px->left_flags();
     v.on_departed = &net::proxy_base::departed_of;
     net_communicator c(h, v, rank, nranks, opt);
@@ -265,13 +314,123 @@ struct net_access {
     // constructor counted every rank of the communicator).
     c.s_->place_on_host(local_ranks);
     c.s_->keepalive = std::make_shared<bootstrap::session>(std::move(s));
+    if (debug_on() && local_ranks > 1)
+      std::fprintf(stderr, "collx: net rank %d: %s\n", rank,
+                   share ? ("the " + std::to_string(local_ranks - 1) +
+                            " other rank(s) of this host through shared memory, the rest over the network")
+                               .c_str()
+                         : ("every peer over the network (" + h->why_network + ")").c_str());
     return c;
+  }
+
+  /// The ranks whose steps reach this one through shared memory (its host's).
+  static std::vector<int> peers_through_memory(const net_communicator& c) {
+    std::vector<int> out;
+    const transport::proxied_view& v = c.s_->view;
+    for (int q = 0; q < c.size(); ++q)
+      if (q != c.rank() && v.through_memory(q)) out.push_back(q);
+    return out;
+  }
+  /// Steps this rank's proxy has sent over the network so far.
+  static std::uint64_t steps_over_network(const net_communicator& c) {
+    return std::static_pointer_cast<holder>(c.s_->memory)->px->steps_sent();
+  }
+
+ private:
+  static bool debug_on() {
+    const char* d = std::getenv("COLLX_DEBUG");
+    return d != nullptr && *d != '\0' && std::string(d) != "0";
+  }
+
+  /// This rank's FIFO memory, and (when `want` and it has peers on its host)
+  /// that of every peer of its host mapped here: true when the ranks of this
+  /// host share memory. Every rank of a host decides alike: they share only
+  /// if each of them mapped every other's memory (two containers of one
+  /// machine have one host id but may not share /dev/shm); otherwise all of
+  /// them use the network, and h.why_network says why.
+  static bool share_host_memory(bootstrap::session& s, holder& h, const transport::shm_layout& layout,
+                                const std::vector<std::uint8_t>& same_host, int local_ranks, bool want) {
+    const int rank = s.rank(), nranks = s.size();
+    // Every rank takes part in the exchanges below (they are collective).
+    struct shared_name {
+      char name[64];
+    } mine{};
+    if (want && local_ranks > 1) {
+      std::random_device rd;
+      std::snprintf(mine.name, sizeof mine.name, "/collx-net-%d-%08x%08x", static_cast<int>(::getpid()), rd(),
+                    rd());
+      try {
+        h.seg = transport::shm_segment::create_named(layout, mine.name);
+      } catch (const error& e) {
+        mine.name[0] = '\0';  // the peers of this host learn it through the exchange below
+        h.why_network = std::string("its shared memory could not be made: ") + e.what();
+      }
+    }
+    if (!h.seg) {
+      h.seg = transport::shm_segment::create_anonymous(layout);
+      if (h.why_network.empty()) h.why_network = want ? "no other rank on this host" : "COLLX_NET_SHM=0";
+    }
+    const std::vector<std::byte> names = s.allgather(&mine, sizeof mine);
+    std::uint8_t mapped = mine.name[0] != '\0';
+    std::string why;
+    h.on_host.assign(static_cast<std::size_t>(nranks), transport::shm_view{});
+    h.host_segs.assign(static_cast<std::size_t>(nranks), nullptr);
+    for (int q = 0; q < nranks && mapped; ++q) {
+      if (!same_host[static_cast<std::size_t>(q)]) continue;
+      shared_name theirs;
+      std::memcpy(&theirs, names.data() + std::size_t(q) * sizeof theirs, sizeof theirs);
+      theirs.name[sizeof theirs.name - 1] = '\0';
+      if (theirs.name[0] == '\0') {
+        mapped = 0;
+        why =
+            "rank " + std::to_string(q) + " of this host does not share its memory (COLLX_NET_SHM=0 there?)";
+        break;
+      }
+      try {
+        h.host_segs[static_cast<std::size_t>(q)] = transport::shm_segment::open_named(layout, theirs.name);
+        h.on_host[static_cast<std::size_t>(q)] = h.host_segs[static_cast<std::size_t>(q)]->view();
+      } catch (const error& e) {
+        mapped = 0;
+        why = "rank " + std::to_string(rank) + " cannot map the memory of rank " + std::to_string(q) +
+              ", which has the same host id: " + e.what();
+      }
+    }
+    const std::vector<std::byte> all = s.allgather(&mapped, sizeof mapped);
+    // Every rank has mapped what it could: the names may go.
+    h.seg->unlink();
+    bool share = mapped != 0;
+    for (int q = 0; q < nranks; ++q)
+      if (same_host[static_cast<std::size_t>(q)] && all[static_cast<std::size_t>(q)] == std::byte{0}) {
+        share = false;
+        if (why.empty())
+          why = "rank " + std::to_string(q) + " of this host could not map every peer's memory";
+      }
+    if (!share) {
+      h.on_host.assign(static_cast<std::size_t>(nranks), transport::shm_view{});
+      h.host_segs.clear();
+      if (!why.empty()) h.why_network = why;
+    }
+    return share;
   }
 };
 
 }  // namespace comm
 
 namespace net {
+
+/// The ranks whose steps reach this rank through shared memory: those of its
+/// host, unless COLLX_NET_SHM=0 (net_options::peers_on_host) or one of them
+/// could not map the others' memory. Ascending.
+inline std::vector<int> peers_through_memory(const net_communicator& c) {
+  return comm::net_access::peers_through_memory(c);
+}
+
+/// Steps this rank's proxy has sent over the network since the communicator
+/// was made (every step to a peer that is not on this host), for tests and
+/// diagnostics.
+inline std::uint64_t steps_over_network(const net_communicator& c) {
+  return comm::net_access::steps_over_network(c);
+}
 
 /// Rank `rank` of `nranks` processes, on any hosts, that all pass the same id.
 inline net_communicator init_rank(int nranks, const unique_id& id, int rank,

@@ -36,13 +36,13 @@ common=(COLLX_SIZE=$n COLLX_ROOT_ADDR=10.78.0.1:29500 COLLX_SECRET=$(od -An -N16
         COLLX_SOCKET_IFNAME=cxb COLLX_TIMEOUT=${COLLX_TIMEOUT:-30})
 start=$(date +%s.%N)
 for ((h = 0; h < n; h++)); do
-  ip netns exec "collx-$tag-h$h" env "${common[@]}" COLLX_RANK=$h "$bin" check > "$work/r$h" 2>&1 &
+  ip netns exec "collx-$tag-h$h" env "${common[@]}" COLLX_RANK=$h COLLX_HOSTID="h$h" "$bin" check > "$work/r$h" 2>&1 &
   pids+=($!)
 done
 rc=0
 for p in "${pids[@]}"; do wait "$p" || rc=1; done
 pids=()
 for ((h = 0; h < n; h++)); do grep -v "refused as expected" "$work/r$h"; done
-for ((h = 0; h < n; h++)); do grep -q "^rank $h: PASS" "$work/r$h" || { echo "FAIL: no PASS from rank $h"; rc=1; }; done
+for ((h = 0; h < n; h++)); do grep -q "^rank $h: PASS: .*; 0 peer(s) through memory" "$work/r$h" || { echo "FAIL: no PASS over the network from rank $h"; rc=1; }; done
 echo "bridge, $n hosts: rc $rc in $(echo "$(date +%s.%N) - $start" | bc) s"
 exit $rc

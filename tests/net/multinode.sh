@@ -14,8 +14,10 @@ work=$(mktemp -d)
 pids=()
 trap 'for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null; done; rm -rf "$work"' EXIT
 for ((k = 0; k < nodes; k++)); do
-  "$run" --timeout 120 --nnodes "$nodes" --node-rank "$k" --master "127.0.0.1:$port" -n "$per" "$bin" check \
-    > "$work/n$k" 2>&1 &
+  # Each launcher plays a node of its own (COLLX_HOSTID): its ranks share
+  # memory, and reach the other nodes' over TCP.
+  COLLX_HOSTID="node$k" "$run" --timeout 120 --nnodes "$nodes" --node-rank "$k" --master "127.0.0.1:$port" \
+    -n "$per" "$bin" check > "$work/n$k" 2>&1 &
   pids+=($!)
 done
 rc=0
@@ -25,8 +27,8 @@ for ((k = 0; k < nodes; k++)); do cat "$work/n$k"; done
 total=$((nodes * per))
 # Every global rank ran the matrix and passed, each under its global number.
 for ((r = 0; r < total; r++)); do
-  if ! cat "$work"/n* | grep -q "^\[$r\] rank $r: PASS"; then
-    echo "FAIL: no PASS line from global rank $r"
+  if ! cat "$work"/n* | grep -q "^\[$r\] rank $r: PASS: .*; $((per - 1)) peer(s) through memory"; then
+    echo "FAIL: no PASS line from global rank $r with its node's $((per - 1)) other rank(s) through memory"
     rc=1
   fi
 done

@@ -31,8 +31,12 @@ net_matrix::tally checks_done;
 
 int check(collx::net_communicator& c) {
   net_matrix::check_matrix(c, {1, 2, 7, 1000, 65537, std::size_t{1} << 20}, checks_done);
-  std::printf("rank %d: %s: %d checks, %d failures\n", c.rank(), checks_done.failures ? "FAILED" : "PASS",
-              checks_done.checks, checks_done.failures);
+  // Where the steps went, for the scripts to check against the layout they made.
+  std::printf(
+      "rank %d: %s: %d checks, %d failures; %zu peer(s) through memory, %llu step(s) over the network\n",
+      c.rank(), checks_done.failures ? "FAILED" : "PASS", checks_done.checks, checks_done.failures,
+      collx::net::peers_through_memory(c).size(),
+      static_cast<unsigned long long>(collx::net::steps_over_network(c)));
   return checks_done.failures ? 1 : 0;
 }
 

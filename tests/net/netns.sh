@@ -91,7 +91,8 @@ common=(COLLX_SIZE=2 COLLX_ROOT_ADDR=$root COLLX_SECRET=$(od -An -N16 -tx1 /dev/
 run() {  # run RANK NS ARGS...: in the background, output to $work/rRANK
   local r=$1 ns=$2
   shift 2
-  ip netns exec "$ns" env "${common[@]}" COLLX_RANK=$r "$bin" "$@" > "$work/r$r" 2>&1 &
+  # Each namespace plays a host of its own (COLLX_HOSTID): its rank's steps cross the veth pair.
+  ip netns exec "$ns" env "${common[@]}" COLLX_RANK=$r COLLX_HOSTID="ns$r" "$bin" "$@" > "$work/r$r" 2>&1 &
   pids+=($!)
 }
 
@@ -129,6 +130,10 @@ case $mode in
     pids=()
     cat "$work/r0"
     cat "$work/r1"
+    for r in 0 1; do
+      grep -q "^rank $r: PASS: .*; 0 peer(s) through memory, [1-9][0-9]* step(s) over the network" "$work/r$r" ||
+        { echo "FAIL: rank $r did not pass with every step over the network"; rc=1; }
+    done
     echo "netns $family check: rc $rc in $(echo "$(date +%s.%N) - $start" | bc) s"
     exit $rc
     ;;

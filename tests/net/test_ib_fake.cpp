@@ -265,14 +265,20 @@ struct ib_job {
   unique_id id = get_unique_id();
   comm_options opt;
   int qps = 1;
+  /// Hosts the ranks are spread over, in contiguous blocks (0: each rank
+  /// its own host, so that every step crosses the fabric).
+  int hosts = 0;
   explicit ib_job(int p) : P(p), fab(p) { opt.timeout = std::chrono::seconds(30); }
 
-  net::ib_options options(int r) const {
+  int host_of(int r) const { return hosts == 0 ? r : r * hosts / P; }
+  net::net_options options(int r) const {
     net::ib_options io;
     io.provider = &fab.table();
     io.hca = "=fake" + std::to_string(r);
     io.qps = qps;
-    return io;
+    net::net_options no(io);
+    no.host = "fake-host-" + std::to_string(host_of(r));
+    return no;
   }
   /// Runs body(comm, rank) on every rank; returns each rank's error text ("" if none).
   std::vector<std::string> run(const std::function<void(net_communicator&, int)>& body) {
@@ -314,6 +320,36 @@ TEST_CASE("ib over the fake fabric: every collective and algorithm, 2-4 ranks, 1
     CHECK(tallies[r].checks > 100);
   }
   CHECK(job.fab.writes_posted("fake0") > 0);  // the bytes did go over the fabric
+}
+
+TEST_CASE("ib over the fake fabric: ranks of one host through shared memory, the others over the fabric",
+          "[ib][comm][host]") {
+  // 3 ranks on 2 hosts ({0,1}, {2}) and 4 on 2 ({0,1}, {2,3}): every
+  // collective and algorithm mixes both paths in one schedule.
+  const int P = GENERATE(3, 4);
+  INFO(P << " ranks on 2 hosts");
+  ib_job job(P);
+  job.hosts = 2;
+  std::vector<net_matrix::tally> tallies(static_cast<std::size_t>(P));
+  std::vector<std::vector<int>> through(static_cast<std::size_t>(P));
+  std::vector<std::uint64_t> sent(static_cast<std::size_t>(P));
+  const auto errors = job.run([&](net_communicator& c, int r) {
+    net_matrix::check_matrix(c, {1, 7, 1000, 65537, 300000}, tallies[static_cast<std::size_t>(r)]);
+    through[static_cast<std::size_t>(r)] = net::peers_through_memory(c);
+    sent[static_cast<std::size_t>(r)] = net::steps_over_network(c);
+    c.destroy();
+  });
+  for (int r = 0; r < P; ++r) {
+    INFO("rank " << r << ": " << errors[r] << " " << tallies[r].first);
+    CHECK(errors[r].empty());
+    CHECK(tallies[r].failures == 0);
+    CHECK(tallies[r].checks > 100);
+    std::vector<int> mates;
+    for (int q = 0; q < P; ++q)
+      if (q != r && job.host_of(q) == job.host_of(r)) mates.push_back(q);
+    CHECK(through[r] == mates);
+    CHECK(sent[r] > 0);  // every rank has a peer on the other host that some schedule sends to
+  }
 }
 
 namespace {
@@ -458,8 +494,8 @@ TEST_CASE("ib over the fake fabric: abort, mismatched calls, a peer that left", 
     std::vector<status> codes(2, status::ok);
     auto rank = [&](int r) {  // no Catch assertion off the main thread
       try {
-        net::ib_options io = job.options(r);
-        io.qps = r + 1;
+        net::net_options io = job.options(r);
+        io.ib.qps = r + 1;
         net_communicator c = net::init_rank(2, job.id, r, job.opt, io);
       } catch (const error& e) {
         errors[static_cast<std::size_t>(r)] = e.what();

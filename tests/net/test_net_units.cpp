@@ -10,6 +10,8 @@
 #include <collx/net/proxy.hpp>
 #include <collx/transport/shm_segment.hpp>
 
+#include "net_matrix.hpp"
+
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -517,12 +519,17 @@ namespace {
 
 /// What two loopback ranks of one test share: a fresh id, the loopback
 /// interface, and a deadline that fails a broken test instead of hanging it.
+/// Steps go over the network although the ranks share this host (they test
+/// the socket path) unless `on_host` asks for shared memory.
 struct loopback_job {
+  explicit loopback_job(net::net_options::same_host on_host = net::net_options::same_host::network) {
+    so.peers_on_host = on_host;
+  }
   unique_id id = get_unique_id();
-  net::socket_options so = [] {
+  net::net_options so = [] {
     net::socket_options o;
     o.ifname = "lo";
-    return o;
+    return net::net_options(o);
   }();
   comm_options opt = [] {
     comm_options o;
@@ -535,7 +542,7 @@ struct loopback_job {
 
 TEST_CASE("net::init_rank: two ranks over loopback, all_reduce and all_gather", "[net][init]") {
   loopback_job job;
-  job.so.nstreams = 2;
+  job.so.socket.nstreams = 2;
   const auto& [id, so, opt] = job;
   constexpr std::size_t n = 100000, guard = 8;
   std::vector<std::string> errors(2);
@@ -578,8 +585,9 @@ namespace {
 /// goodbye comes). Checks that rank 0's call fails promptly with peer_dead,
 /// naming rank 1 and its departure.
 template <class Call>
-void check_fails_after_peer_left(bool wait_before, std::chrono::milliseconds linger, Call call) {
-  const loopback_job job;
+void check_fails_after_peer_left(bool wait_before, std::chrono::milliseconds linger, Call call,
+                                 net::net_options::same_host on_host = net::net_options::same_host::network) {
+  const loopback_job job(on_host);
   const auto& [id, so, opt] = job;
   constexpr std::size_t n = 1000;
   std::atomic<bool> left{false};
@@ -642,10 +650,116 @@ TEST_CASE("net::init_rank: a receive from a peer that closed its communicator fa
   // leaves while rank 0 waits): it posts nothing, so only its wait can see
   // that the step never comes.
   const bool already_waiting = GENERATE(false, true);
-  INFO("rank 0 " << (already_waiting ? "waits before" : "calls after") << " rank 1 leaves");
+  const bool shared = GENERATE(false, true);
+  INFO("rank 0 " << (already_waiting ? "waits before" : "calls after") << " rank 1 leaves; steps "
+                 << (shared ? "through shared memory" : "over the network"));
   check_fails_after_peer_left(
       already_waiting, std::chrono::milliseconds(already_waiting ? 300 : 0),
-      [](net_communicator& c, float* x, float* y, std::size_t n) { c.broadcast(x, y, n, 1); });
+      [](net_communicator& c, float* x, float* y, std::size_t n) { c.broadcast(x, y, n, 1); },
+      shared ? net::net_options::same_host::shared_memory : net::net_options::same_host::network);
+}
+
+TEST_CASE("net::init_rank: a send to a peer of this host that closed its communicator fails, naming it",
+          "[net][init][host]") {
+  // Through shared memory the proxy carries no step, so only the goodbye and
+  // the credits the peer stored in memory can tell that rank 0's steps are
+  // never read.
+  check_fails_after_peer_left(
+      false, std::chrono::milliseconds(0),
+      [](net_communicator& c, float* x, float* y, std::size_t n) { c.all_reduce(x, y, n, reduce_op::sum); },
+      net::net_options::same_host::shared_memory);
+}
+
+TEST_CASE("net::init_rank: ranks of one host move their steps through shared memory", "[net][init][host]") {
+  // Thread ranks: every collective and algorithm (net_matrix.hpp: values
+  // against a reference, guard words on both sides), then where the steps
+  // went. One host, shared memory: no step over the network, every other
+  // rank through memory. One host, network (the control): every step over
+  // TCP. Two hosts of two ranks (net_options::host): the host mate through
+  // memory, the other two over TCP, both in one schedule.
+  enum class layout { one_host_memory, one_host_network, two_hosts };
+  const layout lay = GENERATE(layout::one_host_memory, layout::one_host_network, layout::two_hosts);
+  const int P = lay == layout::two_hosts ? 4 : 3;
+  auto host_of = [&](int r) { return lay == layout::two_hosts ? r / 2 : 0; };
+  INFO((lay == layout::one_host_memory    ? "one host, shared memory"
+        : lay == layout::one_host_network ? "one host, network"
+                                          : "two hosts"));
+  loopback_job job(lay == layout::one_host_network ? net::net_options::same_host::network
+                                                   : net::net_options::same_host::shared_memory);
+  std::vector<std::string> errors(P);
+  std::vector<net_matrix::tally> t(P);
+  std::vector<std::vector<int>> through(P);
+  std::vector<std::uint64_t> sent(P);
+  auto rank = [&](int r) {
+    try {
+      net::net_options so = job.so;
+      so.host = "test-host-" + std::to_string(host_of(r));
+      net_communicator c = net::init_rank(P, job.id, r, job.opt, so);
+      net_matrix::check_matrix(c, {1, 7, 1000, 65537, 300001}, t[r]);
+      through[r] = net::peers_through_memory(c);
+      sent[r] = net::steps_over_network(c);
+      c.destroy();
+    } catch (const std::exception& e) {
+      errors[r] = e.what();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int r = 1; r < P; ++r) threads.emplace_back(rank, r);
+  rank(0);
+  for (auto& th : threads) th.join();
+  for (int r = 0; r < P; ++r) {
+    INFO("rank " << r << ": " << errors[r] << t[r].first);
+    REQUIRE(errors[r].empty());
+    CHECK(t[r].checks > 100);
+    CHECK(t[r].failures == 0);
+    std::vector<int> mates;
+    for (int q = 0; q < P; ++q)
+      if (q != r && host_of(q) == host_of(r) && lay != layout::one_host_network) mates.push_back(q);
+    CHECK(through[r] == mates);
+    if (lay == layout::one_host_memory) CHECK(sent[r] == 0);
+    else CHECK(sent[r] > 0);
+  }
+}
+
+TEST_CASE("net::init_rank: calls that differ in reduce_op fail with mismatch, on one host and across",
+          "[net][init][host]") {
+  // Rank 1 compares its calls with rank 0's record after each call: read in
+  // rank 0's memory when they share a host (the steps, through memory, may
+  // outrun a record sent over the network), else the copy the proxy keeps.
+  const bool shared = GENERATE(true, false);
+  INFO((shared ? "shared memory" : "network"));
+  const loopback_job job(shared ? net::net_options::same_host::shared_memory
+                                : net::net_options::same_host::network);
+  std::vector<std::string> errors(2);
+  std::vector<status> codes(2, status::ok);
+  auto rank = [&](int r) {
+    try {
+      net_communicator c = net::init_rank(2, job.id, r, job.opt, job.so);
+      std::vector<float> x(1000, 1.0f), y(1000);
+      for (int i = 0; i < 5; ++i)
+        c.all_reduce(x.data(), y.data(), x.size(), r == 1 ? reduce_op::max : reduce_op::sum);
+    } catch (const error& e) {
+      errors[static_cast<std::size_t>(r)] = e.what();
+      codes[static_cast<std::size_t>(r)] = e.code();
+    }
+  };
+  std::thread t(rank, 1);
+  rank(0);
+  t.join();
+  INFO(errors[0] << "\n" << errors[1]);
+  CHECK(codes[1] == status::mismatch);
+  CHECK(errors[1].find("reduce_op") != std::string::npos);
+  CHECK(codes[0] != status::ok);
+}
+
+TEST_CASE("net options: COLLX_NET_SHM", "[net][init][host]") {
+  ::unsetenv("COLLX_NET_SHM");
+  CHECK(net::net_options::from_env().peers_on_host == net::net_options::same_host::shared_memory);
+  ::setenv("COLLX_NET_SHM", "0", 1);
+  CHECK(net::net_options::from_env().peers_on_host == net::net_options::same_host::network);
+  ::setenv("COLLX_NET_SHM", "yes", 1);
+  CHECK_THROWS_WITH(net::net_options::from_env(), Catch::Contains("COLLX_NET_SHM"));
+  ::unsetenv("COLLX_NET_SHM");
 }
 
 TEST_CASE("net::init_rank: a rank waiting for a late peer sleeps, leaving the CPU to the proxies",
@@ -655,7 +769,11 @@ TEST_CASE("net::init_rank: a rank waiting for a late peer sleeps, leaving the CP
   // yield for the whole wait, which takes a CPU its proxy (and here rank 1's)
   // needs. Its thread's CPU time during the call tells which it did: a
   // yielding loop uses the CPU whenever no other thread wants it.
-  const loopback_job job;
+  // Through shared memory the peer, not the proxy, rings the doorbell.
+  const bool shared = GENERATE(false, true);
+  INFO((shared ? "shared memory" : "network"));
+  const loopback_job job(shared ? net::net_options::same_host::shared_memory
+                                : net::net_options::same_host::network);
   const auto& [id, so, opt] = job;
   constexpr std::size_t n = 4096;
   std::string error1, error0;

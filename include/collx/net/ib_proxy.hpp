@@ -428,17 +428,21 @@ class ib_proxy : public proxy_base {
       if (p.left) {
         // Said goodbye after its last credit: steps posted beyond it are never read.
         for (std::uint32_t c = 0; c < nch_ && !p.lost; ++c) {
-          const std::uint64_t tail = detail::load_acquire(v_.fifo(self_, p.rank, static_cast<int>(c)).tail);
-          if (tail <= p.ch[c].credit_from_peer) continue;
+          const transport::fifo_ref out = v_.fifo(self_, p.rank, static_cast<int>(c));
+          const std::uint64_t tail = detail::load_acquire(out.tail);
+          // A peer on this host stored its credits itself, before its bye.
+          const std::uint64_t credit =
+              through_memory(p.rank) ? detail::load_acquire(out.head) : p.ch[c].credit_from_peer;
+          if (tail <= credit) continue;
           p.lost = true;
           fail(p.rank, status::peer_dead,
-               "closed its communicator (said goodbye) with " +
-                   std::to_string(tail - p.ch[c].credit_from_peer) + " step(s) of channel " +
-                   std::to_string(c) + " this rank sent it unread");
+               "closed its communicator (said goodbye) with " + std::to_string(tail - credit) +
+                   " step(s) of channel " + std::to_string(c) + " this rank sent it unread");
           progress = true;
         }
         continue;
       }
+      if (through_memory(p.rank)) continue;  // its steps and credits go through shared memory
       for (std::uint32_t c = 0; c < nch_ && !p.dead; ++c) {
         channel& k = p.ch[c];
         const transport::fifo_ref out = v_.fifo(self_, p.rank, static_cast<int>(c));
@@ -456,6 +460,7 @@ class ib_proxy : public proxy_base {
           wr.rkey = p.rkey;
           wr.imm = imm_data << 30 | c << 27 | static_cast<std::uint32_t>(k.queued & step_mask);
           if (!post(p, qp, wr)) break;
+          count_step();
           ++k.queued;
           progress = true;
         }
@@ -527,6 +532,8 @@ class ib_proxy : public proxy_base {
       return;
     }
     repost(rank, qp, k);
+    if (through_memory(p.rank))
+      return refuse(p, qp, "a step or credit from a peer on this host, whose steps go through shared memory");
     const std::uint32_t kind = e.imm >> 30, c = (e.imm >> 27) & 7u, low = e.imm & step_mask;
     if (c >= nch_) return refuse(p, qp, "channel " + std::to_string(c) + " of " + std::to_string(nch_));
     channel& ch = p.ch[c];
@@ -538,7 +545,7 @@ class ib_proxy : public proxy_base {
                       "a credit of " + std::to_string(h) + " steps of channel " + std::to_string(c) +
                           " (sent " + std::to_string(ch.queued) + ")");
       ch.credit_from_peer = h;
-      detail::ring(v_.doorbell(self_));
+      detail::ring(bell_);
       return;
     }
     if (kind != imm_data) return refuse(p, qp, "an immediate of unknown kind " + std::to_string(kind));
@@ -564,7 +571,7 @@ class ib_proxy : public proxy_base {
     }
     if (ch.rx_tail != before) {
       detail::store_release(in.tail, ch.rx_tail);
-      detail::ring(v_.doorbell(self_));
+      detail::ring(bell_);
     }
   }
 
@@ -581,7 +588,7 @@ class ib_proxy : public proxy_base {
       case ctl_abort:
         hooks_.adopt(a);
         abort_sent_ = true;  // the peers hear of it from the rank that raised it
-        detail::ring(v_.doorbell(self_));
+        detail::ring(bell_);
         return;
       case ctl_call:
         if (p.rank != (self_ + v_.nranks() - 1) % v_.nranks() || a <= p.last_call)
@@ -624,7 +631,7 @@ class ib_proxy : public proxy_base {
   bool all_posted() {
     for (peer& p : peers_) {
       if (p.rank < 0 || p.dead || p.left) continue;
-      for (std::uint32_t c = 0; c < nch_; ++c)
+      for (std::uint32_t c = 0; c < nch_ && !through_memory(p.rank); ++c)
         if (p.ch[c].queued < detail::load_acquire(v_.fifo(self_, p.rank, static_cast<int>(c)).tail))
           return false;
       for (std::uint32_t o : p.out)

@@ -262,17 +262,21 @@ class proxy : public proxy_base {
         // receive would otherwise wait for the deadline, a send return as if
         // delivered).
         for (std::uint32_t c = 0; c < nch_ && !p.lost; ++c) {
-          const channel& k = p.ch[c];
-          const std::uint64_t tail = detail::load_acquire(v_.fifo(self_, p.rank, static_cast<int>(c)).tail);
-          if (tail <= k.credit_from_peer) continue;
+          const transport::fifo_ref out = v_.fifo(self_, p.rank, static_cast<int>(c));
+          const std::uint64_t tail = detail::load_acquire(out.tail);
+          // A peer on this host stored its credits itself, before its bye.
+          const std::uint64_t credit =
+              through_memory(p.rank) ? detail::load_acquire(out.head) : p.ch[c].credit_from_peer;
+          if (tail <= credit) continue;
           p.lost = true;
           fail(p, status::peer_dead,
-               "closed its communicator (said goodbye) with " + std::to_string(tail - k.credit_from_peer) +
+               "closed its communicator (said goodbye) with " + std::to_string(tail - credit) +
                    " step(s) of channel " + std::to_string(c) + " this rank sent it unread");
           progress = true;
         }
         continue;
       }
+      if (through_memory(p.rank)) continue;  // its steps and credits go through shared memory
       for (std::uint32_t c = 0; c < nch_; ++c) {
         channel& k = p.ch[c];
         const transport::fifo_ref out = v_.fifo(self_, p.rank, static_cast<int>(c));
@@ -281,6 +285,7 @@ class proxy : public proxy_base {
           const std::uint32_t len = posted_bytes(p.rank, c, k.queued, out);
           stream& s = p.streams[k.queued % p.streams.size()];
           push(s, frame{frame_kind::data, c, k.queued, len}, out.slot(k.queued), len);
+          count_step();
           progress = true;
         }
         const transport::fifo_ref in = v_.fifo(p.rank, self_, static_cast<int>(c));
@@ -415,6 +420,8 @@ class proxy : public proxy_base {
         }
       bad = validate(f, rx, nch_);
     }
+    if (bad.empty() && through_memory(p.rank) && (f.kind == frame_kind::data || f.kind == frame_kind::credit))
+      bad = "a step or credit from a peer on this host, whose steps go through shared memory";
     if (!bad.empty()) {
       fail(p, status::system_error,
            "refused what it sent on stream " + std::to_string(&s - p.streams.data()) + ": " + bad +
@@ -445,13 +452,13 @@ class proxy : public proxy_base {
       case frame_kind::abort:
         hooks_.adopt(f.step);
         abort_sent_ = true;  // the peers hear of it from the rank that raised it
-        detail::ring(v_.doorbell(self_));
+        detail::ring(bell_);
         return true;
       case frame_kind::credit: {
         channel& k = p.ch[f.channel];
         k.credit_from_peer = f.step;
         detail::store_release(v_.fifo(self_, p.rank, static_cast<int>(f.channel)).head, f.step);
-        detail::ring(v_.doorbell(self_));
+        detail::ring(bell_);
         return true;
       }
       case frame_kind::data:
@@ -481,7 +488,7 @@ class proxy : public proxy_base {
     }
     if (k.rx_tail != before) {
       detail::store_release(in.tail, k.rx_tail);
-      detail::ring(v_.doorbell(self_));
+      detail::ring(bell_);
     }
   }
 

@@ -36,10 +36,16 @@ class proxy_base {
   /// `raise(why, peer)` raises the local abort word with that cause;
   /// `adopt(packed)` raises it with a cause received from a peer;
   /// `cause()` reads the local packed cause (0 when none).
+  /// `bell`: the doorbell the rank sleeps on (null: its own memory's);
+  /// `through_memory`: per rank, non-zero where steps go through shared
+  /// memory (a peer on this host, transport/proxied.hpp): this proxy moves
+  /// none of them and refuses any that peer sends.
   struct hooks {
     std::function<void(status, int)> raise;
     std::function<void(std::uint64_t)> adopt;
     std::function<std::uint64_t()> cause;
+    detail::doorbell* bell = nullptr;
+    std::vector<std::uint8_t> through_memory;
   };
 
   proxy_base(const proxy_base&) = delete;
@@ -60,6 +66,10 @@ class proxy_base {
   /// stored after every step it sent was published (proxied_view::has_left).
   const std::uint32_t* left_flags() const { return left_.data(); }
 
+  /// Steps this proxy has sent to its peers (data frames or RDMA writes), for
+  /// tests and diagnostics; readable from any thread.
+  std::uint64_t steps_sent() const { return steps_sent_.load(std::memory_order_relaxed); }
+
   /// The rank waits for step `step` of channel ch from `rank`, which left:
   /// fails the communicator naming it (from the rank's thread).
   void departed(int rank, int ch, std::uint64_t step) {
@@ -67,7 +77,7 @@ class proxy_base {
                            ": closed its communicator (said goodbye) while this rank waits for its step " +
                            std::to_string(step) + " of channel " + std::to_string(ch));
     hooks_.raise(status::peer_dead, rank);
-    detail::ring(v_.doorbell(self_));
+    detail::ring(bell_);
   }
   static void departed_of(const void* self, int rank, int ch, std::uint64_t step) {
     const_cast<proxy_base*>(static_cast<const proxy_base*>(self))->departed(rank, ch, step);
@@ -86,6 +96,8 @@ class proxy_base {
   proxy_base(transport::shm_view local, int self, std::uint32_t* step_bytes, std::uint64_t spin_ns, hooks h)
       : v_(local), self_(self), step_bytes_(step_bytes), spin_ns_(spin_ns), hooks_(std::move(h)) {
     nch_ = v_.layout.nchannels;
+    bell_ = hooks_.bell != nullptr ? hooks_.bell : v_.doorbell(self_);
+    hooks_.through_memory.resize(static_cast<std::size_t>(v_.nranks()), 0);
     left_.assign(static_cast<std::size_t>(v_.nranks()), 0u);
     wake_ = bootstrap::socket_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!wake_) bootstrap::detail::throw_errno("proxy: eventfd", errno);
@@ -96,6 +108,10 @@ class proxy_base {
     ::clock_gettime(CLOCK_MONOTONIC, &ts);
     return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);
   }
+
+  /// Whether steps to and from `rank` go through shared memory, not this proxy.
+  bool through_memory(int rank) const { return hooks_.through_memory[static_cast<std::size_t>(rank)] != 0; }
+  void count_step() { steps_sent_.fetch_add(1, std::memory_order_relaxed); }
 
   /// "rank 3 (where it is)", for messages.
   virtual std::string where_of(int rank) const = 0;
@@ -115,7 +131,7 @@ class proxy_base {
     note_failure(rank, where_of(rank) + ": " + what);
     failed_ = true;
     hooks_.raise(why, rank);
-    detail::ring(v_.doorbell(self_));
+    detail::ring(bell_);
   }
 
   /// The bytes posted for step `step` of channel c to `peer`, at most the
@@ -160,7 +176,7 @@ class proxy_base {
   /// Marks `rank` as gone (said goodbye everywhere) for the rank's waits.
   void mark_left(int rank) {
     detail::store_release(&left_[static_cast<std::size_t>(rank)], 1u);
-    detail::ring(v_.doorbell(self_));  // a rank asleep waiting for its step looks again
+    detail::ring(bell_);  // a rank asleep waiting for its step looks again
   }
 
   /// Starts the thread running `loop`; a failure it did not foresee (no
@@ -173,7 +189,7 @@ class proxy_base {
       } catch (const std::exception& e) {
         note_failure(self_, "rank " + std::to_string(self_) + ": the proxy thread failed: " + e.what());
         hooks_.raise(status::system_error, self_);
-        detail::ring(v_.doorbell(self_));
+        detail::ring(bell_);
       }
     });
   }
@@ -194,6 +210,7 @@ class proxy_base {
   std::uint32_t* step_bytes_;
   std::uint64_t spin_ns_;
   hooks hooks_;
+  detail::doorbell* bell_ = nullptr;  // the rank's: rung when something it may wait for happened
   bootstrap::socket_fd wake_;
   std::uint32_t idle_ = 0;           // set while sleeping; the rank's published() clears it and writes wake_
   std::mutex work_mu_;               // held by whichever thread moves bytes: the proxy's loop or try_progress
@@ -202,6 +219,7 @@ class proxy_base {
   bool failed_ = false, abort_sent_ = false;
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> stop_deadline_ns_{0};
+  std::atomic<std::uint64_t> steps_sent_{0};
 
  private:
   mutable std::mutex mu_;

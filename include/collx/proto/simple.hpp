@@ -106,7 +106,7 @@ struct simple {
           // proxy thread is idle (proxied_view::drive).
           const status st = ex_.wait([&] {
             if (detail::load_acquire(tail) > want) return true;
-            view_.drive();
+            view_.drive(from);
             return detail::load_acquire(tail) > want || view_.has_left(from);
           });
           if (st != status::ok) return st;

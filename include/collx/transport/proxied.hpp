@@ -21,6 +21,16 @@
 //             which the sender's proxy stores into the send FIFO's head
 //             (release), where the protocol's credit check reads it.
 //
+// Peers on this rank's host (net.hpp decides which) skip the proxy: every
+// rank's FIFO memory is then a POSIX shm object that the ranks of its host
+// map, a receiver reads the connection src→self in the sender's memory
+// (slots and tail as the sender publishes them; it stores head there, where
+// the sender's credit check reads it), exactly as on the shm transport, and
+// the ranks of a host sleep on one doorbell array (the lowest such rank's),
+// so a publisher rings its same-host peer directly. The proxy leaves those
+// connections alone; it still carries their aborts, goodbyes, call records
+// and deaths (the connection that closes), as for every peer.
+//
 // Capabilities: bytes are moved by a proxy (needs_proxy), so a peer's FIFO is
 // not load/store-able (no direct_load_store: LL and LL128, whose readers poll
 // flags the writer stores into the peer's memory, are refused by the
@@ -28,10 +38,11 @@
 // switch channel (nvls is refused). Call records: the proxy forwards each
 // call this rank publishes to the next rank and stores the previous rank's
 // into its local copy of that record, so the end-of-call comparison with the
-// previous rank (comm/watch.hpp) works across hosts; the other peers'
-// records stay empty here, so the slow waits' periodic check compares only
-// that one and probes no remote pid (a dead remote rank is seen by its
-// connection instead).
+// previous rank (comm/watch.hpp) works across hosts. A peer of this host
+// is read in its own memory instead (record()), so the slow waits' periodic
+// check compares it and probes its pid, as on the shm transport; other
+// remote records stay empty here and no remote pid is probed (a dead remote
+// rank is seen by its connection instead).
 #pragma once
 
 #include <collx/config.hpp>
@@ -74,20 +85,40 @@ struct proxied_view {
   /// thread is working (a rank waiting for a step drives the network itself:
   /// no hand-off to the proxy thread on a receive's path).
   bool (*receive)(const void* proxy) = nullptr;
+  /// Per rank: its FIFO memory mapped here when it shares this rank's host
+  /// (base null: reached over the network, or this rank). Null: no peer
+  /// shares memory.
+  const shm_view* on_host = nullptr;
+  /// The doorbells the ranks of this host sleep on, indexed by rank (null:
+  /// this rank's own memory's).
+  struct doorbell* bells = nullptr;
 
   COLLX_HOST_DEVICE shm_header* header() const { return local.header(); }
   COLLX_HOST_DEVICE std::uint32_t* abort_word() const { return local.abort_word(); }
-  COLLX_HOST_DEVICE rank_record* record(int r) const { return local.record(r); }
+  /// Rank r's call record: in its own memory where it shares this host (it
+  /// publishes there before moving data, so the end-of-call comparison sees
+  /// it as on the shm transport), else the local copy the proxy keeps.
+  COLLX_HOST_DEVICE rank_record* record(int r) const {
+    return r != self && through_memory(r) ? on_host[r].record(r) : local.record(r);
+  }
   COLLX_HOST_DEVICE int nranks() const { return local.nranks(); }
   COLLX_HOST_DEVICE std::uint32_t fifo_slots(int ch) const { return local.fifo_slots(ch); }
   COLLX_HOST_DEVICE std::uint32_t fifo_slot_bytes(int ch) const { return local.fifo_slot_bytes(ch); }
   /// Channel ch's FIFO of src→dst; one of them is this rank (the others are
   /// never asked for: every schedule only uses its own connections).
   /// One stripe only: the proxy moves stripe 0's steps (a call is not split into stripes here).
+  /// A same-host sender's connection to this rank is in the sender's memory.
   COLLX_HOST_DEVICE fifo_ref fifo(int src, int dst, int ch, int stripe = 0) const {
+    if (src != self && through_memory(src)) return on_host[src].fifo(src, dst, ch, stripe);
     return local.fifo(src, dst, ch, stripe);
   }
-  COLLX_HOST_DEVICE struct doorbell* doorbell(int r) const { return local.doorbell(r); }
+  /// Whether steps from and to rank q go through shared memory (q shares this host).
+  COLLX_HOST_DEVICE bool through_memory(int q) const {
+    return on_host != nullptr && on_host[q].base != nullptr;
+  }
+  COLLX_HOST_DEVICE struct doorbell* doorbell(int r) const {
+    return bells != nullptr ? bells + r : local.doorbell(r);
+  }
   /// This rank's scratch buffer (rabenseifner's reduce works in it). Only
   /// `self`'s is meaningful: peer_buffer_access is false, so no schedule that
   /// composes here touches another rank's.
@@ -123,10 +154,11 @@ struct proxied_view {
     }
   }
 
-  /// Called by a rank while it waits for a step: lets the network progress
-  /// from this thread (net::proxy_base::try_receive).
-  void drive() const {
-    if (receive != nullptr) receive(proxy);
+  /// Called by a rank while it waits for a step from rank `from`: lets the
+  /// network progress from this thread (net::proxy_base::try_receive);
+  /// nothing for a peer on this host (its steps come through memory).
+  void drive(int from) const {
+    if (receive != nullptr && !through_memory(from)) receive(proxy);
   }
 
   /// Whether rank q closed its communicator (then its tails are final).
