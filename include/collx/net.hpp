@@ -335,6 +335,9 @@ struct net_access {
   static std::uint64_t steps_over_network(const net_communicator& c) {
     return std::static_pointer_cast<holder>(c.s_->memory)->px->steps_sent();
   }
+  static std::uint64_t sends_over_network(const net_communicator& c) {
+    return std::static_pointer_cast<holder>(c.s_->memory)->px->sends();
+  }
 
  private:
   static bool debug_on() {
@@ -430,6 +433,14 @@ inline std::vector<int> peers_through_memory(const net_communicator& c) {
 /// diagnostics.
 inline std::uint64_t steps_over_network(const net_communicator& c) {
   return comm::net_access::steps_over_network(c);
+}
+
+/// Send system calls this rank's proxy (or the rank on its behalf) made to
+/// carry frames since the communicator was made: with credits and call
+/// records riding the steps (net/proxy.hpp), about one per small call per
+/// peer sent to. Socket transport; 0 for ib. For tests and diagnostics.
+inline std::uint64_t sends_over_network(const net_communicator& c) {
+  return comm::net_access::sends_over_network(c);
 }
 
 /// Rank `rank` of `nranks` processes, on any hosts, that all pass the same id.

@@ -752,6 +752,49 @@ TEST_CASE("net::init_rank: calls that differ in reduce_op fail with mismatch, on
   CHECK(codes[0] != status::ok);
 }
 
+TEST_CASE("net::init_rank: a small call's credit and call record ride its step: one send per call",
+          "[net][init]") {
+  // Two ranks over loopback TCP, 400 back-to-back 8-byte all_reduces (one
+  // step each way per call). Each rank's step carries the credit for the
+  // peer's previous step and this call's record, so a rank makes about one
+  // send per call; sent as soon as they appear, credits and records took
+  // two to three. Values are checked at every call.
+  const loopback_job job;
+  constexpr int calls = 400;
+  std::vector<std::string> errors(2);
+  std::vector<std::uint64_t> sends(2), steps(2);
+  std::vector<int> wrong(2, 0);
+  auto rank = [&](int r) {
+    try {
+      net_communicator c = net::init_rank(2, job.id, r, job.opt, job.so);
+      std::vector<float> x(2), y(4, -1.0f);                 // y[2..3]: guards
+      c.all_reduce(x.data(), y.data(), 2, reduce_op::sum);  // connections warm
+      const std::uint64_t s0 = net::sends_over_network(c), t0 = net::steps_over_network(c);
+      for (int i = 0; i < calls; ++i) {
+        x = {float(r + i), float(2 * r - i)};
+        c.all_reduce(x.data(), y.data(), 2, reduce_op::sum);
+        wrong[r] += y[0] != float(1 + 2 * i) || y[1] != float(2 - 2 * i) || y[2] != -1.0f || y[3] != -1.0f;
+      }
+      sends[r] = net::sends_over_network(c) - s0;
+      steps[r] = net::steps_over_network(c) - t0;
+      c.destroy();
+    } catch (const std::exception& e) {
+      errors[r] = e.what();
+    }
+  };
+  std::thread t(rank, 1);
+  rank(0);
+  t.join();
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r << ": " << errors[r] << "; " << sends[r] << " sends, " << steps[r] << " steps");
+    REQUIRE(errors[r].empty());
+    CHECK(wrong[r] == 0);
+    CHECK(steps[r] == calls);
+    CHECK(sends[r] >= calls);
+    CHECK(sends[r] < calls * 3 / 2);
+  }
+}
+
 TEST_CASE("net options: COLLX_NET_SHM", "[net][init][host]") {
   ::unsetenv("COLLX_NET_SHM");
   CHECK(net::net_options::from_env().peers_on_host == net::net_options::same_host::shared_memory);

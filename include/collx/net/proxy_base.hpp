@@ -69,6 +69,9 @@ class proxy_base {
   /// Steps this proxy has sent to its peers (data frames or RDMA writes), for
   /// tests and diagnostics; readable from any thread.
   std::uint64_t steps_sent() const { return steps_sent_.load(std::memory_order_relaxed); }
+  /// Send system calls that carried frames (socket transport; 0 for ib),
+  /// for tests and diagnostics: how many frames share a TCP segment.
+  std::uint64_t sends() const { return sends_.load(std::memory_order_relaxed); }
 
   /// The rank waits for step `step` of channel ch from `rank`, which left:
   /// fails the communicator naming it (from the rank's thread).
@@ -112,6 +115,7 @@ class proxy_base {
   /// Whether steps to and from `rank` go through shared memory, not this proxy.
   bool through_memory(int rank) const { return hooks_.through_memory[static_cast<std::size_t>(rank)] != 0; }
   void count_step() { steps_sent_.fetch_add(1, std::memory_order_relaxed); }
+  void count_send() { sends_.fetch_add(1, std::memory_order_relaxed); }
 
   /// "rank 3 (where it is)", for messages.
   virtual std::string where_of(int rank) const = 0;
@@ -162,6 +166,14 @@ class proxy_base {
     return true;
   }
 
+  /// Whether this rank published a call record not forwarded yet.
+  bool call_unsent() const {
+    const auto* me = v_.record(self_);
+    for (std::size_t k = 0; k < transport::call_history; ++k)
+      if (detail::load_acquire(&me->calls[k].seq) > calls_sent_) return true;
+    return false;
+  }
+
   /// A call record of the previous rank: stored as that rank would store it
   /// in shared memory (comm/watch.hpp's publish_call: seq invalid while the
   /// fields change, seq last with release).
@@ -194,6 +206,19 @@ class proxy_base {
     });
   }
 
+  /// From a rank's thread, after it stored a request the loop reads: wakes
+  /// the loop if it sleeps or is about to (it sets idle_, fences, and looks
+  /// at the requests once more before sleeping; this fence orders the
+  /// request before the load of idle_, so one side sees the other's store).
+  void wake_if_idle() {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    std::uint32_t one = 1;
+    if (detail::load_relaxed(&idle_) != 0 && detail::compare_exchange(&idle_, one, 0u)) {
+      const std::uint64_t n = 1;
+      (void)!::write(wake_.get(), &n, sizeof n);
+    }
+  }
+
   /// Asks the loop to stop within `limit` and joins it.
   void stop_thread(std::chrono::milliseconds limit) {
     if (!thread_.joinable()) return;
@@ -219,7 +244,7 @@ class proxy_base {
   bool failed_ = false, abort_sent_ = false;
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> stop_deadline_ns_{0};
-  std::atomic<std::uint64_t> steps_sent_{0};
+  std::atomic<std::uint64_t> steps_sent_{0}, sends_{0};
 
  private:
   mutable std::mutex mu_;

@@ -23,12 +23,21 @@ namespace collx::proto {
 /// result: the leader loads the receiver's head and the group shares that one
 /// value (a worker loading it itself could see a newer head than another and
 /// take a different branch at the next step).
-template <class Exec, class Group>
-COLLX_HOST_DEVICE status wait_credit(const Exec& ex, const Group& g, send_conn& c) {
+/// `poll` runs at every look while the slot is not free (a proxied
+/// transport's rank drives its network there).
+struct no_poll {
+  COLLX_HOST_DEVICE void operator()() const {}
+};
+template <class Exec, class Group, class Poll = no_poll>
+COLLX_HOST_DEVICE status wait_credit(const Exec& ex, const Group& g, send_conn& c, const Poll& poll = {}) {
   const std::uint64_t slots = c.fifo.slots, step = c.step;
   if (c.head_seen + slots > step) return status::ok;
   const std::uint64_t* head_word = c.fifo.head;
-  const status st = ex.wait([&] { return detail::load_acquire(head_word) + slots > step; });
+  const status st = ex.wait([&] {
+    if (detail::load_acquire(head_word) + slots > step) return true;
+    poll();
+    return detail::load_acquire(head_word) + slots > step;
+  });
   if (st != status::ok) return st;
   std::uint64_t head = 0;
   if (g.leader()) {

@@ -117,7 +117,12 @@ struct simple {
           const status st = ex_.wait([&] { return detail::load_acquire(tail) > want; });
           if (st != status::ok) return st;
         }
-        if constexpr (S) {
+        if constexpr (S && requires { view_.drive(0); }) {
+          // Waiting for a credit, the rank reads the network itself too (and
+          // sends the credits its proxy deferred: the peer may wait for them).
+          const status st = wait_credit(ex_, g, *out, [&] { view_.drive(to); });
+          if (st != status::ok) return st;
+        } else if constexpr (S) {
           const status st = wait_credit(ex_, g, *out);
           if (st != status::ok) return st;
         }

@@ -154,11 +154,12 @@ struct proxied_view {
     }
   }
 
-  /// Called by a rank while it waits for a step from rank `from`: lets the
-  /// network progress from this thread (net::proxy_base::try_receive);
-  /// nothing for a peer on this host (its steps come through memory).
-  void drive(int from) const {
-    if (receive != nullptr && !through_memory(from)) receive(proxy);
+  /// Called by a rank while it waits for rank q (a step from it, or a
+  /// credit for a step to it): lets the network progress from this thread
+  /// (net::proxy::try_receive, which also sends the credits its proxy
+  /// deferred); nothing for a peer on this host (its counters are in memory).
+  void drive(int q) const {
+    if (receive != nullptr && !through_memory(q)) receive(proxy);
   }
 
   /// Whether rank q closed its communicator (then its tails are final).
