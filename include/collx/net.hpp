@@ -303,6 +303,7 @@ struct net_access {
                               h->px->idle_flag(),
                               h->px->wake_fd()};
     v.receive = receive;
+    v.net_deferred = h->px->deferred_flag();
     if (share) {
       v.on_host = h->on_host.data();
       v.bells = bells;

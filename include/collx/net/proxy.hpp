@@ -170,7 +170,7 @@ class proxy : public proxy_base {
   /// false.
   bool try_receive() {
     if (!work_mu_.try_lock()) {
-      if (credits_pending_.load(std::memory_order_relaxed)) {
+      if (detail::load_relaxed(&deferred_) != 0) {
         flush_asked_.store(true, std::memory_order_release);
         wake_if_idle();
       }
@@ -330,7 +330,7 @@ class proxy : public proxy_base {
     }
     // After the steps: a record rides a step to the next rank, after it.
     progress |= queue_calls(flush_credits, pending);
-    credits_pending_.store(pending, std::memory_order_relaxed);
+    detail::store_relaxed(&deferred_, pending ? 1u : 0u);
     return progress;
   }
 
@@ -612,7 +612,7 @@ class proxy : public proxy_base {
         detail::store_relaxed(&idle_, 1u);
         std::atomic_thread_fence(std::memory_order_seq_cst);
         if (queue_work(flush_asked_.exchange(false, std::memory_order_acq_rel))) progress = true;
-        else if (credits_pending_.load(std::memory_order_relaxed)) sleep_ms = 1;  // then they go alone
+        else if (detail::load_relaxed(&deferred_) != 0) sleep_ms = 1;  // then they go alone
         else sleep_ms = 10;  // bounds how late a local abort is forwarded
       } else if (!progress && stopping) {
         sleep_ms = 1;  // waiting for the peers' end of stream (which wakes it) or the stop deadline
@@ -647,8 +647,7 @@ class proxy : public proxy_base {
   bootstrap::socket_fd ep_;
   bool saying_bye_ = false;
   std::vector<peer> peers_;
-  std::atomic<bool> credits_pending_{false};  // queue_work deferred a credit or a call record
-  std::atomic<bool> flush_asked_{false};      // a waiting rank asks the proxy thread to send them
+  std::atomic<bool> flush_asked_{false};  // a waiting rank asks the proxy thread to send them
 };
 
 }  // namespace collx::net

@@ -60,6 +60,11 @@ class proxy_base {
 
   /// What the rank's view uses to wake the proxy (transport::proxied_view::published).
   std::uint32_t* idle_flag() { return &idle_; }
+  /// Non-zero while the proxy holds back a credit or call record for a frame
+  /// to ride (net/proxy.hpp); a rank waiting on a peer of its own host reads
+  /// it (proxied_view::drive) and sends them, since a peer across the network
+  /// may wait for them.
+  const std::uint32_t* deferred_flag() const { return &deferred_; }
   int wake_fd() const { return wake_.get(); }
 
   /// Per rank: non-zero once it said goodbye (closed its communicator),
@@ -237,6 +242,7 @@ class proxy_base {
   hooks hooks_;
   detail::doorbell* bell_ = nullptr;  // the rank's: rung when something it may wait for happened
   bootstrap::socket_fd wake_;
+  std::uint32_t deferred_ = 0;       // see deferred_flag()
   std::uint32_t idle_ = 0;           // set while sleeping; the rank's published() clears it and writes wake_
   std::mutex work_mu_;               // held by whichever thread moves bytes: the proxy's loop or try_progress
   std::uint64_t calls_sent_ = 0;     // the last own call record forwarded

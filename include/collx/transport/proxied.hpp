@@ -92,6 +92,8 @@ struct proxied_view {
   /// The doorbells the ranks of this host sleep on, indexed by rank (null:
   /// this rank's own memory's).
   struct doorbell* bells = nullptr;
+  /// Non-zero while the proxy defers a credit or call record (null: never).
+  const std::uint32_t* net_deferred = nullptr;
 
   COLLX_HOST_DEVICE shm_header* header() const { return local.header(); }
   COLLX_HOST_DEVICE std::uint32_t* abort_word() const { return local.abort_word(); }
@@ -157,9 +159,14 @@ struct proxied_view {
   /// Called by a rank while it waits for rank q (a step from it, or a
   /// credit for a step to it): lets the network progress from this thread
   /// (net::proxy::try_receive, which also sends the credits its proxy
-  /// deferred); nothing for a peer on this host (its counters are in memory).
+  /// deferred); for a peer on this host (its counters are in memory) only
+  /// when credits are deferred.
   void drive(int q) const {
-    if (receive != nullptr && !through_memory(q)) receive(proxy);
+    if (receive == nullptr) return;
+    // A peer of this host needs no network, unless the proxy holds back a
+    // credit that a peer across it may be waiting for.
+    if (!through_memory(q) || (net_deferred != nullptr && detail::load_relaxed(net_deferred) != 0))
+      receive(proxy);
   }
 
   /// Whether rank q closed its communicator (then its tails are final).
