@@ -93,7 +93,13 @@ struct simple {
         in = &conns_.recv(g, from, [&](int q) { return view_.fifo(q, rank_, channel_, stripe_); });
       if constexpr (S)
         out = &conns_.send(g, to, [&](int q) { return view_.fifo(rank_, q, channel_, stripe_); });
-      const std::size_t per_slot = (R ? in->fifo.slot_bytes : out->fifo.slot_bytes) / sizeof(T);
+      std::size_t per_slot = (R ? in->fifo.slot_bytes : out->fifo.slot_bytes) / sizeof(T);
+      // A transport whose steps a proxy stores and forwards (proxied.hpp)
+      // may cut a call into smaller steps, so that copy, transfer and
+      // reduction overlap; both ends compute the same cut from n.
+      if constexpr (requires { view_.pipelined_step_bytes(std::size_t{}, std::size_t{}, std::size_t{}); })
+        per_slot =
+            view_.pipelined_step_bytes(n * sizeof(T), per_slot * sizeof(T), max_round_steps()) / sizeof(T);
 
       for (std::size_t done = 0; done < n;) {
         const std::size_t k = n - done < per_slot ? n - done : per_slot;

@@ -129,6 +129,27 @@ struct proxied_view {
   /// No single copy across hosts.
   COLLX_HOST_DEVICE std::uint64_t user_buffer_min_bytes() const { return ~std::uint64_t{0}; }
 
+  /// The bytes per step of a primitive call of `call_bytes` over slots of
+  /// `slot_bytes` (Simple asks; at most `max_steps` steps per call keeps its
+  /// half-FIFO rule). A proxy sends a step only once it is posted whole and
+  /// the receiver reads it only once it arrived whole, so a call in one step
+  /// (256 KiB in a 512 KiB slot) does its copy in, transfer and reduction
+  /// one after the other: a call shorter than a slot is cut into up to 4
+  /// steps of at least 64 KiB, which overlap (all_reduce over veth: 128 KiB
+  /// 1.9x, 256 KiB 1.35x faster; calls of a slot or more keep whole slots,
+  /// where more steps cost 5-8 %: bench/results/net_pipelined_steps.md). A
+  /// multiple of 64 bytes (every element size divides it).
+  COLLX_HOST_DEVICE static std::size_t pipelined_step_bytes(std::size_t call_bytes, std::size_t slot_bytes,
+                                                            std::size_t max_steps) {
+    constexpr std::size_t min_step = 64 * 1024, depth = 4;
+    const std::size_t d = max_steps < depth ? max_steps : depth;
+    if (d <= 1 || call_bytes <= min_step || call_bytes >= slot_bytes) return slot_bytes;
+    std::size_t step = (call_bytes + d - 1) / d;
+    step = (step + 63) / 64 * 64;
+    if (step < min_step) step = min_step;
+    return step < slot_bytes ? step : slot_bytes;
+  }
+
   /// The protocol's note, before it publishes step `step` of src→dst on
   /// channel ch, that the step holds `bytes` bytes: the proxy sends only
   /// those. Ordered before the proxy's read by the tail's release/acquire.
