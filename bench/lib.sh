@@ -1,4 +1,4 @@
-# bench/lib.sh — what the bench/run_*.sh scripts share; sourced, never run.
+# bench/lib.sh — what the bench scripts share; sourced, never run.
 # The sourcing script sets `prog` (its name in messages) first.
 
 # bench_usage: the header comment of bench/$prog (line 2 up to the first
@@ -51,4 +51,18 @@ bench_run() {
     echo "$prog: $what failed" >&2
     exit 1
   }
+}
+
+# bench_veth_pair NSA NSB TAG: two network namespaces joined by a veth pair
+# (cxvTAGa in NSA, 10.77.0.1/24; cxvTAGb in NSB, 10.77.0.2/24), loopback
+# up in both; returns non-zero if a step fails. The caller deletes the
+# namespaces (which removes the pair) on exit.
+bench_veth_pair() {
+  local a=$1 b=$2 tag=$3
+  ip netns add "$a" && ip netns add "$b" || return 1
+  ip link add "cxv${tag}a" type veth peer name "cxv${tag}b" || return 1
+  ip link set "cxv${tag}a" netns "$a" && ip link set "cxv${tag}b" netns "$b" || return 1
+  ip -n "$a" addr add 10.77.0.1/24 dev "cxv${tag}a" && ip -n "$b" addr add 10.77.0.2/24 dev "cxv${tag}b" || return 1
+  ip -n "$a" link set lo up && ip -n "$b" link set lo up || return 1
+  ip -n "$a" link set "cxv${tag}a" up && ip -n "$b" link set "cxv${tag}b" up
 }

@@ -11,12 +11,8 @@ tag=$(printf '%04x%04x' $$ $RANDOM | tail -c 8)
 nsa=collx-$tag-a nsb=collx-$tag-b
 trap 'ip netns del "$nsa" 2> /dev/null; ip netns del "$nsb" 2> /dev/null' EXIT
 trap 'exit 1' INT TERM
-ip netns add "$nsa" && ip netns add "$nsb" || exit 1
-ip link add "cxv${tag}a" type veth peer name "cxv${tag}b" || exit 1
-ip link set "cxv${tag}a" netns "$nsa" && ip link set "cxv${tag}b" netns "$nsb" || exit 1
-ip -n "$nsa" addr add 10.77.0.1/24 dev "cxv${tag}a" && ip -n "$nsb" addr add 10.77.0.2/24 dev "cxv${tag}b"
-for ns in "$nsa" "$nsb"; do ip -n "$ns" link set lo up; done
-ip -n "$nsa" link set "cxv${tag}a" up && ip -n "$nsb" link set "cxv${tag}b" up || exit 1
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_veth_pair "$nsa" "$nsb" "$tag" || exit 1
 echo "# $(date -u +%FT%TZ) $(uname -r), $(nproc) CPUs, load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# A: $a"
 echo "# B: $b"

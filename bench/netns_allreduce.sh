@@ -23,12 +23,8 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
-ip netns add "$nsa" && ip netns add "$nsb" || exit 1
-ip link add "cxv${tag}a" type veth peer name "cxv${tag}b" || exit 1
-ip link set "cxv${tag}a" netns "$nsa" && ip link set "cxv${tag}b" netns "$nsb" || exit 1
-ip -n "$nsa" addr add 10.77.0.1/24 dev "cxv${tag}a" && ip -n "$nsb" addr add 10.77.0.2/24 dev "cxv${tag}b"
-for ns in "$nsa" "$nsb"; do ip -n "$ns" link set lo up; done
-ip -n "$nsa" link set "cxv${tag}a" up && ip -n "$nsb" link set "cxv${tag}b" up || exit 1
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_veth_pair "$nsa" "$nsb" "$tag" || exit 1
 
 cat > "$work/agent.sh" << AGENT
 #!/bin/bash
