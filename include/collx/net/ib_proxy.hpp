@@ -411,7 +411,9 @@ class ib_proxy : public proxy_base {
     const int P = v_.nranks();
     peer& next = peers_[static_cast<std::size_t>((self_ + 1) % P)];
     std::uint64_t seq, sig, count;
-    while (P > 1 && live(next) && next.out[0] < sdepth_ && next_call(seq, sig, count))
+    // A next rank on this host reads the records in this rank's memory.
+    while (P > 1 && live(next) && !through_memory(next.rank) && next.out[0] < sdepth_ &&
+           next_call(seq, sig, count))
       progress |= post_ctl(next, 0, ctl_call, seq, sig, count);
     if (!abort_sent_ && detail::load_acquire(v_.abort_word()) != 0) {
       // Forwarded once every live peer took it; a full send queue retries

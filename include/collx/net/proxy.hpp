@@ -250,6 +250,7 @@ class proxy : public proxy_base {
     const int P = v_.nranks();
     peer& next = peers_[static_cast<std::size_t>((self_ + 1) % P)];
     if (P < 2 || next.rank < 0 || next.left || next.streams.empty() || next.streams[0].dead) return false;
+    if (through_memory(next.rank)) return false;  // it reads the records in this rank's memory
     if (!flush && next.streams[0].out.empty()) {
       pending = pending || call_unsent();
       return false;
