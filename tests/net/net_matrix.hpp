@@ -12,9 +12,36 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace net_matrix {
+
+/// What one rank's body threw: the collx::error's text and status (ok: none).
+struct outcome {
+  std::string error;
+  collx::status code = collx::status::ok;
+};
+
+/// Runs body(r) for ranks 1..P-1 on threads and rank 0 on this one, and
+/// returns each rank's outcome (no Catch assertion may run off the main
+/// thread, so bodies report through what they throw).
+template <class Body>
+std::vector<outcome> run_ranks(int P, Body body) {
+  std::vector<outcome> out(static_cast<std::size_t>(P));
+  auto rank = [&](int r) {
+    try {
+      body(r);
+    } catch (const collx::error& e) {
+      out[static_cast<std::size_t>(r)] = {e.what(), e.code()};
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int r = 1; r < P; ++r) threads.emplace_back(rank, r);
+  rank(0);
+  for (auto& t : threads) t.join();
+  return out;
+}
 
 /// Checks counted per rank (thread ranks of one process each have their own).
 struct tally {

@@ -490,24 +490,14 @@ TEST_CASE("ib over the fake fabric: abort, mismatched calls, a peer that left", 
   }
   SECTION("ranks that disagree on queue pairs per connection") {
     ib_job job(2);
-    std::vector<std::string> errors(2);
-    std::vector<status> codes(2, status::ok);
-    auto rank = [&](int r) {  // no Catch assertion off the main thread
-      try {
-        net::net_options io = job.options(r);
-        io.ib.qps = r + 1;
-        net_communicator c = net::init_rank(2, job.id, r, job.opt, io);
-      } catch (const error& e) {
-        errors[static_cast<std::size_t>(r)] = e.what();
-        codes[static_cast<std::size_t>(r)] = e.code();
-      }
-    };
-    std::thread t(rank, 1);
-    rank(0);
-    t.join();
-    INFO(errors[0] << "\n" << errors[1]);
-    CHECK((codes[0] == status::mismatch && codes[1] == status::mismatch));
-    CHECK(errors[0].find("COLLX_IB_QPS_PER_CONNECTION") != std::string::npos);
+    const auto o = net_matrix::run_ranks(2, [&](int r) {
+      net::net_options io = job.options(r);
+      io.ib.qps = r + 1;
+      net_communicator c = net::init_rank(2, job.id, r, job.opt, io);
+    });
+    INFO(o[0].error << "\n" << o[1].error);
+    CHECK((o[0].code == status::mismatch && o[1].code == status::mismatch));
+    CHECK(o[0].error.find("COLLX_IB_QPS_PER_CONNECTION") != std::string::npos);
   }
 }
 

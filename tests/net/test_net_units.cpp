@@ -735,26 +735,16 @@ TEST_CASE("net::init_rank: calls that differ in reduce_op fail with mismatch, on
   INFO((shared ? "shared memory" : "network"));
   const loopback_job job(shared ? net::net_options::same_host::shared_memory
                                 : net::net_options::same_host::network);
-  std::vector<std::string> errors(2);
-  std::vector<status> codes(2, status::ok);
-  auto rank = [&](int r) {
-    try {
-      net_communicator c = net::init_rank(2, job.id, r, job.opt, job.so);
-      std::vector<float> x(1000, 1.0f), y(1000);
-      for (int i = 0; i < 5; ++i)
-        c.all_reduce(x.data(), y.data(), x.size(), r == 1 ? reduce_op::max : reduce_op::sum);
-    } catch (const error& e) {
-      errors[static_cast<std::size_t>(r)] = e.what();
-      codes[static_cast<std::size_t>(r)] = e.code();
-    }
-  };
-  std::thread t(rank, 1);
-  rank(0);
-  t.join();
-  INFO(errors[0] << "\n" << errors[1]);
-  CHECK(codes[1] == status::mismatch);
-  CHECK(errors[1].find("reduce_op") != std::string::npos);
-  CHECK(codes[0] != status::ok);
+  const auto o = net_matrix::run_ranks(2, [&](int r) {
+    net_communicator c = net::init_rank(2, job.id, r, job.opt, job.so);
+    std::vector<float> x(1000, 1.0f), y(1000);
+    for (int i = 0; i < 5; ++i)
+      c.all_reduce(x.data(), y.data(), x.size(), r == 1 ? reduce_op::max : reduce_op::sum);
+  });
+  INFO(o[0].error << "\n" << o[1].error);
+  CHECK(o[1].code == status::mismatch);
+  CHECK(o[1].error.find("reduce_op") != std::string::npos);
+  CHECK(o[0].code != status::ok);
 }
 
 TEST_CASE("net::init_rank: a small call's credit and call record ride its step: one send per call",
