@@ -52,6 +52,15 @@ for s in sizes:
     print(f"| {human(s)} | " + " | ".join(f"{med[c][s]:.1f}" if s in med[c] else "" for c in configs) + " |")
 collx = [c for c in configs if c.startswith("collx")]
 peers = [c for c in configs if not c.startswith("collx")]
+if not peers:  # an A/B of two collx builds (bench/netns_ab.sh): the first over the second
+    a, b = collx[0], collx[-1]
+    print(f"\n{short[a]} / {short[b]} (median time ratio; > 1: {short[b]} faster):\n")
+    print("| size | ratio |")
+    print("|---:|---:|")
+    for s in sizes:
+        if s in med[a] and s in med[b]:
+            print(f"| {human(s)} | {med[a][s] / med[b][s]:.2f} |")
+    sys.exit(0)
 print("\nBusbw (GB/s) of collx's best and the best peer, and their ratio:\n")
 print("| size | collx best | GB/s | best peer | GB/s | collx/peer |")
 print("|---:|---|---:|---|---:|---:|")
