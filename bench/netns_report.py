@@ -7,6 +7,8 @@ collx-perf's columns (out-of-place time and busbw). Prints a markdown table of
 median us per configuration and size, then busbw (GB/s), then the ratio of
 collx's best configuration to the best peer's, and the targets of the
 network issue (busbw >= the best peer from 1 MiB, 8-byte latency <= it).
+Given bench/netns_ab.sh's output (two collx builds, no peer), the ratio of
+the first build's median time to the second's instead.
 """
 import re
 import statistics
