@@ -19,7 +19,7 @@
 //            FIFO is uncredited, when the rank waits for anything from the
 //            network (try_receive: a rank that waits may be what its peer
 //            waits for), after 1 ms idle, or before the goodbye. 8-byte
-//            all_reduce: one sendmsg per call instead of two
+//            all_reduce: one sendmsg per call instead of three
 //            (bench/results/net_deferred_credits.md).
 //   abort    the local abort word raised: its cause goes to every peer, whose
 //            proxies raise theirs, so abort(), a timeout or a failure on one
