@@ -111,6 +111,13 @@ struct schedule_args {
   const p2p_plan* plan = nullptr;
   mismatch_report* report = nullptr;
   std::size_t stride = 0;
+  /// Ranks per node where the communicator's ranks fill M >= 2 nodes of
+  /// node_ranks >= 2 ranks each, numbered node by node (rank = node ·
+  /// node_ranks + local rank); 0 otherwise (one node, or no such layout).
+  /// Topology-aware schedules shape themselves by it (algo::tree's
+  /// all_reduce: a tree across nodes with chains inside); set by the
+  /// communicator from its transport view (transport/proxied.hpp).
+  int node_ranks = 0;
 
   /// Elements between consecutive ranks' blocks.
   COLLX_HOST_DEVICE constexpr std::size_t block() const { return stride != 0 ? stride : count; }

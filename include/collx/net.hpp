@@ -225,12 +225,13 @@ struct net_access {
     // The ranks of this host (host ids through the bootstrap).
     int local_ranks = 0;
     std::vector<std::uint8_t> same_host(static_cast<std::size_t>(nranks), 0);
+    std::vector<std::uint64_t> hosts(static_cast<std::size_t>(nranks));
     {
       const std::uint64_t mine = net::host_hash(no.host.empty() ? net::host_id() : no.host);
       const std::vector<std::byte> all = s.allgather(&mine, sizeof mine);
+      std::memcpy(hosts.data(), all.data(), hosts.size() * sizeof mine);
       for (int r = 0; r < nranks; ++r) {
-        std::uint64_t h = 0;
-        std::memcpy(&h, all.data() + std::size_t(r) * sizeof h, sizeof h);
+        const std::uint64_t h = hosts[static_cast<std::size_t>(r)];
         local_ranks += h == mine;
         same_host[static_cast<std::size_t>(r)] = h == mine && r != rank;
       }
@@ -308,6 +309,7 @@ struct net_access {
       v.on_host = h->on_host.data();
       v.bells = bells;
     }
+    v.node_ranks = net::ranks_per_host(hosts);
     v.peer_left = h->px->left_flags();
     v.on_departed = &net::proxy_base::departed_of;
     net_communicator c(h, v, rank, nranks, opt);

@@ -10,8 +10,10 @@
 //                     guard words; the path each call took is checked too
 //   hier_rank bench_a2a   the same for all_to_all, 8 B..16 MiB per peer
 //   hier_rank kill DIR    hierarchical all_reduce until it fails (pid in DIR/pid.RANK)
-//   hier_rank bench   all_reduce fp32 8 B..64 MiB (×4), flat and hierarchical
-//                     interleaved: size, median µs of each, the model's pick
+//   hier_rank bench   all_reduce fp32 8 B..64 MiB (×4), interleaved: flat (its
+//                     automatic choice), hierarchical, the flat ring and the flat
+//                     tree (chains inside nodes): size, median µs of each, the
+//                     model's pick between flat and hierarchical
 #include <collx/hier.hpp>
 
 #include <unistd.h>
@@ -134,42 +136,64 @@ int check(collx::hier_communicator& c) {
 
 int bench(collx::hier_communicator& c, bool a2a) {
   using clock = std::chrono::steady_clock;
-  if (c.rank() == 0)
-    std::printf(
-        "# %d nodes x %d ranks; %s fp32 (all_to_all: bytes per peer); median us of 7 rounds (flat and "
-        "hierarchical interleaved)\n%12s %12s %12s %8s %10s %10s\n",
-        c.nodes(), c.local_size(), a2a ? "all_to_all" : "all_reduce", "bytes", "flat_us", "hier_us", "ratio",
-        "flat_GB/s", "model");
+  // What each round times, interleaved: the flat communicator's automatic
+  // choice, the hierarchy, and for all_reduce the flat ring and the flat
+  // tree (chains inside nodes, algo/tree.hpp) named explicitly.
+  struct contender {
+    const char* name;
+    mode m;
+    collx::algo_id algo;
+  };
+  std::vector<contender> who = {{"flat_us", mode::flat, collx::algo_id::automatic},
+                                {"hier_us", mode::hierarchical, collx::algo_id::automatic}};
+  if (!a2a) {
+    who.push_back({"ring_us", mode::flat, collx::algo_id::ring});
+    who.push_back({"tree_us", mode::flat, collx::algo_id::tree});
+  }
+  if (c.rank() == 0) {
+    std::printf("# %d nodes x %d ranks; %s fp32 (all_to_all: bytes per peer); median us of 7 rounds (",
+                c.nodes(), c.local_size(), a2a ? "all_to_all" : "all_reduce");
+    for (const auto& w : who) std::printf("%s%s", w.name, &w == &who.back() ? "" : ", ");
+    std::printf(" interleaved); ratio = flat/hier%s\n%12s", a2a ? "" : ", ring/hier = ring_us/hier_us",
+                "bytes");
+    for (const auto& w : who) std::printf(" %12s", w.name);
+    std::printf(" %8s%s %10s %10s\n", "ratio", a2a ? "" : " ring/hier", "flat_GB/s", "model");
+  }
   const std::size_t largest = std::size_t{a2a ? 16u : 64u} << 20;
   for (std::size_t bytes = 8; bytes <= largest;
        bytes = bytes < largest && bytes * 4 > largest ? largest : bytes * 4) {
     const std::size_t n = bytes / 4, len = a2a ? n * std::size_t(c.size()) : n;
     std::vector<float> x(len, 1.0f), y(len);
-    auto call = [&] {
-      if (a2a) c.all_to_all(x.data(), y.data(), n);
-      else c.all_reduce(x.data(), y.data(), n, collx::reduce_op::sum);
+    auto call = [&](const contender& w) {
+      if (a2a) return c.all_to_all(x.data(), y.data(), n);
+      if (w.algo == collx::algo_id::automatic)
+        return c.all_reduce(x.data(), y.data(), n, collx::reduce_op::sum);
+      c.flat().all_reduce(x.data(), y.data(), n, collx::reduce_op::sum,
+                          collx::variant_choice{w.algo, collx::proto_id::simple});
     };
     const int iters = bytes <= (std::size_t{1} << 20) ? 20 : 3;
-    std::vector<double> tf, th;
+    std::vector<std::vector<double>> t(who.size());
     for (int round = 0; round < 7; ++round)
-      for (mode m : {mode::flat, mode::hierarchical}) {
-        c.set_mode(m);
-        call();  // warm
+      for (std::size_t k = 0; k < who.size(); ++k) {
+        c.set_mode(who[k].m);
+        call(who[k]);  // warm
         c.barrier();
         const auto t0 = clock::now();
-        for (int i = 0; i < iters; ++i) call();
-        const double us = std::chrono::duration<double, std::micro>(clock::now() - t0).count() / iters;
-        (m == mode::flat ? tf : th).push_back(us);
+        for (int i = 0; i < iters; ++i) call(who[k]);
+        t[k].push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count() / iters);
       }
-    std::sort(tf.begin(), tf.end());
-    std::sort(th.begin(), th.end());
+    for (auto& v : t) std::sort(v.begin(), v.end());
     c.set_mode(mode::automatic);
     const bool pick = c.use_hierarchy(a2a ? collx::coll::all_to_all : collx::coll::all_reduce, double(bytes));
     const int P = c.size();
     const double factor = a2a ? double(P - 1) : 2.0 * (P - 1) / P;  // busbw: bytes each rank moves
-    if (c.rank() == 0)
-      std::printf("%12zu %12.1f %12.1f %8.2f %10.3f %10s\n", bytes, tf[3], th[3], tf[3] / th[3],
-                  factor * bytes / (tf[3] * 1e3), pick ? "hier" : "flat");
+    if (c.rank() == 0) {
+      std::printf("%12zu", bytes);
+      for (const auto& v : t) std::printf(" %12.1f", v[3]);
+      std::printf(" %8.2f", t[0][3] / t[1][3]);
+      if (!a2a) std::printf(" %9.2f", t[2][3] / t[1][3]);
+      std::printf(" %10.3f %10s\n", factor * bytes / (t[0][3] * 1e3), pick ? "hier" : "flat");
+    }
   }
   return 0;
 }

@@ -726,6 +726,78 @@ TEST_CASE("net::init_rank: ranks of one host move their steps through shared mem
   }
 }
 
+TEST_CASE("ranks_per_host: hosts of equal size numbered host by host, else 0", "[net][host]") {
+  using v = std::vector<std::uint64_t>;
+  CHECK(net::ranks_per_host(v{7, 7, 9, 9}) == 2);
+  CHECK(net::ranks_per_host(v{7, 7, 7, 9, 9, 9}) == 3);
+  CHECK(net::ranks_per_host(v{1, 1, 2, 2, 3, 3}) == 2);
+  CHECK(net::ranks_per_host(v{7, 9, 7, 9}) == 0);        // round robin
+  CHECK(net::ranks_per_host(v{7, 7, 9, 9, 7, 7}) == 0);  // one host in two blocks
+  CHECK(net::ranks_per_host(v{7, 7, 9, 9, 9}) == 0);     // unequal hosts
+  CHECK(net::ranks_per_host(v{7, 7, 7, 7}) == 0);        // one host
+  CHECK(net::ranks_per_host(v{7, 8, 9}) == 0);           // one rank per host
+  CHECK(net::ranks_per_host(v{}) == 0);
+}
+
+TEST_CASE("net::init_rank: the tree's all_reduce crosses hosts head to head, chains inside each host",
+          "[net][init][host][tree]") {
+  // Thread ranks playing hosts of L ranks, numbered host by host, over
+  // loopback TCP between hosts and shared memory inside. tree/Simple
+  // all_reduce against a reference with guard words, then where its steps
+  // went: each rank sends over the network one half of the data per link it
+  // has to another host in the node-shaped trees (algo::tree::node with L),
+  // so steps over the network are proportional to those links. The flat
+  // shape (node_ranks not reaching the schedule) sends other shares (on 2
+  // hosts of 2: 1, 3, 3, 1 halves where the node shape sends 1, 1, 1, 1).
+  const auto [P, L] = GENERATE(table<int, int>({{4, 2}, {6, 3}, {6, 2}}));
+  INFO("P=" << P << " L=" << L);
+  loopback_job job(net::net_options::same_host::shared_memory);
+  const variant_choice tree{algo_id::tree, proto_id::simple};
+  std::vector<net_matrix::tally> t(static_cast<std::size_t>(P));
+  std::vector<std::uint64_t> steps(static_cast<std::size_t>(P));
+  constexpr std::size_t big = 1 << 20;  // even: the two trees' halves are equal
+  const auto o = net_matrix::run_ranks(P, [&](int r) {
+    net::net_options so = job.so;
+    so.host = "tree-host-" + std::to_string(r / L);
+    net_communicator c = net::init_rank(P, job.id, r, job.opt, so);
+    auto& tally = t[static_cast<std::size_t>(r)];
+    for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{1000}, std::size_t{65537}, big}) {
+      std::vector<float> x(n);
+      for (std::size_t i = 0; i < n; ++i) x[i] = float(net_matrix::input(r, i));
+      net_matrix::guarded<float> y(n);
+      const std::uint64_t before = net::steps_over_network(c);
+      c.all_reduce(x.data(), y.data(), n, reduce_op::sum, tree);
+      if (n == big) steps[static_cast<std::size_t>(r)] = net::steps_over_network(c) - before;
+      bool ok = y.guards_intact(n);
+      for (std::size_t i = 0; i < n && ok; ++i) {
+        double want = 0;
+        for (int q = 0; q < P; ++q) want += net_matrix::input(q, i);
+        ok = double(y.data()[i]) == want;
+      }
+      tally.expect(ok, "tree all_reduce n=" + std::to_string(n));
+    }
+    c.destroy();
+  });
+  std::vector<int> halves(static_cast<std::size_t>(P), 0);  // halves each rank sends to another host
+  for (int r = 0; r < P; ++r)
+    for (int w = 0; w < 2; ++w) {
+      const auto l = algo::tree::node(coll::all_reduce, P, r, 0, w, L);
+      halves[static_cast<std::size_t>(r)] += l.parent >= 0 && l.parent / L != r / L;
+      for (int k = 0; k < l.nkids; ++k) halves[static_cast<std::size_t>(r)] += l.kids[k] / L != r / L;
+    }
+  for (int r = 0; r < P; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    INFO("rank " << r << ": " << o[i].error << t[i].first << "; " << steps[i]
+                 << " steps over the network for " << halves[i] << " half(s)");
+    REQUIRE(o[i].error.empty());
+    CHECK(t[i].failures == 0);
+    CHECK(t[i].checks == 5);
+    CHECK((steps[i] == 0) == (halves[i] == 0));
+    // Equal steps per half on every rank.
+    CHECK(steps[i] * std::uint64_t(halves[0]) == steps[0] * std::uint64_t(halves[i]));
+  }
+}
+
 TEST_CASE("net::init_rank: calls that differ in reduce_op fail with mismatch, on one host and across",
           "[net][init][host]") {
   // Rank 1 compares its calls with rank 0's record after each call: read in

@@ -262,7 +262,7 @@ struct rank_io {
 /// A::cost(C, P, bytes, x); chunk_elems bounds max_chunk() (x.chunk_bytes).
 template <class A, coll C>
 void check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40, bool single_copy = false,
-                bool loadable = true, std::size_t peer_buffer_bytes = 0) {
+                bool loadable = true, std::size_t peer_buffer_bytes = 0, int node_ranks = 0) {
   // With several segments, per-rank slices are cut per segment: their sizes
   // round differently from the whole call's, by under P elements a segment.
   const double slack = peer_buffer_bytes > 0 ? 1e-3 : 0;
@@ -290,6 +290,7 @@ void check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40, bool sing
   x.single_copy = single_copy && P > 1;
   x.peer_buffer_bytes = double(peer_buffer_bytes);
   if (chunk_elems < (std::size_t(1) << 40)) x.chunk_bytes = double(chunk_elems) * sizeof(T);
+  x.node_ranks = node_ranks;
   std::vector<counting_prims<T>> prims;
   for (int r = 0; r < P; ++r) prims.emplace_back(net, r).set_user_sizes(send_n, recv_n);
   std::vector<rank_io<T>> io;
@@ -314,10 +315,11 @@ void check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40, bool sing
     threads.emplace_back([&, r] {
       auto& b = io[static_cast<std::size_t>(r)];
       schedule_args<T> a{b.send.data(), b.recv.data(), count, root, r, P, &b.layout, &b.plan, &b.report};
+      a.node_ranks = node_ranks;
       st[static_cast<std::size_t>(r)] = A::template run<C>(prims[static_cast<std::size_t>(r)], a);
     });
   for (auto& t : threads) t.join();
-  INFO(A::name << " " << name(C) << " P=" << P);
+  INFO(A::name << " " << name(C) << " P=" << P << " node_ranks=" << node_ranks);
   for (auto& e : net.errors) UNSCOPED_INFO(e);
   REQUIRE(net.errors.empty());
   for (int r = 0; r < P; ++r) REQUIRE(st[static_cast<std::size_t>(r)] == status::ok);
@@ -367,6 +369,16 @@ TEST_CASE("cost(): every term matches the real schedules", "[cost]") {
   // direct's all_reduce flavours; the registered `direct` is one-shot with unbounded chunks.
   check_algorithm<algo::direct_one_shot>(P);
   check_algorithm<algo::direct_two_shot>(P);
+}
+
+TEST_CASE("cost(): the tree across nodes (chains inside) matches its schedule", "[cost]") {
+  // (P, ranks per node); all_reduce takes the node shape, broadcast and
+  // reduce ignore it.
+  const auto [P, L] = GENERATE(table<int, int>(
+      {{4, 2}, {6, 2}, {6, 3}, {8, 2}, {8, 4}, {9, 3}, {10, 5}, {12, 3}, {12, 4}, {16, 2}, {16, 4}}));
+  check_cost<algo::tree, coll::all_reduce>(P, std::size_t(1) << 40, false, true, 0, L);
+  check_cost<algo::tree, coll::broadcast>(P, std::size_t(1) << 40, false, true, 0, L);
+  check_cost<algo::tree, coll::reduce>(P, std::size_t(1) << 40, false, true, 0, L);
 }
 
 TEST_CASE("cost(): direct decides one-shot from the FIFO geometry as its schedule does", "[cost]") {
@@ -426,4 +438,54 @@ TEST_CASE("cost(): nvls is priced by barriers, peer and staged bytes, none with 
   // The others read once and end: the publishing barrier and the final one.
   static_assert(algo::nvls::cost(coll::all_gather, 4, b, {.single_copy = true}).barriers == 2);
   SUCCEED();
+}
+
+TEST_CASE("tree across nodes: two spanning trees, M − 1 links between nodes each, chains inside",
+          "[cost][tree]") {
+  const auto [P, L] = GENERATE(table<int, int>({{4, 2}, {6, 2}, {6, 3}, {9, 3}, {12, 4}, {16, 2}, {40, 8}}));
+  INFO("P=" << P << " L=" << L);
+  const int M = P / L;
+  REQUIRE(algo::tree::across_nodes(coll::all_reduce, P, L));
+  CHECK_FALSE(algo::tree::across_nodes(coll::broadcast, P, L));
+  CHECK_FALSE(algo::tree::across_nodes(coll::all_reduce, P, P));  // one node: the flat shape
+  CHECK_FALSE(algo::tree::across_nodes(coll::all_reduce, P + 1, L));
+  std::vector<int> inner(static_cast<std::size_t>(P), 0);  // in how many trees a rank has kids
+  for (int w = 0; w < 2; ++w) {
+    int roots = 0, edges = 0, across = 0;
+    std::vector<int> parent_seen(static_cast<std::size_t>(P), 0);
+    for (int r = 0; r < P; ++r) {
+      const auto t = algo::tree::node(coll::all_reduce, P, r, 0, w, L);
+      roots += t.parent < 0;
+      if (t.nkids > 0) ++inner[static_cast<std::size_t>(r)];
+      // The head of a node: local rank 0 in tree 0, L − 1 in tree 1; only heads link across nodes.
+      const bool head = r % L == (w == 0 ? 0 : L - 1);
+      if (t.parent >= 0) {
+        const auto up = algo::tree::node(coll::all_reduce, P, t.parent, 0, w, L);
+        int found = 0;
+        for (int k = 0; k < up.nkids; ++k) found += up.kids[k] == r;
+        CHECK(found == 1);
+        if (t.parent / L != r / L) {
+          ++across;
+          CHECK(head);
+          CHECK(t.parent % L == r % L);  // head to head
+        } else {
+          CHECK(std::abs(t.parent - r) == 1);  // a chain
+        }
+      }
+      CHECK(t.nkids <= (head ? 3 : 1));
+      for (int k = 0; k < t.nkids; ++k) {
+        ++edges;
+        ++parent_seen[static_cast<std::size_t>(t.kids[k])];
+      }
+    }
+    CHECK(roots == 1);
+    CHECK(edges == P - 1);  // a spanning tree: every rank but the root has one parent
+    CHECK(across == M - 1);
+    for (int r = 0; r < P; ++r)
+      CHECK(parent_seen[static_cast<std::size_t>(r)] ==
+            (algo::tree::node(coll::all_reduce, P, r, 0, w, L).parent >= 0));
+  }
+  // With chains of 2, every rank passes data on in exactly one tree (the double tree's balance).
+  if (L == 2)
+    for (int r = 0; r < P; ++r) CHECK(inner[static_cast<std::size_t>(r)] == 1);
 }

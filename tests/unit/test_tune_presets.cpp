@@ -76,15 +76,18 @@ static_assert(pick(tune::h100_ib_ndr, 256, 8, nccl_set) == v(algo_id::tree, prot
 static_assert(pick(tune::h100_ib_ndr, 256, 1 * MiB, nccl_set).algo == algo_id::tree);
 static_assert(pick(tune::h100_ib_ndr, 256, 16 * MiB, nccl_set).algo == algo_id::tree);
 static_assert(pick(tune::a100_ib_hdr, 256, 1 * MiB, nccl_set).algo == algo_id::tree);
-// ... very large -> ring: the model disagrees up to 1 GiB and agrees from
-// 8 GiB on HDR (never on NDR up to 8 GiB). collx's double binary tree sends
-// 2·bytes per rank, the ring 2·(P−1)/P·bytes (among the nodes 2·31/32): a
-// 0.4 % (NDR, NVLink-bound) or 3 % (HDR, NIC-bound) difference that takes
-// gigabytes to repay the tree's fewer steps (24 against the ring's 510: about
-// 1.75 ms with Simple). NCCL's tree loses at
-// large sizes by factors that are not schedule terms (tree bus bandwidth
+// ... very large -> ring: the model agrees from 1 GiB on NDR (NVLink-bound)
+// and from 8 GiB on HDR (NIC-bound; tree up to 4 GiB). Across nodes the
+// tree runs in NCCL's shape (algo/tree.hpp: chains inside nodes), whose
+// node heads send 2.5·bytes (half up, half to two child nodes and to the
+// chain in one tree; half up in the other) against the ring's
+// 2·(P−1)/P·bytes; that difference takes hundreds of megabytes to repay
+// the tree's fewer steps (36 against the ring's 510). NCCL's tree
+// loses earlier on factors that are not schedule terms (tree bus bandwidth
 // ×0.92, per-channel caps perChMaxTreeBw, treeCorrectionFactor).
-static_assert(pick(tune::h100_ib_ndr, 256, 1024 * MiB, nccl_set).algo == algo_id::tree);
+static_assert(pick(tune::h100_ib_ndr, 256, 512 * MiB, nccl_set).algo == algo_id::tree);
+static_assert(pick(tune::h100_ib_ndr, 256, 1024 * MiB, nccl_set).algo == algo_id::ring);
+static_assert(pick(tune::a100_ib_hdr, 256, 4096 * MiB, nccl_set).algo == algo_id::tree);
 static_assert(pick(tune::a100_ib_hdr, 256, 8192 * MiB, nccl_set) == v(algo_id::ring, proto_id::simple));
 // The full set takes direct at every size: one round of P−1 messages costs
 // one α in the model, whatever P; 255 concurrent peers do not in practice

@@ -53,6 +53,10 @@ struct cost_context {
   /// schedules stage a call segment by segment (a barrier pair each); 0:
   /// unbounded, one segment.
   double peer_buffer_bytes = 0;
+  /// Ranks per node as schedule_args::node_ranks states it (0: one node or
+  /// no node-by-node layout): topology-aware schedules are costed in the
+  /// shape they run in.
+  int node_ranks = 0;
 };
 
 /// The least whole number >= v (v >= 0), usable in constant expressions.

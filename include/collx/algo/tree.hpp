@@ -14,6 +14,16 @@
 // the leaves of tree 1) below v = 0. Data moves in chunks of at most
 // max_chunk() elements, the chunks of the two trees interleaved.
 //
+// Across nodes (schedule_args::node_ranks = L: M >= 2 nodes of L >= 2 ranks,
+// numbered node by node), all_reduce runs NCCL's shape: the double binary
+// tree is built on the M nodes, and inside each node the ranks form a chain
+// hanging from the node's head, which also links to the head of the parent
+// node and of up to two child nodes. Tree 1's chain is tree 0's reversed
+// (head local rank 0 in tree 0, L − 1 in tree 1), so no rank is a head in
+// both. Each tree then crosses between nodes on M − 1 links, the fewest a
+// tree can (the flat shape on 2 nodes of 2 ranks crosses on 2 of its 3),
+// and a node's chain never does. Broadcast and reduce keep the flat shape.
+//
 // Bounded FIFOs cannot deadlock: every rank runs the same sequence of
 // (phase, chunk, tree) steps; in one step a rank receives only from its
 // children (up) or its parent (down) and sends the other way, so within a step
@@ -53,10 +63,12 @@ struct tree {
     return c == coll::all_reduce || c == coll::broadcast || c == coll::reduce;
   }
 
-  /// A node's links in one tree (-1: none); kids[0..nkids) are valid.
+  /// A node's links in one tree (-1: none); kids[0..nkids) are valid. At
+  /// most 2 kids in the flat shape, 3 for a node's head across nodes (two
+  /// child nodes' heads, then the next rank of its chain).
   struct links {
     int parent = -1;
-    int kids[2] = {-1, -1};
+    int kids[3] = {-1, -1, -1};
     int nkids = 0;
   };
 
@@ -107,8 +119,35 @@ struct tree {
     return t;
   }
 
-  /// The links of `rank` in tree `which` for collective c, as ranks.
-  COLLX_HOST_DEVICE static constexpr links node(coll c, int P, int rank, int root, int which) {
+  /// Whether ranks_per_node L describes M >= 2 nodes of L >= 2 ranks (the
+  /// shape across nodes applies), for collective c on P ranks.
+  COLLX_HOST_DEVICE static constexpr bool across_nodes(coll c, int P, int L) {
+    return c == coll::all_reduce && L >= 2 && P % L == 0 && P / L >= 2;
+  }
+
+  /// Tree `which` across nodes (all_reduce): the double binary tree on the
+  /// P / L nodes, a chain inside each node from its head (local rank 0 in
+  /// tree 0, L − 1 in tree 1); a head's kids are its child nodes' heads,
+  /// then the next rank of its chain.
+  COLLX_HOST_DEVICE static constexpr links node_chain(int P, int L, int rank, int which) {
+    const int M = P / L, n = rank / L;
+    // Position in the node's chain (0: the head) and back to a rank.
+    const int pos = which == 0 ? rank % L : L - 1 - rank % L;
+    auto at = [&](int node, int p) { return node * L + (which == 0 ? p : L - 1 - p); };
+    links t;
+    const links across = dtree(M, n, which);
+    if (pos > 0) t.parent = at(n, pos - 1);
+    else if (across.parent >= 0) t.parent = at(across.parent, 0);
+    if (pos == 0)
+      for (int k = 0; k < across.nkids; ++k) t.kids[t.nkids++] = at(across.kids[k], 0);
+    if (pos + 1 < L) t.kids[t.nkids++] = at(n, pos + 1);
+    return t;
+  }
+
+  /// The links of `rank` in tree `which` for collective c, as ranks; L: ranks
+  /// per node (schedule_args::node_ranks; 0: the flat shape).
+  COLLX_HOST_DEVICE static constexpr links node(coll c, int P, int rank, int root, int which, int L = 0) {
+    if (across_nodes(c, P, L)) return node_chain(P, L, rank, which);
     if (c == coll::all_reduce) return dtree(P, rank, which);
     links t = rooted(P, (rank - root + P) % P, which);
     auto to = [&](int v) { return v < 0 ? -1 : (v + root) % P; };
@@ -129,14 +168,16 @@ struct tree {
   /// bytes_sent / bytes_reduced: the most any one rank sends / reduces (each
   /// tree carries bytes/2; a rank sends its half up once and down once per child).
   static constexpr int max_cost_ranks = 4096;
-  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes, const cost_context& = {}) {
+  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes,
+                                                     const cost_context& x = {}) {
     if (P <= 1 || !implements(c) || P > max_cost_ranks) return {0, 0, 0};
+    const int L = across_nodes(c, P, x.node_ranks) ? x.node_ranks : 0;
     int clk[max_cost_ranks] = {};
     // Phases in schedule order: up tree 0, up tree 1, down tree 0, down tree 1.
-    for (int w = 0; w < 2 && c != coll::broadcast; ++w) lamport_up(c, P, w, root_of(c, P, w), clk);
+    for (int w = 0; w < 2 && c != coll::broadcast; ++w) lamport_up(c, P, w, root_of(c, P, w, L), clk, L);
     for (int w = 0; w < 2 && c != coll::reduce; ++w) {
-      const int r = root_of(c, P, w);
-      lamport_down(c, P, w, r, clk[r], clk);
+      const int r = root_of(c, P, w, L);
+      lamport_down(c, P, w, r, clk[r], clk, L);
     }
     int steps = 0;
     for (int r = 0; r < P; ++r) steps = clk[r] > steps ? clk[r] : steps;
@@ -144,7 +185,7 @@ struct tree {
     for (int r = 0; r < P; ++r) {
       int s = 0, red = 0;
       for (int w = 0; w < 2; ++w) {
-        const links t = node(c, P, r, 0, w);
+        const links t = node(c, P, r, 0, w, L);
         if (c != coll::broadcast && t.parent >= 0) ++s;
         if (c != coll::reduce) s += t.nkids;
         if (c != coll::broadcast) red += t.nkids;
@@ -166,7 +207,8 @@ struct tree {
   COLLX_HOST_DEVICE static status run_impl(Prims& p, const schedule_args<T>& a) {
     const int P = a.nranks;
     if (P == 1) return p.local_copy(a.send, a.recv, a.count, C != coll::broadcast);
-    const links t[2] = {node(C, P, a.rank, a.root, 0), node(C, P, a.rank, a.root, 1)};
+    const links t[2] = {node(C, P, a.rank, a.root, 0, a.node_ranks),
+                        node(C, P, a.rank, a.root, 1, a.node_ranks)};
     const std::size_t half = a.count / 2;
     const std::size_t lo[2] = {0, half}, len[2] = {half, a.count - half};
     std::size_t chunk = p.max_chunk();
@@ -197,25 +239,26 @@ struct tree {
     return status::ok;
   }
 
-  COLLX_HOST_DEVICE static constexpr int root_of(coll c, int P, int which) {
+  COLLX_HOST_DEVICE static constexpr int root_of(coll c, int P, int which, int L = 0) {
     for (int r = 0; r < P; ++r)
-      if (node(c, P, r, 0, which).parent < 0) return r;
+      if (node(c, P, r, 0, which, L).parent < 0) return r;
     return 0;
   }
   // Up phase: x receives from its kids, then sends (stamp = clock + 1); returns that stamp.
-  COLLX_HOST_DEVICE static constexpr int lamport_up(coll c, int P, int w, int x, int* clk) {
-    const links t = node(c, P, x, 0, w);
+  COLLX_HOST_DEVICE static constexpr int lamport_up(coll c, int P, int w, int x, int* clk, int L) {
+    const links t = node(c, P, x, 0, w, L);
     for (int k = 0; k < t.nkids; ++k) {
-      const int s = lamport_up(c, P, w, t.kids[k], clk);
+      const int s = lamport_up(c, P, w, t.kids[k], clk, L);
       clk[x] = s > clk[x] ? s : clk[x];
     }
     return clk[x] + 1;
   }
   // Down phase: x receives `stamp` from its parent (the root: its own clock), then sends to its kids.
-  COLLX_HOST_DEVICE static constexpr void lamport_down(coll c, int P, int w, int x, int stamp, int* clk) {
+  COLLX_HOST_DEVICE static constexpr void lamport_down(coll c, int P, int w, int x, int stamp, int* clk,
+                                                       int L) {
     clk[x] = stamp > clk[x] ? stamp : clk[x];
-    const links t = node(c, P, x, 0, w);
-    for (int k = 0; k < t.nkids; ++k) lamport_down(c, P, w, t.kids[k], clk[x] + 1, clk);
+    const links t = node(c, P, x, 0, w, L);
+    for (int k = 0; k < t.nkids; ++k) lamport_down(c, P, w, t.kids[k], clk[x] + 1, clk, L);
   }
 
   // Reduces elements [o, o+m) from the children into the parent (or, at the
@@ -225,15 +268,18 @@ struct tree {
                                      std::size_t m) {
     const T* src = a.send + o;
     if (t.parent < 0) {  // root: the final value lands in recv
-      if (t.nkids == 1) return p.recv_reduce_copy(t.kids[0], src, a.recv + o, m);
-      COLLX_TRY(p.recv_reduce_copy(t.kids[0], src, a.recv + o, m, false));
-      return p.recv_reduce_copy(t.kids[1], a.recv + o, a.recv + o, m);
+      T* r = a.recv + o;
+      for (int k = 0; k + 1 < t.nkids; ++k)
+        COLLX_TRY(p.recv_reduce_copy(t.kids[k], k == 0 ? src : r, r, m, false));
+      return p.recv_reduce_copy(t.kids[t.nkids - 1], t.nkids == 1 ? src : r, r, m);
     }
     if (t.nkids == 0) return p.send(t.parent, src, m);
     if (t.nkids == 1) return p.recv_reduce_send(t.kids[0], t.parent, src, m);
+    // The kids but the last combine into working memory; the last one's sum goes up.
     T* w = C == coll::reduce ? p.buffer(a.rank) : a.recv + o;
-    COLLX_TRY(p.recv_reduce_copy(t.kids[0], src, w, m, false));
-    return p.recv_reduce_send(t.kids[1], t.parent, w, m);
+    for (int k = 0; k + 1 < t.nkids; ++k)
+      COLLX_TRY(p.recv_reduce_copy(t.kids[k], k == 0 ? src : w, w, m, false));
+    return p.recv_reduce_send(t.kids[t.nkids - 1], t.parent, w, m);
   }
 
   // Sends elements [o, o+m) of the result from the root down to the leaves.
@@ -244,11 +290,13 @@ struct tree {
     if (t.parent < 0) {
       if constexpr (C == coll::broadcast) COLLX_TRY(p.copy_send(t.kids[0], a.send + o, dst, m));
       else COLLX_TRY(p.send(t.kids[0], dst, m));
-      return t.nkids == 2 ? p.send(t.kids[1], dst, m) : status::ok;
+    } else if (t.nkids == 0) {
+      return p.recv(t.parent, dst, m);
+    } else {
+      COLLX_TRY(p.recv_copy_send(t.parent, t.kids[0], dst, m));
     }
-    if (t.nkids == 0) return p.recv(t.parent, dst, m);
-    COLLX_TRY(p.recv_copy_send(t.parent, t.kids[0], dst, m));
-    return t.nkids == 2 ? p.send(t.kids[1], dst, m) : status::ok;
+    for (int k = 1; k < t.nkids; ++k) COLLX_TRY(p.send(t.kids[k], dst, m));
+    return status::ok;
   }
 };
 

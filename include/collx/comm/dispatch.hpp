@@ -309,6 +309,7 @@ status run_schedule(state<Transport>& s, int channel, const Exec& ex, const Red&
                     std::size_t count, int root, const extra_args& extra) {
   prims<Proto, Exec, typename Transport::view, T, Red> p(ex, s.view, s.rank, red, channel);
   schedule_args<T> a{send, recv, count, root, s.rank, s.size, extra.layout, extra.plan, extra.report};
+  if constexpr (requires { s.view.node_ranks; }) a.node_ranks = s.view.node_ranks;
   return Algo::template run<C>(p, a);
 }
 

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 namespace collx::net {
 
@@ -34,6 +35,25 @@ inline std::uint64_t host_hash(const std::string& id) {
   std::uint64_t h = 1469598103934665603ull;
   for (unsigned char c : id) h = (h ^ c) * 1099511628211ull;
   return h;
+}
+
+/// Ranks per host when the ranks' host hashes (by rank) fill M >= 2 hosts
+/// of L >= 2 ranks each, numbered host by host (ranks nL .. nL + L − 1 on
+/// host n, no host twice), as collxrun --nnodes and torchrun number them: L.
+/// Else 0 (one host, one rank per host, unequal hosts or another numbering).
+inline int ranks_per_host(const std::vector<std::uint64_t>& hosts) {
+  const int P = static_cast<int>(hosts.size());
+  int L = 0;
+  while (L < P && hosts[static_cast<std::size_t>(L)] == hosts[0]) ++L;
+  if (L < 2 || L == P || P % L != 0) return 0;
+  for (int r = 0; r < P; ++r) {
+    const std::uint64_t h = hosts[static_cast<std::size_t>(r)];
+    if (h != hosts[static_cast<std::size_t>(r / L * L)]) return 0;  // a host's block is one host
+    if (r % L == 0)
+      for (int q = 0; q < r; q += L)
+        if (hosts[static_cast<std::size_t>(q)] == h) return 0;  // and no host has two blocks
+  }
+  return L;
 }
 
 }  // namespace collx::net

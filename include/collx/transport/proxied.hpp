@@ -94,6 +94,11 @@ struct proxied_view {
   struct doorbell* bells = nullptr;
   /// Non-zero while the proxy defers a credit or call record (null: never).
   const std::uint32_t* net_deferred = nullptr;
+  /// Ranks per host where the communicator's ranks fill >= 2 hosts of
+  /// >= 2 ranks each, numbered host by host; else 0
+  /// (schedule_args::node_ranks: the tree's all_reduce crosses hosts on the
+  /// fewest links). From the host ids, whichever way host mates' steps go.
+  int node_ranks = 0;
 
   COLLX_HOST_DEVICE shm_header* header() const { return local.header(); }
   COLLX_HOST_DEVICE std::uint32_t* abort_word() const { return local.abort_word(); }

@@ -405,8 +405,11 @@ template <class A, class Pr>
 constexpr prediction predict(const profile& m, const problem& q) {
   constexpr int ch = proto::channel_of<Pr>;
   const algo::cost_context ctx{q.chunks[ch], q.single_copy, q.peer_buffer_bytes};
-  const algo::cost_terms t = A::cost(q.kind, q.nranks, q.bytes, ctx);
   const int nodes = m.nodes(q.nranks);
+  // Across nodes, topology-aware schedules run in their node shape (the tree).
+  algo::cost_context placed = ctx;
+  if (nodes > 1) placed.node_ranks = m.ranks_per_node;
+  const algo::cost_terms t = A::cost(q.kind, q.nranks, q.bytes, placed);
   if (nodes <= 1) {
     const double ws = working_set_bytes(q.kind, q.nranks, q.bytes);
     return price_one_node(
