@@ -11,9 +11,9 @@
 //   hier_rank bench_a2a   the same for all_to_all, 8 B..16 MiB per peer
 //   hier_rank kill DIR    hierarchical all_reduce until it fails (pid in DIR/pid.RANK)
 //   hier_rank bench   all_reduce fp32 8 B..64 MiB (×4), interleaved: flat (its
-//                     automatic choice), hierarchical, the flat ring and the flat
-//                     tree (chains inside nodes): size, median µs of each, the
-//                     model's pick between flat and hierarchical
+//                     automatic choice), hierarchical, the flat ring, tree
+//                     (chains inside nodes) and rhd: size, median µs of each,
+//                     the model's pick between flat and hierarchical
 #include <collx/hier.hpp>
 
 #include <unistd.h>
@@ -137,8 +137,9 @@ int check(collx::hier_communicator& c) {
 int bench(collx::hier_communicator& c, bool a2a) {
   using clock = std::chrono::steady_clock;
   // What each round times, interleaved: the flat communicator's automatic
-  // choice, the hierarchy, and for all_reduce the flat ring and the flat
-  // tree (chains inside nodes, algo/tree.hpp) named explicitly.
+  // choice, the hierarchy, and for all_reduce the flat ring, the flat tree
+  // (chains inside nodes, algo/tree.hpp) and the flat rhd (nearest partners
+  // first, algo/rhd.hpp) named explicitly.
   struct contender {
     const char* name;
     mode m;
@@ -149,6 +150,7 @@ int bench(collx::hier_communicator& c, bool a2a) {
   if (!a2a) {
     who.push_back({"ring_us", mode::flat, collx::algo_id::ring});
     who.push_back({"tree_us", mode::flat, collx::algo_id::tree});
+    who.push_back({"rhd_us", mode::flat, collx::algo_id::rhd});
   }
   if (c.rank() == 0) {
     std::printf("# %d nodes x %d ranks; %s fp32 (all_to_all: bytes per peer); median us of 7 rounds (",

@@ -739,43 +739,47 @@ TEST_CASE("ranks_per_host: hosts of equal size numbered host by host, else 0", "
   CHECK(net::ranks_per_host(v{}) == 0);
 }
 
-TEST_CASE("net::init_rank: the tree's all_reduce crosses hosts head to head, chains inside each host",
+TEST_CASE("net::init_rank: tree and rhd all_reduce keep their large transfers inside a host",
           "[net][init][host][tree]") {
   // Thread ranks playing hosts of L ranks, numbered host by host, over
-  // loopback TCP between hosts and shared memory inside. tree/Simple
-  // all_reduce against a reference with guard words, then where its steps
-  // went: each rank sends over the network one half of the data per link it
-  // has to another host in the node-shaped trees (algo::tree::node with L),
-  // so steps over the network are proportional to those links. The flat
-  // shape (node_ranks not reaching the schedule) sends other shares (on 2
-  // hosts of 2: 1, 3, 3, 1 halves where the node shape sends 1, 1, 1, 1).
-  const auto [P, L] = GENERATE(table<int, int>({{4, 2}, {6, 3}, {6, 2}}));
+  // loopback TCP between hosts and shared memory inside. tree/Simple and
+  // rhd/Simple all_reduce against a reference with guard words, then where
+  // their steps went (1 Mi floats, even: the two trees' halves are equal).
+  // The tree sends over the network one half of the data per link it has to
+  // another host in the node-shaped trees (algo::tree::node with L), so its
+  // steps over the network are proportional to those links; the flat shape
+  // sends other shares (on 2 hosts of 2: 1, 3, 3, 1 halves where the node
+  // shape sends 1, 1, 1, 1). rhd across 2 hosts of 2 exchanges its quarters
+  // across and its halves inside (nearest partners first): the tree's steps
+  // over the network on every rank; farthest first it took twice as many.
+  const auto [P, L] = GENERATE(table<int, int>({{4, 2}, {6, 3}, {6, 2}, {8, 4}}));
   INFO("P=" << P << " L=" << L);
   loopback_job job(net::net_options::same_host::shared_memory);
-  const variant_choice tree{algo_id::tree, proto_id::simple};
+  const variant_choice tree{algo_id::tree, proto_id::simple}, rhd{algo_id::rhd, proto_id::simple};
   std::vector<net_matrix::tally> t(static_cast<std::size_t>(P));
-  std::vector<std::uint64_t> steps(static_cast<std::size_t>(P));
-  constexpr std::size_t big = 1 << 20;  // even: the two trees' halves are equal
+  std::vector<std::uint64_t> steps(static_cast<std::size_t>(P)), rhd_steps(static_cast<std::size_t>(P));
+  constexpr std::size_t big = 1 << 20;
   const auto o = net_matrix::run_ranks(P, [&](int r) {
     net::net_options so = job.so;
     so.host = "tree-host-" + std::to_string(r / L);
     net_communicator c = net::init_rank(P, job.id, r, job.opt, so);
     auto& tally = t[static_cast<std::size_t>(r)];
-    for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{1000}, std::size_t{65537}, big}) {
-      std::vector<float> x(n);
-      for (std::size_t i = 0; i < n; ++i) x[i] = float(net_matrix::input(r, i));
-      net_matrix::guarded<float> y(n);
-      const std::uint64_t before = net::steps_over_network(c);
-      c.all_reduce(x.data(), y.data(), n, reduce_op::sum, tree);
-      if (n == big) steps[static_cast<std::size_t>(r)] = net::steps_over_network(c) - before;
-      bool ok = y.guards_intact(n);
-      for (std::size_t i = 0; i < n && ok; ++i) {
-        double want = 0;
-        for (int q = 0; q < P; ++q) want += net_matrix::input(q, i);
-        ok = double(y.data()[i]) == want;
+    for (const variant_choice v : {tree, rhd})
+      for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{1000}, std::size_t{65537}, big}) {
+        std::vector<float> x(n);
+        for (std::size_t i = 0; i < n; ++i) x[i] = float(net_matrix::input(r, i));
+        net_matrix::guarded<float> y(n);
+        const std::uint64_t before = net::steps_over_network(c);
+        c.all_reduce(x.data(), y.data(), n, reduce_op::sum, v);
+        if (n == big) (v.algo == algo_id::tree ? steps : rhd_steps)[r] = net::steps_over_network(c) - before;
+        bool ok = y.guards_intact(n);
+        for (std::size_t i = 0; i < n && ok; ++i) {
+          double want = 0;
+          for (int q = 0; q < P; ++q) want += net_matrix::input(q, i);
+          ok = double(y.data()[i]) == want;
+        }
+        tally.expect(ok, std::string(name(v.algo)) + " all_reduce n=" + std::to_string(n));
       }
-      tally.expect(ok, "tree all_reduce n=" + std::to_string(n));
-    }
     c.destroy();
   });
   std::vector<int> halves(static_cast<std::size_t>(P), 0);  // halves each rank sends to another host
@@ -787,14 +791,16 @@ TEST_CASE("net::init_rank: the tree's all_reduce crosses hosts head to head, cha
     }
   for (int r = 0; r < P; ++r) {
     const auto i = static_cast<std::size_t>(r);
-    INFO("rank " << r << ": " << o[i].error << t[i].first << "; " << steps[i]
-                 << " steps over the network for " << halves[i] << " half(s)");
+    INFO("rank " << r << ": " << o[i].error << t[i].first << "; tree: " << steps[i]
+                 << " steps over the network for " << halves[i] << " half(s); rhd: " << rhd_steps[i]);
     REQUIRE(o[i].error.empty());
     CHECK(t[i].failures == 0);
-    CHECK(t[i].checks == 5);
+    CHECK(t[i].checks == 10);
     CHECK((steps[i] == 0) == (halves[i] == 0));
     // Equal steps per half on every rank.
     CHECK(steps[i] * std::uint64_t(halves[0]) == steps[0] * std::uint64_t(halves[i]));
+    if ((P & (P - 1)) == 0) CHECK(rhd_steps[i] == rhd_steps[0]);  // a hypercube: symmetric
+    if (P == 4) CHECK(rhd_steps[i] == steps[i]);
   }
 }
 

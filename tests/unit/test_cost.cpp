@@ -371,7 +371,7 @@ TEST_CASE("cost(): every term matches the real schedules", "[cost]") {
   check_algorithm<algo::direct_two_shot>(P);
 }
 
-TEST_CASE("cost(): the tree across nodes (chains inside) matches its schedule", "[cost]") {
+TEST_CASE("cost(): the tree and rhd across nodes match their schedules", "[cost]") {
   // (P, ranks per node); all_reduce takes the node shape, broadcast and
   // reduce ignore it.
   const auto [P, L] = GENERATE(table<int, int>(
@@ -379,6 +379,8 @@ TEST_CASE("cost(): the tree across nodes (chains inside) matches its schedule", 
   check_cost<algo::tree, coll::all_reduce>(P, std::size_t(1) << 40, false, true, 0, L);
   check_cost<algo::tree, coll::broadcast>(P, std::size_t(1) << 40, false, true, 0, L);
   check_cost<algo::tree, coll::reduce>(P, std::size_t(1) << 40, false, true, 0, L);
+  // rhd's all_reduce on bit-reversed coordinates (P a power of two): the same terms.
+  check_cost<algo::rhd, coll::all_reduce>(P, std::size_t(1) << 40, false, true, 0, L);
 }
 
 TEST_CASE("cost(): direct decides one-shot from the FIFO geometry as its schedule does", "[cost]") {

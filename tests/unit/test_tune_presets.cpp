@@ -64,11 +64,18 @@ static_assert(pick(tune::pcie_gen4_8gpu, 8, 4096, nccl_set).proto == proto_id::l
 static_assert(pick(tune::pcie_gen5_8gpu, 8, 8).proto == proto_id::ll);
 static_assert(pick(tune::pcie_gen4_8gpu, 8, 64 * MiB).proto == proto_id::simple);
 
-// 4 GPUs on NVLink bridges: pairs over NVLink, PCIe between the pairs; the
-// ring, whose bandwidth is set by the PCIe hop, for large sizes in NCCL's set.
+// 4 GPUs on NVLink bridges: pairs over NVLink, PCIe between the pairs. NCCL
+// takes the ring for large sizes; the model takes the tree. The preset
+// describes the pairs as two nodes of two (ranks_per_node 2), so collx's
+// tree runs across them in its node shape (algo/tree.hpp): each tree
+// crosses PCIe on one link, moving as many bytes per pair as the ring,
+// which the model prices per node, in fewer steps (a latency of 14.8 µs
+// against 21.2 with Simple). NCCL sees one node there, where its tree is a single chain, and
+// prices the tree with factors that are not schedule terms (tree bus
+// bandwidth ×0.92, treeCorrectionFactor).
 static_assert(pick(tune::a100_nvlink_bridge_4gpu, 4, 8).proto == proto_id::ll);
 static_assert(pick(tune::a100_nvlink_bridge_4gpu, 4, 256 * MiB, nccl_set) ==
-              v(algo_id::ring, proto_id::simple));
+              v(algo_id::tree, proto_id::simple));
 
 // 32 nodes x 8 GPUs over IB: small and mid-size all_reduce -> tree. Holds
 // among NCCL's algorithms (NVLS cannot cross nodes here).
@@ -82,7 +89,7 @@ static_assert(pick(tune::a100_ib_hdr, 256, 1 * MiB, nccl_set).algo == algo_id::t
 // node heads send 2.5·bytes (half up, half to two child nodes and to the
 // chain in one tree; half up in the other) against the ring's
 // 2·(P−1)/P·bytes; that difference takes hundreds of megabytes to repay
-// the tree's fewer steps (36 against the ring's 510). NCCL's tree
+// the tree's fewer steps (35 against the ring's 510). NCCL's tree
 // loses earlier on factors that are not schedule terms (tree bus bandwidth
 // ×0.92, per-channel caps perChMaxTreeBw, treeCorrectionFactor).
 static_assert(pick(tune::h100_ib_ndr, 256, 512 * MiB, nccl_set).algo == algo_id::tree);

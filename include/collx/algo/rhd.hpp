@@ -18,6 +18,14 @@
 // rank's scratch buffer (prims.buffer(rank)) and runs the schedule once per
 // segment of each block (segments of buffer_elems()/P elements).
 //
+// Across nodes (schedule_args::node_ranks: ranks numbered node by node) with
+// P a power of two, all_reduce runs the hypercube on bit-reversed virtual
+// ranks: its steps go to partners at distance 1, 2, 4, ... instead of P/2,
+// P/4, ..., so the halving's large first exchanges stay inside a node and
+// only the last, smallest ones cross nodes (the bytes a hierarchical
+// all_reduce sends across, in one collective). The terms of cost() do not
+// change; which links they take does.
+//
 // Determinism: every element's final value is reduced once, by the rank that
 // owns it after the halving, in an order fixed by P; the rest are copies.
 // all_reduce results are bitwise identical on every rank and across calls.
@@ -138,10 +146,14 @@ struct rhd {
       COLLX_TRY(p.recv_reduce_copy(e, a.send, a.recv, n, false));
       src = a.recv;
     }
+    // The hypercube coordinate: v, or v bit-reversed across nodes (see above; an involution).
+    const bool reversed = nearest_first(P, a.node_ranks, h);
+    auto coord = [&](int x) { return reversed ? bit_reverse(x, h.L) : x; };
+    const int c = coord(v);
     for (int s = 0; s < h.L; ++s) {
       detail::span keep, give;
-      h.step(v, s, bnd, keep, give);
-      const int peer = h.stay(v ^ h.mask(s));
+      h.step(c, s, bnd, keep, give);
+      const int peer = h.stay(coord(c ^ h.mask(s)));
       const bool last = s == h.L - 1;
       COLLX_TRY(detail::paced(
           give, keep, ch, 0, [&](std::size_t x, std::size_t m) { return p.send(peer, src + x, m); },
@@ -150,18 +162,32 @@ struct rhd {
           }));
       src = a.recv;
     }
-    COLLX_TRY(doubling(p, h, v, bnd, a.recv, ch));
+    COLLX_TRY(doubling(p, h, c, bnd, a.recv, ch, reversed));
     return e >= 0 ? p.send(e, a.recv, n) : status::ok;
   }
 
+  /// Whether all_reduce runs on bit-reversed coordinates: ranks numbered node
+  /// by node, at least 2 nodes of 2, and P a power of two (no folded pairs).
+  COLLX_HOST_DEVICE static constexpr bool nearest_first(int P, int node_ranks, const detail::hypercube& h) {
+    return node_ranks >= 2 && h.rem == 0 && P % node_ranks == 0 && P / node_ranks >= 2;
+  }
+  /// x's low `bits` bits in reverse order.
+  COLLX_HOST_DEVICE static constexpr int bit_reverse(int x, int bits) {
+    int y = 0;
+    for (int b = 0; b < bits; ++b) y |= ((x >> b) & 1) << (bits - 1 - b);
+    return y;
+  }
+
   // Recursive doubling over element ranges of buf: after it every stay rank holds all of buf.
+  // c: the hypercube coordinate; reversed: coordinates are bit-reversed virtual ranks.
   template <class Prims, class Bnd, class T>
-  COLLX_HOST_DEVICE static status doubling(Prims& p, const detail::hypercube& h, int v, const Bnd& bnd,
-                                           T* buf, detail::pace ch) {
+  COLLX_HOST_DEVICE static status doubling(Prims& p, const detail::hypercube& h, int c, const Bnd& bnd,
+                                           T* buf, detail::pace ch, bool reversed = false) {
     for (int s = h.L - 1; s >= 0; --s) {
       detail::span keep, give;
-      h.step(v, s, bnd, keep, give);
-      const int peer = h.stay(v ^ h.mask(s));
+      h.step(c, s, bnd, keep, give);
+      const int q = c ^ h.mask(s);
+      const int peer = h.stay(reversed ? bit_reverse(q, h.L) : q);
       COLLX_TRY(detail::paced(
           keep, give, ch, 0, [&](std::size_t x, std::size_t m) { return p.send(peer, buf + x, m); },
           [&](std::size_t x, std::size_t m) { return p.recv(peer, buf + x, m); }));

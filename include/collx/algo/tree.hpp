@@ -174,10 +174,21 @@ struct tree {
     const int L = across_nodes(c, P, x.node_ranks) ? x.node_ranks : 0;
     int clk[max_cost_ranks] = {};
     // Phases in schedule order: up tree 0, up tree 1, down tree 0, down tree 1.
-    for (int w = 0; w < 2 && c != coll::broadcast; ++w) lamport_up(c, P, w, root_of(c, P, w, L), clk, L);
+    // Across nodes a rank that serves tree 1 first (tree_first) does so with
+    // the clock it had before the phase: its tree-1 leaf send (up) or root
+    // send (down) receives nothing, so only its start counts.
+    int start[max_cost_ranks] = {};
+    for (int w = 0; w < 2 && c != coll::broadcast; ++w) {
+      if (w == 0)
+        for (int r = 0; r < P; ++r) start[r] = clk[r];
+      lamport_up(c, P, w, root_of(c, P, w, L), clk, L, L != 0 && w == 1 ? start : nullptr);
+    }
     for (int w = 0; w < 2 && c != coll::reduce; ++w) {
+      if (w == 0)
+        for (int r = 0; r < P; ++r) start[r] = clk[r];
       const int r = root_of(c, P, w, L);
-      lamport_down(c, P, w, r, clk[r], clk, L);
+      const bool early = L != 0 && w == 1 && tree_first_of(c, P, r, L, false) == 1;
+      lamport_down(c, P, w, r, clk[r], clk, L, early ? start[r] : -1);
     }
     int steps = 0;
     for (int r = 0; r < P; ++r) steps = clk[r] > steps ? clk[r] : steps;
@@ -216,11 +227,15 @@ struct tree {
       const std::size_t s = p.buffer_elems();
       chunk = s < chunk ? s : chunk;
     }
-    // Both trees' chunks, interleaved: (chunk k of tree 0, chunk k of tree 1), k = 0, 1, ...
+    // Both trees' chunks, interleaved: (chunk k of tree 0, chunk k of tree 1), k = 0, 1, ...;
+    // across nodes a rank takes first the tree where its step waits for nothing (tree_first).
     const std::size_t steps = (len[1] + chunk - 1) / chunk;
+    const bool shaped = across_nodes(C, P, a.node_ranks);
+    const int up_first = shaped ? tree_first(t, true) : 0, down_first = shaped ? tree_first(t, false) : 0;
     if constexpr (C != coll::broadcast) {
       for (std::size_t k = 0; k < steps; ++k)
-        for (int w = 0; w < 2; ++w) {
+        for (int i = 0; i < 2; ++i) {
+          const int w = up_first ^ i;
           const std::size_t b = k * chunk;
           if (b >= len[w]) continue;
           const std::size_t o = lo[w] + b, m = len[w] - b < chunk ? len[w] - b : chunk;
@@ -229,7 +244,8 @@ struct tree {
     }
     if constexpr (C != coll::reduce) {
       for (std::size_t k = 0; k < steps; ++k)
-        for (int w = 0; w < 2; ++w) {
+        for (int i = 0; i < 2; ++i) {
+          const int w = down_first ^ i;
           const std::size_t b = k * chunk;
           if (b >= len[w]) continue;
           const std::size_t o = lo[w] + b, m = len[w] - b < chunk ? len[w] - b : chunk;
@@ -239,26 +255,50 @@ struct tree {
     return status::ok;
   }
 
+  /// Across nodes, which tree a rank serves first in each chunk of a phase
+  /// (up: the one where it is a leaf, sending without a wait; down: the one
+  /// it is the root of, likewise), else tree 0. Interleaved strictly, one
+  /// node's head waits for the other tree's chunk to arrive over the network
+  /// before it sends its own, so the two directions of a link took turns (all_reduce
+  /// over a 1 Gbit/s link, 2 nodes of 2: twice the hierarchy's time).
+  /// No deadlock: every rank's first step is tree 0's or one that receives
+  /// nothing, so tree 0's steps complete (by induction along tree 0), then
+  /// tree 1's; no connection carries both trees in one phase here (a rank's
+  /// two parents, or two sets of kids, differ), so messages stay in order.
+  COLLX_HOST_DEVICE static constexpr int tree_first(const links* t, bool up) {
+    if (up) return t[1].nkids == 0 && t[0].nkids > 0 ? 1 : 0;
+    return t[1].parent < 0 && t[0].parent >= 0 ? 1 : 0;
+  }
+
   COLLX_HOST_DEVICE static constexpr int root_of(coll c, int P, int which, int L = 0) {
     for (int r = 0; r < P; ++r)
       if (node(c, P, r, 0, which, L).parent < 0) return r;
     return 0;
   }
+  COLLX_HOST_DEVICE static constexpr int tree_first_of(coll c, int P, int r, int L, bool up) {
+    const links t[2] = {node(c, P, r, 0, 0, L), node(c, P, r, 0, 1, L)};
+    return tree_first(t, up);
+  }
   // Up phase: x receives from its kids, then sends (stamp = clock + 1); returns that stamp.
-  COLLX_HOST_DEVICE static constexpr int lamport_up(coll c, int P, int w, int x, int* clk, int L) {
+  // start (tree 1 across nodes): a leaf that sends tree 1 first sends at its start clock.
+  COLLX_HOST_DEVICE static constexpr int lamport_up(coll c, int P, int w, int x, int* clk, int L,
+                                                    const int* start = nullptr) {
     const links t = node(c, P, x, 0, w, L);
+    if (start != nullptr && t.nkids == 0 && tree_first_of(c, P, x, L, true) == 1) return start[x] + 1;
     for (int k = 0; k < t.nkids; ++k) {
-      const int s = lamport_up(c, P, w, t.kids[k], clk, L);
+      const int s = lamport_up(c, P, w, t.kids[k], clk, L, start);
       clk[x] = s > clk[x] ? s : clk[x];
     }
     return clk[x] + 1;
   }
   // Down phase: x receives `stamp` from its parent (the root: its own clock), then sends to its kids.
+  // send_clock >= 0: x sends at that clock (a root that serves this tree first), not its current one.
   COLLX_HOST_DEVICE static constexpr void lamport_down(coll c, int P, int w, int x, int stamp, int* clk,
-                                                       int L) {
+                                                       int L, int send_clock = -1) {
     clk[x] = stamp > clk[x] ? stamp : clk[x];
+    const int from = send_clock >= 0 ? send_clock : clk[x];
     const links t = node(c, P, x, 0, w, L);
-    for (int k = 0; k < t.nkids; ++k) lamport_down(c, P, w, t.kids[k], clk[x] + 1, clk, L);
+    for (int k = 0; k < t.nkids; ++k) lamport_down(c, P, w, t.kids[k], from + 1, clk, L);
   }
 
   // Reduces elements [o, o+m) from the children into the parent (or, at the
