@@ -66,6 +66,7 @@ struct network {
   std::vector<untouched<std::uint64_t>> buffers;  // peer memory, 8-byte aligned
   std::vector<std::string> errors;
   std::size_t chunk = std::size_t(1) << 40;  // max_chunk() in elements: unbounded
+  int node_ranks = 0;                        // > 0: ranks placed node by node, counted across nodes
   // Single copy: whether schedules may read user buffers in place, whether
   // those are loadable (else read_user), and each rank's published buffers.
   bool single_copy = false, loadable = true;
@@ -87,6 +88,7 @@ class counting_prims {
 
   std::size_t max_chunk() const { return net_.chunk; }
   double sent = 0, reduced = 0, peer_bytes = 0, staged = 0;  // bytes
+  double across = 0;  // bytes sent to ranks of other nodes (network::node_ranks)
   int clock = 0, barriers = 0;
 
   status send(int to, const T* src, std::size_t n) { return out(to, n, src); }
@@ -188,6 +190,7 @@ class counting_prims {
     }
     const bool loopback = to == rank_;
     if (!loopback) sent += bytes(n);
+    if (net_.node_ranks > 0 && to / net_.node_ranks != rank_ / net_.node_ranks) across += bytes(n);
     {
       std::lock_guard lk(net_.mu);
       network::message m{n, loopback ? clock : clock + 1, {}};
@@ -284,6 +287,7 @@ void check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40, bool sing
   // bounds it (cost_context::peer_buffer_bytes).
   network net(P, peer_buffer_bytes > 0 ? peer_buffer_bytes : std::size_t(4) << 20);
   net.chunk = chunk_elems;
+  net.node_ranks = node_ranks;
   net.single_copy = single_copy;
   net.loadable = loadable;
   algo::cost_context x;
@@ -346,15 +350,30 @@ void check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40, bool sing
   CHECK(double(barriers) == model.barriers);
   CHECK(near(peer_bytes, model.peer_bytes));
   CHECK(near(staged, model.staged_bytes));
+  // Across nodes: the most bytes one node sends to the others, where stated.
+  if (model.node_bytes >= 0) {
+    REQUIRE(node_ranks > 0);
+    double most = 0;
+    for (int n = 0; n < P / node_ranks; ++n) {
+      double out = 0;
+      for (int r = n * node_ranks; r < (n + 1) * node_ranks; ++r)
+        out += prims[static_cast<std::size_t>(r)].across;
+      most = std::max(most, out);
+    }
+    CHECK(near(most, model.node_bytes));
+  } else if (node_ranks > 0) {
+    UNSCOPED_INFO(A::name << " " << name(C) << ": node_bytes not stated");
+  }
 }
 
 template <class A>
-void check_algorithm(int P) {
+void check_algorithm(int P, int node_ranks = 0) {
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     (
         [&] {
           constexpr coll C = static_cast<coll>(I);
-          if constexpr (A::implements(C)) check_cost<A, C>(P);
+          if constexpr (A::implements(C))
+            check_cost<A, C>(P, std::size_t(1) << 40, false, true, 0, node_ranks);
         }(),
         ...);
   }
@@ -381,6 +400,11 @@ TEST_CASE("cost(): the tree and rhd across nodes match their schedules", "[cost]
   check_cost<algo::tree, coll::reduce>(P, std::size_t(1) << 40, false, true, 0, L);
   // rhd's all_reduce on bit-reversed coordinates (P a power of two): the same terms.
   check_cost<algo::rhd, coll::all_reduce>(P, std::size_t(1) << 40, false, true, 0, L);
+  // node_bytes of the others that state it.
+  check_algorithm<algo::ring>(P, L);
+  check_algorithm<algo::direct_one_shot>(P, L);
+  check_algorithm<algo::direct_two_shot>(P, L);
+  check_algorithm<algo::direct>(P, L);
 }
 
 TEST_CASE("cost(): direct decides one-shot from the FIFO geometry as its schedule does", "[cost]") {

@@ -84,23 +84,29 @@ static_assert(pick(tune::h100_ib_ndr, 256, 1 * MiB, nccl_set).algo == algo_id::t
 static_assert(pick(tune::h100_ib_ndr, 256, 16 * MiB, nccl_set).algo == algo_id::tree);
 static_assert(pick(tune::a100_ib_hdr, 256, 1 * MiB, nccl_set).algo == algo_id::tree);
 // ... very large -> ring: the model agrees from 1 GiB on NDR (NVLink-bound)
-// and from 8 GiB on HDR (NIC-bound; tree up to 4 GiB). Across nodes the
-// tree runs in NCCL's shape (algo/tree.hpp: chains inside nodes), whose
+// and only from 64 GiB on HDR (NIC-bound; tree up to 32 GiB). Across nodes
+// the tree runs in NCCL's shape (algo/tree.hpp: chains inside nodes), whose
 // node heads send 2.5·bytes (half up, half to two child nodes and to the
 // chain in one tree; half up in the other) against the ring's
-// 2·(P−1)/P·bytes; that difference takes hundreds of megabytes to repay
-// the tree's fewer steps (35 against the ring's 510). NCCL's tree
-// loses earlier on factors that are not schedule terms (tree bus bandwidth
-// ×0.92, per-channel caps perChMaxTreeBw, treeCorrectionFactor).
+// 2·(P−1)/P·bytes: on NVLink that difference repays the tree's fewer steps
+// (35 against the ring's 510) within hundreds of megabytes. Through a
+// node's NICs both send about 2·bytes (node_bytes: the tree 2·bytes, the
+// ring 2·(P−1)/P·bytes, 0.4 % less), which takes tens of gigabytes. NCCL's
+// tree loses earlier on factors that are not schedule terms (tree bus
+// bandwidth ×0.92, per-channel caps perChMaxTreeBw, treeCorrectionFactor).
 static_assert(pick(tune::h100_ib_ndr, 256, 512 * MiB, nccl_set).algo == algo_id::tree);
 static_assert(pick(tune::h100_ib_ndr, 256, 1024 * MiB, nccl_set).algo == algo_id::ring);
-static_assert(pick(tune::a100_ib_hdr, 256, 4096 * MiB, nccl_set).algo == algo_id::tree);
-static_assert(pick(tune::a100_ib_hdr, 256, 8192 * MiB, nccl_set) == v(algo_id::ring, proto_id::simple));
-// The full set takes direct at every size: one round of P−1 messages costs
-// one α in the model, whatever P; 255 concurrent peers do not in practice
-// (per-message costs and incast are not terms of algo/cost.hpp).
+static_assert(pick(tune::a100_ib_hdr, 256, 32768 * MiB, nccl_set).algo == algo_id::tree);
+static_assert(pick(tune::a100_ib_hdr, 256, 65536 * MiB, nccl_set) == v(algo_id::ring, proto_id::simple));
+// The full set takes direct for small messages (one round of P−1 messages
+// costs one α in the model, whatever P; 255 concurrent peers do not in
+// practice: per-message costs and incast are not terms of algo/cost.hpp),
+// and rhd from mid sizes: direct sends (P − L)/(P − 1) of everything across
+// nodes, rhd's nearest-first hypercube 2·(1 − L/P)·bytes per node in
+// log2 P steps.
 static_assert(pick(tune::h100_ib_ndr, 256, 8).algo == algo_id::direct);
-static_assert(pick(tune::h100_ib_ndr, 256, 16 * MiB).algo == algo_id::direct);
+static_assert(pick(tune::h100_ib_ndr, 256, 1 * MiB).algo == algo_id::rhd);
+static_assert(pick(tune::h100_ib_ndr, 256, 16 * MiB).algo == algo_id::rhd);
 // RoCE, priced with the same NET row: the same choices.
 static_assert(pick(tune::h100_roce, 256, 1 * MiB, nccl_set) ==
               pick(tune::h100_ib_ndr, 256, 1 * MiB, nccl_set));
@@ -143,16 +149,24 @@ TEST_CASE("tune presets: two-level prediction", "[tune][presets]") {
   const tune::prediction s = tune::predict<algo::ring, proto::ll>(tune::h100_ib_ndr, small);
   CHECK(s.latency_us == Approx(62 * 2.7 + 448 * 0.6));
   // 1 GiB, Simple: intra 2·255/256 GiB and 510 steps' fill of a 64 KiB slot
-  // at 370.8 GB/s; the nodes' ring sends
-  // 2·31/32 GiB through 8 NICs of 48 GB/s (384): the slower is the intra side.
+  // at 370.8 GB/s; each node sends what the ring's one link out of it
+  // carries, 2·255/256 GiB (node_bytes), through 8 NICs of 48 GB/s (384):
+  // the slower is the intra side.
   const double G = 1024 * MiB;
   const tune::problem big{coll::all_reduce, 256, G};
   const tune::prediction b = tune::predict<algo::ring, proto::simple>(tune::h100_ib_ndr, big);
-  const double intra = (2 * 255.0 / 256 * G + 510 * 65536.0) / 370.8e3, inter = 2 * 31.0 / 32 * G / 384e3;
+  const double intra = (2 * 255.0 / 256 * G + 510 * 65536.0) / 370.8e3, inter = 2 * 255.0 / 256 * G / 384e3;
   CHECK(b.bandwidth_us == Approx(std::max(intra, inter)));
   // On HDR (24 GB/s per GPU) the NICs are the bottleneck.
   const tune::prediction h = tune::predict<algo::ring, proto::simple>(tune::a100_ib_hdr, big);
-  CHECK(h.bandwidth_us == Approx(2 * 31.0 / 32 * G / 192e3));
+  CHECK(h.bandwidth_us == Approx(2 * 255.0 / 256 * G / 192e3));
+  // A schedule that does not state node_bytes (rabenseifner) is priced by
+  // its run on one rank per node: the 32 nodes' all_reduce sends 2·31/32 GiB.
+  const algo::cost_terms top = algo::rabenseifner::cost(coll::all_reduce, 32, G);
+  CHECK(algo::rabenseifner::cost(coll::all_reduce, 256, G, {.node_ranks = 8}).node_bytes < 0);
+  CHECK(top.bytes_sent == Approx(2 * 31.0 / 32 * G));
+  CHECK(tune::predict<algo::rabenseifner, proto::simple>(tune::a100_ib_hdr, big).bandwidth_us ==
+        Approx(top.bytes_sent / 192e3));  // the NICs bind
   // Peer memory does not cross nodes.
   CHECK(tune::predict_us<algo::nvls, proto::simple>(tune::h100_ib_ndr, big) == tune::unavailable_us);
   // Up to one node's ranks, one level.

@@ -19,6 +19,11 @@
 //                  stage data through its registered buffer.
 // Either way:
 //   bytes_reduced  the most bytes any one rank combines with received data (γ).
+// Across nodes (cost_context::node_ranks: ranks placed node by node):
+//   node_bytes     the most bytes the ranks of one node send to ranks of other
+//                  nodes, together; < 0 where an algorithm does not state it
+//                  (the model then estimates it from the schedule on one rank
+//                  per node).
 // A message a rank sends itself (through its loopback FIFO) is a local copy:
 // it carries its sender's stamp unchanged and is not a sent byte. Other copies
 // within a rank's own memory count only where they are staging, so with one
@@ -37,6 +42,7 @@ namespace collx::algo {
 struct cost_terms {
   double steps = 0, bytes_sent = 0, bytes_reduced = 0;
   double barriers = 0, peer_bytes = 0, staged_bytes = 0;
+  double node_bytes = -1;
 };
 
 /// What a cost may depend on besides (collective, P, bytes): how the call
@@ -58,6 +64,12 @@ struct cost_context {
   /// shape they run in.
   int node_ranks = 0;
 };
+
+/// Whether x places P ranks node by node on >= 2 nodes of >= 2 ranks (the
+/// layout node_bytes is stated for).
+COLLX_HOST_DEVICE constexpr bool placed_in_nodes(int P, const cost_context& x) {
+  return x.node_ranks >= 2 && P % x.node_ranks == 0 && P / x.node_ranks >= 2;
+}
 
 /// The least whole number >= v (v >= 0), usable in constant expressions.
 COLLX_HOST_DEVICE constexpr double ceil_nonneg(double v) {

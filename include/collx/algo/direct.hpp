@@ -70,15 +70,21 @@ struct basic_direct {
                                                      const cost_context& x = {}) {
     if (P <= 1) return {0, 0, 0};
     const double p = P, f = (p - 1) / p;
+    // Across nodes each rank sends to its P − L peers on other nodes what it
+    // sends to every peer: node_bytes = L · (P − L) / (P − 1) · bytes_sent.
+    auto across = [&](cost_terms t) {
+      if (placed_in_nodes(P, x)) t.node_bytes = x.node_ranks * (p - x.node_ranks) / (p - 1) * t.bytes_sent;
+      return t;
+    };
     switch (c) {
       case coll::all_reduce: {
         const bool one = Shot == shot::one || (Shot == shot::automatic && bytes <= x.chunk_bytes);
-        return one ? cost_terms{1, (p - 1) * bytes, (p - 1) * bytes}
-                   : cost_terms{2, 2 * f * bytes, f * bytes};
+        return across(one ? cost_terms{1, (p - 1) * bytes, (p - 1) * bytes}
+                          : cost_terms{2, 2 * f * bytes, f * bytes});
       }
-      case coll::all_gather: return {1, f * bytes, 0};
-      case coll::reduce_scatter: return {1, f * bytes, f * bytes};
-      case coll::all_to_all: return {1, f * bytes, 0};
+      case coll::all_gather: return across({1, f * bytes, 0});
+      case coll::reduce_scatter: return across({1, f * bytes, f * bytes});
+      case coll::all_to_all: return across({1, f * bytes, 0});
       // Equal blocks: a round of count headers, then (if there is data) a
       // round of data calls, which each rank sends after it received the
       // headers of its own round.

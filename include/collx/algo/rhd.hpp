@@ -57,13 +57,19 @@ struct rhd {
   /// algo/cost.hpp. steps follows the hypercube's Lamport clocks: L halving
   /// and/or L doubling exchanges, starting at 1 on ranks that received a fold-in,
   /// plus the fold-out.
-  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes, const cost_context& = {}) {
+  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes,
+                                                     const cost_context& x = {}) {
     if (P <= 1 || !implements(c)) return {0, 0, 0};
     const detail::hypercube h(P);
     const double steps = lamport(h, c != coll::all_gather, c != coll::reduce_scatter);
     if (c == coll::all_reduce) {
       const double f = 1 - 1.0 / h.Pp, extra = h.rem > 0 ? bytes : 0;
-      return {steps, 2 * f * bytes + extra, f * bytes + extra};
+      cost_terms t{steps, 2 * f * bytes + extra, f * bytes + extra};
+      // Nearest partners first: the steps at distance >= L cross, each way
+      // bytes / L − bytes / P per rank; per node 2 · (1 − L / P) · bytes.
+      if (placed_in_nodes(P, x) && nearest_first(P, x.node_ranks, h))
+        t.node_bytes = 2 * (1 - double(x.node_ranks) / P) * bytes;
+      return t;
     }
     // Block-structured: rank v's part is the blocks of its ranks.
     const double blk = bytes / P;

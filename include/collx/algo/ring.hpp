@@ -36,21 +36,26 @@ struct ring {
   /// α-β-γ terms on the critical path for `bytes` (the collective's size as
   /// nccl-tests counts it) on P ranks: steps, bytes sent per rank, bytes reduced
   /// (exact definitions in algo/cost.hpp).
-  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes, const cost_context& = {}) {
+  /// Across nodes one link leaves each node (rank order is node order), and
+  /// it carries what its sender sends: node_bytes = bytes_sent.
+  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes,
+                                                     const cost_context& x = {}) {
     if (P <= 1) return {0, 0, 0};  // a local copy
     const double p = P, f = (p - 1) / p;
+    cost_terms t{};
     switch (c) {
-      case coll::all_reduce: return {2 * (p - 1), 2 * f * bytes, f * bytes};
-      case coll::all_gather: return {p - 1, f * bytes, 0};
-      case coll::reduce_scatter: return {p - 1, f * bytes, f * bytes};
-      case coll::broadcast: return {p - 1, bytes, 0};  // pipelined chain: latency grows with P
-      case coll::reduce: return {p - 1, bytes, bytes};
+      case coll::all_reduce: t = {2 * (p - 1), 2 * f * bytes, f * bytes}; break;
+      case coll::all_gather: t = {p - 1, f * bytes, 0}; break;
+      case coll::reduce_scatter: t = {p - 1, f * bytes, f * bytes}; break;
+      case coll::broadcast: t = {p - 1, bytes, 0}; break;  // pipelined chain: latency grows with P
+      case coll::reduce: t = {p - 1, bytes, bytes}; break;
       case coll::all_to_all:  // not implemented by ring
       case coll::all_to_allv:
       case coll::send_recv:
-      case coll::barrier: break;
+      case coll::barrier: return {0, 0, 0};
     }
-    return {0, 0, 0};
+    if (placed_in_nodes(P, x)) t.node_bytes = t.bytes_sent;
+    return t;
   }
 
   /// Every collective may be split into stripes (blocks addressed by a.block()).

@@ -204,7 +204,25 @@ struct tree {
       sent = s > sent ? s : sent;
       reduced = red > reduced ? red : reduced;
     }
-    return {double(steps), sent * bytes / 2, reduced * bytes / 2};
+    cost_terms t{double(steps), sent * bytes / 2, reduced * bytes / 2};
+    // Halves sent to another node, per node, in the shape that runs (all_reduce:
+    // the rooted trees' links depend on the root).
+    if (c == coll::all_reduce && placed_in_nodes(P, x)) {
+      const int N = x.node_ranks;
+      int most = 0;
+      for (int n = 0; n < P / N; ++n) {
+        int out = 0;
+        for (int r = n * N; r < (n + 1) * N; ++r)
+          for (int w = 0; w < 2; ++w) {
+            const links l = node(c, P, r, 0, w, L);
+            if (l.parent >= 0 && l.parent / N != n) ++out;
+            for (int k = 0; k < l.nkids; ++k) out += l.kids[k] / N != n;
+          }
+        most = out > most ? out : most;
+      }
+      t.node_bytes = most * bytes / 2;
+    }
+    return t;
   }
 
   template <coll C, class Prims, class T>

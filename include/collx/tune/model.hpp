@@ -392,12 +392,14 @@ constexpr prediction price_one_node(const profile& m, const algo::cost_terms& t,
 /// The prediction of <A, Pr> for the problem under profile m.
 ///
 /// One node (P ≤ ranks_per_node, or ranks_per_node 0): every term at the
-/// intra link (price_one_node). Several nodes: the schedule is priced as if its ranks were
-/// placed node by node so that only the messages of the same schedule run
-/// among the nodes cross them (NCCL's rings and trees are laid out so:
-/// chains inside a node, the ring or tree between nodes). That schedule's
-/// steps are paid at the inter link, the rest at the intra link; its bytes
-/// go through the node's NICs (inter.gbps × ranks_per_node) while every
+/// intra link (price_one_node). Several nodes: the ranks are placed node by
+/// node (cost_context::node_ranks), the shape topology-aware schedules run in
+/// (the tree's chains inside nodes, rhd's nearest partners first). The steps
+/// of the schedule run on one rank per node are paid at the inter link, the
+/// rest at the intra link; the bytes one node sends to the others (the
+/// schedule's node_bytes where it states them, else those of the schedule
+/// on one rank per node) go through the node's NICs (inter.gbps ×
+/// ranks_per_node) while every
 /// rank's bytes go through its intra link, concurrently (pipelined), so the
 /// slower of the two counts. Peer-memory algorithms reach one node only.
 /// The cache term is priced on one node only.
@@ -428,7 +430,10 @@ constexpr prediction predict(const profile& m, const problem& q) {
   const double inter_steps = top.steps < t.steps ? top.steps : t.steps;
   r.latency_us = inter_steps * m.alpha_us(m.inter, ch) + (t.steps - inter_steps) * m.alpha_us(m.intra, ch);
   const double intra_us = (t.bytes_sent + fill_bytes(t, q.granules[ch])) / m.gbps(m.intra, ch) / 1e3;
-  const double inter_us = top.bytes_sent / (m.gbps(m.inter, ch) * m.ranks_per_node) / 1e3;
+  // What one node sends to the others: stated by the schedule (algo/cost.hpp,
+  // node_bytes), else what its node-level schedule sends per rank.
+  const double node_bytes = t.node_bytes >= 0 ? t.node_bytes : top.bytes_sent;
+  const double inter_us = node_bytes / (m.gbps(m.inter, ch) * m.ranks_per_node) / 1e3;
   if (t.bytes_sent > 0) r.bandwidth_us += intra_us > inter_us ? intra_us : inter_us;
   return r;
 }
