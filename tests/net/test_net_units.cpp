@@ -804,6 +804,48 @@ TEST_CASE("net::init_rank: tree and rhd all_reduce keep their large transfers in
   }
 }
 
+TEST_CASE("net::init_rank: the automatic choice prices what crosses hosts", "[net][init][host][tree]") {
+  // 4 thread ranks, all_reduce of 8 MiB, automatic. On one host the
+  // one-node model takes direct (every byte through memory). On 2 hosts of
+  // 2 it is placed on them (comm/dispatch.hpp, model_for): direct would send
+  // (P − L)/(P − 1) of everything across, rhd (nearest partners first) and
+  // the tree's node shape half as much, so the choice is one of those two.
+  const bool two_hosts = GENERATE(false, true);
+  INFO((two_hosts ? "two hosts of two" : "one host"));
+  loopback_job job(net::net_options::same_host::shared_memory);
+  constexpr int P = 4;
+  constexpr std::size_t n = std::size_t(2) << 20;  // floats: 8 MiB
+  std::vector<algo_id> picked(P, algo_id::automatic);
+  std::vector<net_matrix::tally> t(P);
+  const auto o = net_matrix::run_ranks(P, [&](int r) {
+    net::net_options so = job.so;
+    so.host = "pick-host-" + std::to_string(two_hosts ? r / 2 : 0);
+    net_communicator c = net::init_rank(P, job.id, r, job.opt, so);
+    std::vector<float> x(n);
+    for (std::size_t i = 0; i < n; ++i) x[i] = float(net_matrix::input(r, i));
+    net_matrix::guarded<float> y(n);
+    c.all_reduce(x.data(), y.data(), n, reduce_op::sum);
+    picked[static_cast<std::size_t>(r)] = c.last_variant().algo;
+    bool ok = y.guards_intact(n);
+    for (std::size_t i = 0; i < n && ok; ++i) {
+      double want = 0;
+      for (int q = 0; q < P; ++q) want += net_matrix::input(q, i);
+      ok = double(y.data()[i]) == want;
+    }
+    t[static_cast<std::size_t>(r)].expect(ok, "automatic all_reduce");
+    c.destroy();
+  });
+  for (int r = 0; r < P; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    INFO("rank " << r << ": " << o[i].error << t[i].first << " picked " << name(picked[i]));
+    REQUIRE(o[i].error.empty());
+    CHECK(t[i].failures == 0);
+    CHECK(picked[i] == picked[0]);
+    if (two_hosts) CHECK((picked[i] == algo_id::rhd || picked[i] == algo_id::tree));
+    else CHECK(picked[i] == algo_id::direct);
+  }
+}
+
 TEST_CASE("net::init_rank: calls that differ in reduce_op fail with mismatch, on one host and across",
           "[net][init][host]") {
   // Rank 1 compares its calls with rank 0's record after each call: read in

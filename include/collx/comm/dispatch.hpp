@@ -157,6 +157,26 @@ template <class Transport>
                                          " transport");
 }
 
+/// The profile a communicator's automatic choice prices with: the one this
+/// process loaded (tune/active.hpp: COLLX_TUNE_FILE, the default location,
+/// or the transport's preset), placed on the communicator's hosts where its
+/// view knows them (node_ranks: hosts of equal size, numbered host by host)
+/// and the profile describes one node: then ranks_per_node is the host's
+/// rank count and, where the profile has no inter link, the one of
+/// tune::cpu_nodes_tcp (TCP measured over veth), so that schedules are
+/// priced by what crosses hosts (bench/results/hier_allreduce_2x2.md).
+template <class Transport>
+tune::profile model_for(const state<Transport>& s) {
+  tune::profile m = tune::profile_for(s.opt.tune_file, tune::preset_for<Transport>).model;
+  if constexpr (requires { s.view.node_ranks; }) {
+    if (s.view.node_ranks > 0 && m.ranks_per_node == 0) {
+      m.ranks_per_node = s.view.node_ranks;
+      if (!(m.inter.gbps > 0)) m.inter = tune::cpu_nodes_tcp.inter;
+    }
+  }
+  return m;
+}
+
 /// Fills in `automatic`: the call's choice, else the communicator's option
 /// (ignored where its algorithm does not implement c), else the automatic
 /// choice among compiled variants allowed by COLLX_ALGO/COLLX_PROTO (and
@@ -179,10 +199,8 @@ variant_choice resolve(const state<Transport>& s, coll c, variant_choice v,
     // The same constexpr argmin as a compile-time pick, over the profile this
     // process loaded (tune/active.hpp: COLLX_TUNE_FILE, the default location,
     // or the transport's preset).
-    const variant_choice chosen =
-        q != nullptr ? tune::fastest<Transport, Exec>(
-                           tune::profile_for(s.opt.tune_file, tune::preset_for<Transport>).model, *q, r)
-                     : tune::first_allowed<Transport, Exec>(c, r);
+    const variant_choice chosen = q != nullptr ? tune::fastest<Transport, Exec>(model_for(s), *q, r)
+                                               : tune::first_allowed<Transport, Exec>(c, r);
     if (chosen.algo == algo_id::automatic || chosen.proto == proto_id::automatic)
       throw_error(status::not_supported,
                   std::string(name(c)) + ": no compiled variant" +
