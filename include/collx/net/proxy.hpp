@@ -209,7 +209,9 @@ class proxy : public proxy_base {
     bool in_payload = false;
     std::vector<std::uint64_t> expected;  // next data step per channel
     std::byte call[call_bytes];           // a call record's payload as it arrives
-    std::vector<std::byte> stash = std::vector<std::byte>(stash_bytes);  // what one recv took, see receive()
+    // What one recv took, see receive(); allocated at the stream's first read
+    // through it (most streams of a large job carry only a goodbye).
+    std::vector<std::byte> stash;
     bool bye_sent = false, bye_seen = false, eof = false, dead = false, shut = false;
   };
   struct channel {
@@ -395,10 +397,11 @@ class proxy : public proxy_base {
   bool receive(peer& p, stream& s) {
     bool progress = false;
     for (int rounds = 0; rounds < 64 && !s.dead && !s.eof; ++rounds) {
-      std::byte* dst = s.stash.data();
-      std::size_t want = s.stash.size();
       const bool direct =
           s.in_payload && s.cur.kind == frame_kind::data && s.cur.bytes - s.payload_got >= stash_direct;
+      if (!direct && s.stash.empty()) s.stash.resize(stash_bytes);
+      std::byte* dst = s.stash.data();
+      std::size_t want = s.stash.size();
       if (direct) {
         const transport::fifo_ref in = v_.fifo(p.rank, self_, static_cast<int>(s.cur.channel));
         dst = in.slot(s.cur.step) + s.payload_got;

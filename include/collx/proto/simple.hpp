@@ -167,7 +167,7 @@ struct simple {
             view_.posted(rank_, to, channel_, out->step, static_cast<std::uint32_t>(k * sizeof(T)));
           if constexpr (S) detail::store_release(out->fifo.tail, out->step + 1);
           // ... and wakes the proxy if it sleeps: a counter moved.
-          if constexpr (requires { view_.published(); }) view_.published();
+          if constexpr (requires { view_.published(0, 0); }) view_.published(R ? from : -1, S ? to : -1);
           if constexpr (R) ex_.notify(from);
           if constexpr (S) ex_.notify(to);
         }

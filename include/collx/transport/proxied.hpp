@@ -166,12 +166,16 @@ struct proxied_view {
     detail::store_relaxed(&step_bytes[i], bytes);
   }
 
-  /// After the rank published a counter (a step's tail, a consumed head):
-  /// wakes the proxy if it is about to sleep or sleeps. The proxy sets
-  /// *proxy_idle, then (seq_cst fence) looks at the counters once more
-  /// before it sleeps; this fence orders the rank's counter store before its
-  /// load of the flag, so one of the two sees the other's store.
-  void published() const {
+  /// After the rank published a counter (a step's tail to rank `to`, a
+  /// consumed head from rank `from`; -1: none): wakes the proxy if it is
+  /// about to sleep or sleeps. The proxy sets *proxy_idle, then (seq_cst
+  /// fence) looks at the counters once more before it sleeps; this fence
+  /// orders the rank's counter store before its load of the flag, so one of
+  /// the two sees the other's store. Counters shared with host mates only
+  /// are none of the proxy's business (it never reads them): no fence, no
+  /// attempt to send.
+  void published(int from, int to) const {
+    if ((from < 0 || through_memory(from)) && (to < 0 || through_memory(to))) return;
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (progress != nullptr && progress(proxy)) return;  // sent from this thread
     if (detail::load_relaxed(proxy_idle) == 0) return;
