@@ -27,7 +27,11 @@
 // cannot store a line into a peer's memory whole), nvls for want of peer
 // memory. The automatic choice prices the socket variants with the profile a
 // communicator loads (by default the shared-memory preset: no network
-// preset exists yet), restricted to what composes on this transport.
+// preset exists yet), restricted to what composes on this transport; where
+// the ranks fill hosts of equal size numbered host by host, that profile is
+// placed on them (ranks_per_node, and tune::cpu_nodes_tcp's inter link if
+// it has none: comm/dispatch.hpp, model_for) and the tree and rhd take
+// their node shapes (schedule_args::node_ranks).
 //
 // Environment (read by net_options::from_env):
 //   COLLX_NET_SHM           1 (default): ranks of one host through shared memory; 0: over the network
