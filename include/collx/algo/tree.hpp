@@ -30,7 +30,8 @@
 // waits point down (up phase) or up (down phase) a tree, and a send blocks only
 // on a message of an earlier step (each call moves at most half a FIFO).
 // Hence the blocked rank of the earliest step nearest the data source could
-// always progress.
+// always progress. (Across nodes the two trees' steps of one chunk come in
+// an order of each rank's own; tree_first says why that stays safe.)
 //
 // Working memory: an inner node with two children combines them before
 // sending up. all_reduce does that in recv (overwritten by the final value on
