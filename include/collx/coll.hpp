@@ -87,6 +87,11 @@ struct mismatch_report {
   bool messages = false;  // got/expected are message counts, not element counts
 };
 
+/// Whether L ranks per node describe M >= 2 nodes of L >= 2 ranks that P
+/// ranks fill (the layout schedule_args::node_ranks and
+/// algo::cost_context::node_ranks state; 0 or anything else: no layout).
+COLLX_HOST_DEVICE constexpr bool fills_nodes(int P, int L) { return L >= 2 && P % L == 0 && P / L >= 2; }
+
 /// What a schedule needs to know, in elements of its value type. `count` is
 /// the per-call count with NCCL's conventions: all_reduce/broadcast/reduce the
 /// buffer length; all_gather the per-rank send count; reduce_scatter the

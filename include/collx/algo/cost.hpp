@@ -31,6 +31,7 @@
 // transport's measured parameters and knows no algorithm.
 #pragma once
 
+#include <collx/coll.hpp>
 #include <collx/config.hpp>
 
 #include <limits>
@@ -68,7 +69,7 @@ struct cost_context {
 /// Whether x places P ranks node by node on >= 2 nodes of >= 2 ranks (the
 /// layout node_bytes is stated for).
 COLLX_HOST_DEVICE constexpr bool placed_in_nodes(int P, const cost_context& x) {
-  return x.node_ranks >= 2 && P % x.node_ranks == 0 && P / x.node_ranks >= 2;
+  return fills_nodes(P, x.node_ranks);
 }
 
 /// The least whole number >= v (v >= 0), usable in constant expressions.

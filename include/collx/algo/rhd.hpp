@@ -175,7 +175,7 @@ struct rhd {
   /// Whether all_reduce runs on bit-reversed coordinates: ranks numbered node
   /// by node, at least 2 nodes of 2, and P a power of two (no folded pairs).
   COLLX_HOST_DEVICE static constexpr bool nearest_first(int P, int node_ranks, const detail::hypercube& h) {
-    return node_ranks >= 2 && h.rem == 0 && P % node_ranks == 0 && P / node_ranks >= 2;
+    return h.rem == 0 && fills_nodes(P, node_ranks);
   }
   /// x's low `bits` bits in reverse order.
   COLLX_HOST_DEVICE static constexpr int bit_reverse(int x, int bits) {

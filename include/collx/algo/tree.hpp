@@ -123,7 +123,7 @@ struct tree {
   /// Whether ranks_per_node L describes M >= 2 nodes of L >= 2 ranks (the
   /// shape across nodes applies), for collective c on P ranks.
   COLLX_HOST_DEVICE static constexpr bool across_nodes(coll c, int P, int L) {
-    return c == coll::all_reduce && L >= 2 && P % L == 0 && P / L >= 2;
+    return c == coll::all_reduce && fills_nodes(P, L);
   }
 
   /// Tree `which` across nodes (all_reduce): the double binary tree on the

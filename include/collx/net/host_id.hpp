@@ -5,6 +5,8 @@
 // (oversubscription is a per-host matter); hierarchical ones group nodes.
 #pragma once
 
+#include <collx/coll.hpp>
+
 #include <unistd.h>
 
 #include <cstdint>
@@ -45,7 +47,7 @@ inline int ranks_per_host(const std::vector<std::uint64_t>& hosts) {
   const int P = static_cast<int>(hosts.size());
   int L = 0;
   while (L < P && hosts[static_cast<std::size_t>(L)] == hosts[0]) ++L;
-  if (L < 2 || L == P || P % L != 0) return 0;
+  if (!fills_nodes(P, L)) return 0;
   for (int r = 0; r < P; ++r) {
     const std::uint64_t h = hosts[static_cast<std::size_t>(r)];
     if (h != hosts[static_cast<std::size_t>(r / L * L)]) return 0;  // a host's block is one host
