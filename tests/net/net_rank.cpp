@@ -29,8 +29,22 @@ namespace {
 
 net_matrix::tally checks_done;
 
+/// The mean time of an 8-byte all_reduce over `calls` calls in a row, in µs:
+/// what the link's delay costs a call (netns.sh checks it over a delayed
+/// link). The mean, not the median: back to back, one rank of two may wait a
+/// whole round trip in each call and the other hardly at all, but both make
+/// the same number of calls in the same time.
+double small_call_mean_us(collx::net_communicator& c, int calls) {
+  float x[2] = {1.0f, 2.0f}, y[2] = {};
+  c.barrier();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < calls; ++i) c.all_reduce(x, y, 2, collx::reduce_op::sum);
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / calls;
+}
+
 int check(collx::net_communicator& c) {
   net_matrix::check_matrix(c, {1, 2, 7, 1000, 65537, std::size_t{1} << 20}, checks_done);
+  std::printf("rank %d: 8-byte all_reduce: mean %.1f us\n", c.rank(), small_call_mean_us(c, 20));
   // Where the steps went, for the scripts to check against the layout they made.
   std::printf(
       "rank %d: %s: %d checks, %d failures; %zu peer(s) through memory, %llu step(s) over the network\n",

@@ -17,8 +17,12 @@
 #                                   namespace, its ranks one node (COLLX_HOSTID)
 #
 # NETEM="delay 1ms loss 1%" (any tc netem arguments) shapes both ends of the
-# link; not registered with ctest: this machine's kernel has no netem, so it
-# is unmeasured here (exit 77 where tc netem is missing). RATE=1gbit (any tc
+# veth pair with tc netem (exit 77 where the kernel has no netem). With
+# TAP_LINK=path/to/collx_tap_link as well, the link is played in user space
+# instead (tests/net/tap_link.cpp: a TAP device per namespace, frames delayed
+# and dropped; NETEM then takes only "delay Nms|Nus" and "loss P%"), which
+# works on kernels without netem; the script then checks that frames were
+# dropped and that an 8-byte all_reduce took at least the delay. RATE=1gbit (any tc
 # rate) limits both ends with a token bucket (tc tbf, burst of 1 ms at that
 # rate), e.g. for `RATE=1gbit netns.sh NET_RANK bench v4`.
 # Needs root and ip(8) with netns: otherwise exit 77 (skipped) saying why.
@@ -35,8 +39,9 @@ tag=$(printf '%04x%04x' $$ $RANDOM | tail -c 8)
 nsa=collx-$tag-a nsb=collx-$tag-b
 work=$(mktemp -d)
 pids=()
+link_pid=
 cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null; done
+  for p in "${pids[@]}" $link_pid; do kill -9 "$p" 2> /dev/null; done
   ip netns del "$nsa" 2> /dev/null
   ip netns del "$nsb" 2> /dev/null
   rm -rf "$work"
@@ -48,9 +53,29 @@ if ! ip netns add "$nsa" 2> "$work/err"; then
   exit 77
 fi
 ip netns add "$nsb" || exit 1
-# veth names: at most 15 characters, one prefix (cxv) for COLLX_SOCKET_IFNAME.
-ip link add "cxv${tag}a" type veth peer name "cxv${tag}b" || { echo "SKIP: cannot create a veth pair"; exit 77; }
-ip link set "cxv${tag}a" netns "$nsa" && ip link set "cxv${tag}b" netns "$nsb" || exit 1
+# Link names: at most 15 characters, one prefix (cxv) for COLLX_SOCKET_IFNAME.
+if [ -n "${NETEM:-}" ] && [ -n "${TAP_LINK:-}" ]; then
+  # NETEM="delay 1ms loss 1%" in user space: parse the two parameters it takes.
+  delay_us=0 loss=0
+  read -ra w <<< "$NETEM"
+  for ((i = 0; i < ${#w[@]}; i += 2)); do
+    v=${w[i + 1]:-}
+    case ${w[i]} in
+      delay) case $v in *ms) delay_us=$((${v%ms} * 1000)) ;; *us) delay_us=${v%us} ;;
+               *) echo "FAIL: NETEM delay '$v': give ms or us"; exit 1 ;; esac ;;
+      loss) loss=${v%\%} ;;
+      *) echo "FAIL: NETEM '${w[i]}': the user-space link takes only delay and loss"; exit 1 ;;
+    esac
+  done
+  "$TAP_LINK" "$nsa" "cxv${tag}a" "$nsb" "cxv${tag}b" "$delay_us" "$loss" "${SEED:-1}" > "$work/link" 2>&1 &
+  link_pid=$!
+  for _ in $(seq 100); do grep -q ready "$work/link" && break; kill -0 $link_pid 2> /dev/null || break; sleep 0.05; done
+  grep -q ready "$work/link" || { echo "FAIL: the user-space link did not start:"; cat "$work/link"; exit 1; }
+  echo "link: user space (tap_link), delay $delay_us us, loss $loss %"
+else
+  ip link add "cxv${tag}a" type veth peer name "cxv${tag}b" || { echo "SKIP: cannot create a veth pair"; exit 77; }
+  ip link set "cxv${tag}a" netns "$nsa" && ip link set "cxv${tag}b" netns "$nsb" || exit 1
+fi
 if [ "$family" = v6 ]; then
   a0=fd77::1 a1=fd77::2 root="[fd77::1]:29500" plen=64 fam=AF_INET6
   ip -n "$nsa" addr add $a0/$plen dev "cxv${tag}a" nodad && ip -n "$nsb" addr add $a1/$plen dev "cxv${tag}b" nodad || exit 1
@@ -63,7 +88,7 @@ for ns in "$nsa" "$nsb"; do
 done
 ip -n "$nsa" link set "cxv${tag}a" up && ip -n "$nsb" link set "cxv${tag}b" up || exit 1
 # NETEM="delay 1ms loss 1%": the same on both ends of the link (tc netem).
-if [ -n "${NETEM:-}" ]; then
+if [ -n "${NETEM:-}" ] && [ -z "$link_pid" ]; then
   for end in "$nsa:cxv${tag}a" "$nsb:cxv${tag}b"; do
     # shellcheck disable=SC2086
     if ! ip netns exec "${end%%:*}" tc qdisc add dev "${end#*:}" root netem $NETEM 2> "$work/err"; then
@@ -134,6 +159,21 @@ case $mode in
       grep -q "^rank $r: PASS: .*; 0 peer(s) through memory, [1-9][0-9]* step(s) over the network" "$work/r$r" ||
         { echo "FAIL: rank $r did not pass with every step over the network"; rc=1; }
     done
+    if [ -n "$link_pid" ]; then
+      # The user-space link: loss must have happened, and a call must have
+      # waited at least one delay (a step crosses the link once).
+      kill -TERM "$link_pid" && wait "$link_pid"
+      cat "$work/link"
+      dropped=$(sed -n 's/.*forwarded [0-9]* frames, dropped \([0-9]*\) at random.*/\1/p' "$work/link")
+      if [ "$loss" != 0 ] && ! [ "${dropped:-0}" -gt 0 ]; then echo "FAIL: the link dropped no frame"; rc=1; fi
+      for r in 0 1; do
+        us=$(sed -n "s/^rank $r: 8-byte all_reduce: mean \([0-9.]*\) us/\1/p" "$work/r$r")
+        if [ -z "$us" ] || [ "$(echo "$us < $delay_us" | bc)" = 1 ]; then
+          echo "FAIL: rank $r's 8-byte all_reduce took ${us:-?} us, under the link's delay ($delay_us us)"
+          rc=1
+        fi
+      done
+    fi
     echo "netns $family check: rc $rc in $(echo "$(date +%s.%N) - $start" | bc) s"
     exit $rc
     ;;
