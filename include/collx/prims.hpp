@@ -98,6 +98,17 @@ class prims {
   /// FIFO steps one chunk may occupy (max_chunk() in full steps): a schedule
   /// that cuts a chunk into several calls must count each call's steps.
   COLLX_HOST_DEVICE std::size_t max_round_steps() const { return engine_.max_round_steps(); }
+  /// FIFO steps one call of n elements takes (at least 1): a call shorter
+  /// than a step may take several where the transport cuts it (a proxy's
+  /// pipelining), so a schedule that counts steps asks here.
+  COLLX_HOST_DEVICE std::size_t steps_of(std::size_t n) const {
+    if constexpr (requires { engine_.template steps_of_elems<T>(n); })
+      return engine_.template steps_of_elems<T>(n);
+    else {
+      const std::size_t step = max_round_steps() > 0 ? max_chunk() / max_round_steps() : 1;
+      return step == 0 || n <= step ? 1 : (n + step - 1) / step;
+    }
+  }
 
   COLLX_HOST_DEVICE status send(int to, const T* src, std::size_t n) {
     using namespace proto;

@@ -1,8 +1,9 @@
 // Schedules that exchange many small blocks per round (Bruck's all_gather,
 // RHD and Rabenseifner over per-rank blocks) with FIFOs smaller than a
-// round's block count: every rank sends before it receives, so a round must
-// never take more FIFO steps than half the slots, or the ranks all block in
-// their sends. Checked on thread ranks against double references with guard
+// round's block count: every rank sends before it receives, so no rank may
+// run more FIFO steps ahead of what it received than half the slots
+// (detail::paced's window), or the ranks all block in their sends; with no
+// window at all these cases time out. Checked on thread ranks against double references with guard
 // bytes: 2-slot FIFOs at P = 5..9, and the default 8 slots at P = 33, where a
 // Bruck round carries 16 blocks.
 #include "../support/matrix.hpp"

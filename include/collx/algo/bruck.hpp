@@ -6,7 +6,8 @@
 // straight into their final places in recv (block j at recv + j·count), so the
 // classic final rotation is not needed and no scratch is used. Every rank
 // sends before it receives (a shift, like a ring), so transfers are paced
-// round by round, half a FIFO (in elements and in steps) per round.
+// (detail::paced: at most half a FIFO, in elements and in steps, sent ahead
+// of what was received).
 #pragma once
 
 #include <collx/algo/cost.hpp>

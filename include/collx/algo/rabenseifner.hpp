@@ -15,8 +15,9 @@
 // the first step are shared, saving one step and n/2 of critical-path traffic
 // over folding whole vectors (algo::rhd).
 //
-// Partners that both send then receive are paced piece by piece (pieces of at
-// most half a FIFO, in elements and in steps), so bounded FIFOs cannot deadlock.
+// Partners that both send then receive are paced piece by piece (at most half
+// a FIFO, in elements and in steps, sent ahead of what was received: see
+// detail::paced), so bounded FIFOs cannot deadlock.
 //
 // reduce relabels ranks so that the root is the staying rank of virtual rank 0
 // (the gather's destination). Working memory: all_reduce works in recv;

@@ -9,9 +9,9 @@
 // the odd one before the hypercube steps and gets the whole result back after.
 //
 // Partners both send then receive, so every exchange is paced piece by piece
-// (detail::paced) in rounds of at most half a FIFO, in elements and in steps: a FIFO never
-// needs more than half its slots per direction and the exchange cannot
-// deadlock.
+// (detail::paced): a sliding window lets a rank be at most half a FIFO (in
+// elements and in steps) ahead of what it received, so no send waits for
+// space and the exchange cannot deadlock.
 //
 // Working memory: all_reduce works in recv. reduce_scatter needs room for the
 // half of all P blocks it keeps, more than its recv of one block: it uses the

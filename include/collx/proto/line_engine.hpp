@@ -72,6 +72,12 @@ class line_engine {
   COLLX_HOST_DEVICE std::size_t max_round_steps() const {
     return view_.fifo_slots(channel_) / 2 > 0 ? view_.fifo_slots(channel_) / 2 : 1;
   }
+  /// FIFO steps one call of n elements takes (at least 1).
+  template <class T>
+  COLLX_HOST_DEVICE std::size_t steps_of_elems(std::size_t n) const {
+    const std::size_t step = step_elems<T>() > 0 ? step_elems<T>() : 1;
+    return n <= step ? 1 : (n + step - 1) / step;
+  }
 
   template <unsigned F, class T, class Red>
   COLLX_HOST_DEVICE status run(int from, int to, const T* src, T* dst, std::size_t n, const Red& red) {

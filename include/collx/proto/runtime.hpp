@@ -96,6 +96,10 @@ struct runtime {
     COLLX_HOST_DEVICE std::size_t max_round_steps() const {
       return with([](const auto& e) { return e.max_round_steps(); });
     }
+    template <class T>
+    COLLX_HOST_DEVICE std::size_t steps_of_elems(std::size_t n) const {
+      return with([n](const auto& e) { return e.template steps_of_elems<T>(n); });
+    }
     COLLX_HOST_DEVICE void finish() {
       with([](auto& e) {
         e.finish();

@@ -74,6 +74,19 @@ struct simple {
       return view_.fifo_slots(channel_) / 2 > 0 ? view_.fifo_slots(channel_) / 2 : 1;
     }
 
+    /// FIFO steps one call of n elements takes (at least 1). A view whose
+    /// proxy stores and forwards steps may cut a call shorter than a slot
+    /// into several (pipelined_step_bytes), so a schedule that counts steps
+    /// must ask.
+    template <class T>
+    COLLX_HOST_DEVICE std::size_t steps_of_elems(std::size_t n) const {
+      std::size_t per_slot = view_.fifo_slot_bytes(channel_) / sizeof(T);
+      if constexpr (requires { view_.pipelined_step_bytes(std::size_t{}, std::size_t{}, std::size_t{}); })
+        per_slot =
+            view_.pipelined_step_bytes(n * sizeof(T), per_slot * sizeof(T), max_round_steps()) / sizeof(T);
+      return n <= per_slot ? 1 : (n + per_slot - 1) / per_slot;
+    }
+
     /// Ends this engine's use of its connections (a group sync if it used any).
     COLLX_HOST_DEVICE void finish() { conns_.finish(ex_.workers()); }
 

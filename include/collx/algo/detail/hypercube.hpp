@@ -64,47 +64,77 @@ struct hypercube {
 /// (half a FIFO), in at most `steps` FIFO steps (half the slots; one step
 /// holds chunk / steps elements). Both limits matter: a round cut into many
 /// small pieces (a block per piece) takes a step per piece.
+/// short_steps: the most steps a call shorter than one step may take (a
+/// proxied transport cuts such calls into up to 4 steps to pipeline them).
 struct pace {
-  std::size_t chunk = 1, steps = 1;
+  std::size_t chunk = 1, steps = 1, short_steps = 1;
 };
 template <class Prims>
 COLLX_HOST_DEVICE pace pace_of(const Prims& p) {
   // Primitives without FIFO slots (an instrumented test harness) limit elements only.
-  if constexpr (requires { p.max_round_steps(); }) return {p.max_chunk(), p.max_round_steps()};
-  else return {p.max_chunk(), p.max_chunk()};
+  if constexpr (requires { p.max_round_steps(); }) {
+    pace pc{p.max_chunk(), p.max_round_steps(), 1};
+    const std::size_t step = pc.chunk / pc.steps;
+    if constexpr (requires { p.steps_of(std::size_t{}); })
+      if (step > 1) pc.short_steps = p.steps_of(step - 1);
+    return pc;
+  } else {
+    return {p.max_chunk(), p.max_chunk(), 1};
+  }
 }
 
-/// Moves a send range and a receive range in rounds: up to one pace of
-/// elements out, then up to one in. Two ranks exchanging with each other (both
-/// send, then receive) so never need more than half a FIFO of space per
-/// direction, in elements and in steps. Within a round, pieces also break at
-/// every multiple of `unit` (0: none) so that each maps to contiguous memory.
-/// Both ends of a connection cut a range the same way (rounds start where the
-/// previous one ended, units are absolute). send_fn(x, n) / recv_fn(x, n) move
+/// Moves a send range and a receive range through one connection each way,
+/// as a sliding window: a piece goes out while what this rank has sent and
+/// not yet matched by a piece received stays within one pace (half a FIFO, in
+/// elements and in steps); otherwise the next piece is received first. Two
+/// ranks exchanging with each other (both send, then receive) so never need
+/// more than half a FIFO of space per direction: each is at most one pace
+/// ahead of what it received, which is at most one pace ahead of what the
+/// peer received, so at most a whole FIFO is in flight and no send waits for
+/// space. Unlike rounds of half a FIFO out then half in, the window never
+/// drains: a piece goes out as soon as one comes in, which keeps a network
+/// link busy across what used to be the rounds' boundaries.
+/// Pieces are at most one step (pace::chunk / pace::steps elements) and also
+/// break at every multiple of `unit` (0: none), so that each maps to
+/// contiguous memory. Both ends of a connection cut a range the same way
+/// (from its start, units absolute). send_fn(x, n) / recv_fn(x, n) move
 /// elements [x, x+n) of the range's index space.
 template <class SendFn, class RecvFn>
 COLLX_HOST_DEVICE status paced(span out, span in, pace pc, std::size_t unit, SendFn&& send_fn,
                                RecvFn&& recv_fn) {
   const std::size_t step = pc.chunk / pc.steps > 0 ? pc.chunk / pc.steps : 1;
-  auto round = [&](std::size_t& x, std::size_t hi, auto&& fn) -> status {
-    const std::size_t end = hi - x < pc.chunk ? hi : x + pc.chunk;
-    std::size_t used = 0;  // FIFO steps taken by this round's pieces
-    while (x < end) {
-      std::size_t n = end - x;
-      if (unit != 0 && unit - x % unit < n) n = unit - x % unit;
-      const std::size_t cost = (n + step - 1) / step;
-      if (used > 0 && used + cost > pc.steps) break;
-      const status st = fn(x, n);
-      if (st != status::ok) return st;
-      x += n;
-      used += cost;
-    }
-    return status::ok;
+  auto piece = [&](std::size_t x, std::size_t lo, std::size_t hi) {
+    std::size_t n = hi - x;
+    const std::size_t to_step = step - (x - lo) % step;
+    if (to_step < n) n = to_step;
+    if (unit != 0 && unit - x % unit < n) n = unit - x % unit;
+    return n;
   };
+  // Steps a piece takes: one for a whole step, up to short_steps for less.
+  auto cost = [&](std::size_t n) { return n >= step ? std::size_t{1} : pc.short_steps; };
   std::size_t xs = out.lo, xr = in.lo;
+  std::size_t ahead_elems = 0, ahead_steps = 0;  // sent, not yet matched by a piece received
   while (xs < out.hi || xr < in.hi) {
-    COLLX_TRY(round(xs, out.hi, send_fn));
-    COLLX_TRY(round(xr, in.hi, recv_fn));
+    // Send while the window has room, or unthrottled once nothing is left to
+    // receive (the peer then only receives: it drains what this rank sends).
+    while (xs < out.hi) {
+      const std::size_t n = piece(xs, out.lo, out.hi);
+      const std::size_t k = cost(n);
+      const bool room = ahead_steps == 0 || (ahead_steps + k <= pc.steps && ahead_elems + n <= pc.chunk);
+      if (!room && xr < in.hi) break;
+      COLLX_TRY(send_fn(xs, n));
+      xs += n;
+      ahead_elems += n;
+      ahead_steps += k;
+    }
+    if (xr < in.hi) {
+      const std::size_t n = piece(xr, in.lo, in.hi);
+      COLLX_TRY(recv_fn(xr, n));
+      xr += n;
+      const std::size_t k = cost(n);
+      ahead_elems = ahead_elems > n ? ahead_elems - n : 0;
+      ahead_steps = ahead_steps > k ? ahead_steps - k : 0;
+    }
   }
   return status::ok;
 }
