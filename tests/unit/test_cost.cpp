@@ -53,10 +53,17 @@ struct network {
   network(int n, std::size_t scratch_bytes) : P(n), sync(n) {
     for (int r = 0; r < n; ++r) buffers.emplace_back(scratch_bytes / 8);
   }
+  /// Lamport stamp that counts the messages crossing nodes first (compared
+  /// lexicographically: the chain with most crossings, then the longest).
+  struct node_stamp {
+    int across = 0, all = 0;
+    bool operator<(const node_stamp& o) const { return across != o.across ? across < o.across : all < o.all; }
+  };
   struct message {
     std::size_t n;
     int stamp;
     std::vector<unsigned char> payload;  // a small send()'s data, for the receiving recv()
+    node_stamp node{};
   };
   int P;
   std::mutex mu;
@@ -90,6 +97,7 @@ class counting_prims {
   double sent = 0, reduced = 0, peer_bytes = 0, staged = 0;  // bytes
   double across = 0;  // bytes sent to ranks of other nodes (network::node_ranks)
   int clock = 0, barriers = 0;
+  network::node_stamp node_clock{};  // its across: node_steps (network::node_ranks)
 
   status send(int to, const T* src, std::size_t n) { return out(to, n, src); }
   status recv(int from, T* dst, std::size_t n) { return in(from, n, dst); }
@@ -190,10 +198,12 @@ class counting_prims {
     }
     const bool loopback = to == rank_;
     if (!loopback) sent += bytes(n);
-    if (net_.node_ranks > 0 && to / net_.node_ranks != rank_ / net_.node_ranks) across += bytes(n);
+    const bool crosses = net_.node_ranks > 0 && to / net_.node_ranks != rank_ / net_.node_ranks;
+    if (crosses) across += bytes(n);
     {
       std::lock_guard lk(net_.mu);
-      network::message m{n, loopback ? clock : clock + 1, {}};
+      network::message m{n, loopback ? clock : clock + 1, {}, node_clock};
+      if (!loopback) m.node = {node_clock.across + (crosses ? 1 : 0), node_clock.all + 1};
       if (src != nullptr && n * sizeof(T) <= 64)
         m.payload.assign(reinterpret_cast<const unsigned char*>(src),
                          reinterpret_cast<const unsigned char*>(src + n));
@@ -221,6 +231,7 @@ class counting_prims {
     }
     if (dst != nullptr && !m.payload.empty()) std::memcpy(dst, m.payload.data(), m.payload.size());
     clock = m.stamp > clock ? m.stamp : clock;
+    if (node_clock < m.node) node_clock = m.node;
     return status::ok;
   }
   bool own(const T* x) const {
@@ -363,6 +374,13 @@ void check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40, bool sing
     CHECK(near(most, model.node_bytes));
   } else if (node_ranks > 0) {
     UNSCOPED_INFO(A::name << " " << name(C) << ": node_bytes not stated");
+  }
+  // Across nodes: the messages between nodes on the deepest such chain, where stated.
+  if (model.node_steps >= 0) {
+    REQUIRE(node_ranks > 0);
+    int most = 0;
+    for (auto& p : prims) most = std::max(most, p.node_clock.across);
+    CHECK(double(most) == model.node_steps);
   }
 }
 

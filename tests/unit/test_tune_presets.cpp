@@ -142,12 +142,13 @@ TEST_CASE("tune presets: one-node prediction equals the hand-computed terms", "[
 }
 
 TEST_CASE("tune presets: two-level prediction", "[tune][presets]") {
-  // Ring all_reduce on 32 nodes x 8 ranks, 8 B, LL, h100_ib_ndr: the ring
-  // among the nodes has 2·31 steps (at IB's 2.7 us), the other 2·255 − 62 = 448
-  // at NVLink's 0.6 us.
+  // Ring all_reduce on 32 nodes x 8 ranks, 8 B, LL, h100_ib_ndr: its causal
+  // chain of 2·255 steps runs through consecutive ranks, and one link in 8
+  // crosses nodes: ⌈510 / 8⌉ = 64 steps at IB's 2.7 us (node_steps), the other
+  // 446 at NVLink's 0.6 us.
   const tune::problem small{coll::all_reduce, 256, 8};
   const tune::prediction s = tune::predict<algo::ring, proto::ll>(tune::h100_ib_ndr, small);
-  CHECK(s.latency_us == Approx(62 * 2.7 + 448 * 0.6));
+  CHECK(s.latency_us == Approx(64 * 2.7 + 446 * 0.6));
   // 1 GiB, Simple: intra 2·255/256 GiB and 510 steps' fill of a 64 KiB slot
   // at 370.8 GB/s; each node sends what the ring's one link out of it
   // carries, 2·255/256 GiB (node_bytes), through 8 NICs of 48 GB/s (384):

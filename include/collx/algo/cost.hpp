@@ -24,6 +24,11 @@
 //                  nodes, together; < 0 where an algorithm does not state it
 //                  (the model then estimates it from the schedule on one rank
 //                  per node).
+//   node_steps     the most messages between nodes on one causal chain (the
+//                  Lamport depth counting only messages that cross nodes; of
+//                  equally deep chains the longest): the steps paid at the
+//                  inter-node α; < 0 where not stated (the model then takes
+//                  the steps of the schedule on one rank per node).
 // A message a rank sends itself (through its loopback FIFO) is a local copy:
 // it carries its sender's stamp unchanged and is not a sent byte. Other copies
 // within a rank's own memory count only where they are staging, so with one
@@ -43,7 +48,7 @@ namespace collx::algo {
 struct cost_terms {
   double steps = 0, bytes_sent = 0, bytes_reduced = 0;
   double barriers = 0, peer_bytes = 0, staged_bytes = 0;
-  double node_bytes = -1;
+  double node_bytes = -1, node_steps = -1;
 };
 
 /// What a cost may depend on besides (collective, P, bytes): how the call

@@ -37,7 +37,12 @@ struct ring {
   /// nccl-tests counts it) on P ranks: steps, bytes sent per rank, bytes reduced
   /// (exact definitions in algo/cost.hpp).
   /// Across nodes one link leaves each node (rank order is node order), and
-  /// it carries what its sender sends: node_bytes = bytes_sent.
+  /// it carries what its sender sends: node_bytes = bytes_sent. Each step
+  /// waits for the previous step of the rank before it, so a causal chain is
+  /// a run of consecutive ranks as long as the steps, and one in L of its
+  /// links crosses nodes: node_steps = ⌈steps / L⌉ (the chain that starts at
+  /// a node's first rank). Broadcast and reduce chains start at the root,
+  /// which cost() does not know: not stated.
   COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes,
                                                      const cost_context& x = {}) {
     if (P <= 1) return {0, 0, 0};  // a local copy
@@ -54,7 +59,11 @@ struct ring {
       case coll::send_recv:
       case coll::barrier: return {0, 0, 0};
     }
-    if (placed_in_nodes(P, x)) t.node_bytes = t.bytes_sent;
+    if (placed_in_nodes(P, x)) {
+      t.node_bytes = t.bytes_sent;
+      if (c == coll::all_reduce || c == coll::all_gather || c == coll::reduce_scatter)
+        t.node_steps = ceil_nonneg(t.steps / x.node_ranks);
+    }
     return t;
   }
 

@@ -395,7 +395,8 @@ constexpr prediction price_one_node(const profile& m, const algo::cost_terms& t,
 /// intra link (price_one_node). Several nodes: the ranks are placed node by
 /// node (cost_context::node_ranks), the shape topology-aware schedules run in
 /// (the tree's chains inside nodes, rhd's nearest partners first). The steps
-/// of the schedule run on one rank per node are paid at the inter link, the
+/// that cross nodes (node_steps where the schedule states them, else those
+/// of the schedule run on one rank per node) are paid at the inter link, the
 /// rest at the intra link; the bytes one node sends to the others (the
 /// schedule's node_bytes where it states them, else those of the schedule
 /// on one rank per node) go through the node's NICs (inter.gbps ×
@@ -427,7 +428,9 @@ constexpr prediction predict(const profile& m, const problem& q) {
     return r;
   }
   const algo::cost_terms top = A::cost(q.kind, nodes, q.bytes, ctx);
-  const double inter_steps = top.steps < t.steps ? top.steps : t.steps;
+  // Steps paid at the inter link: stated by the schedule (node_steps), else
+  // those of its schedule on one rank per node.
+  const double inter_steps = t.node_steps >= 0 ? t.node_steps : (top.steps < t.steps ? top.steps : t.steps);
   r.latency_us = inter_steps * m.alpha_us(m.inter, ch) + (t.steps - inter_steps) * m.alpha_us(m.intra, ch);
   const double intra_us = (t.bytes_sent + fill_bytes(t, q.granules[ch])) / m.gbps(m.intra, ch) / 1e3;
   // What one node sends to the others: stated by the schedule (algo/cost.hpp,
