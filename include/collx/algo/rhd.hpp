@@ -66,9 +66,14 @@ struct rhd {
       const double f = 1 - 1.0 / h.Pp, extra = h.rem > 0 ? bytes : 0;
       cost_terms t{steps, 2 * f * bytes + extra, f * bytes + extra};
       // Nearest partners first: the steps at distance >= L cross, each way
-      // bytes / L − bytes / P per rank; per node 2 · (1 − L / P) · bytes.
-      if (placed_in_nodes(P, x) && nearest_first(P, x.node_ranks, h))
+      // bytes / L − bytes / P per rank; per node 2 · (1 − L / P) · bytes;
+      // on the critical path log2(P / L) halving and as many doubling steps.
+      if (placed_in_nodes(P, x) && nearest_first(P, x.node_ranks, h)) {
         t.node_bytes = 2 * (1 - double(x.node_ranks) / P) * bytes;
+        int across = 0;
+        for (int m = x.node_ranks; m < P; m *= 2) ++across;
+        t.node_steps = 2.0 * across;
+      }
       return t;
     }
     // Block-structured: rank v's part is the blocks of its ranks.

@@ -173,26 +173,8 @@ struct tree {
                                                      const cost_context& x = {}) {
     if (P <= 1 || !implements(c) || P > max_cost_ranks) return {0, 0, 0};
     const int L = across_nodes(c, P, x.node_ranks) ? x.node_ranks : 0;
-    int clk[max_cost_ranks] = {};
-    // Phases in schedule order: up tree 0, up tree 1, down tree 0, down tree 1.
-    // Across nodes a rank that serves tree 1 first (tree_first) does so with
-    // the clock it had before the phase: its tree-1 leaf send (up) or root
-    // send (down) receives nothing, so only its start counts.
-    int start[max_cost_ranks] = {};
-    for (int w = 0; w < 2 && c != coll::broadcast; ++w) {
-      if (w == 0)
-        for (int r = 0; r < P; ++r) start[r] = clk[r];
-      lamport_up(c, P, w, root_of(c, P, w, L), clk, L, L != 0 && w == 1 ? start : nullptr);
-    }
-    for (int w = 0; w < 2 && c != coll::reduce; ++w) {
-      if (w == 0)
-        for (int r = 0; r < P; ++r) start[r] = clk[r];
-      const int r = root_of(c, P, w, L);
-      const bool early = L != 0 && w == 1 && tree_first_of(c, P, r, L, false) == 1;
-      lamport_down(c, P, w, r, clk[r], clk, L, early ? start[r] : -1);
-    }
-    int steps = 0;
-    for (int r = 0; r < P; ++r) steps = clk[r] > steps ? clk[r] : steps;
+    int clk[max_cost_ranks] = {}, start[max_cost_ranks] = {};
+    const int steps = lamport_depth(c, P, L, clk, start, {});
     int sent = 0, reduced = 0;  // in halves
     for (int r = 0; r < P; ++r) {
       int s = 0, red = 0;
@@ -222,6 +204,9 @@ struct tree {
         most = out > most ? out : most;
       }
       t.node_bytes = most * bytes / 2;
+      // Messages between nodes on the critical path: the same clock, each
+      // crossing weighted 2^16 so that the deepest chain in crossings wins.
+      t.node_steps = lamport_depth(c, P, L, clk, start, {N, 1 << 16}) >> 16;
     }
     return t;
   }
@@ -298,26 +283,60 @@ struct tree {
     const links t[2] = {node(c, P, r, 0, 0, L), node(c, P, r, 0, 1, L)};
     return tree_first(t, up);
   }
-  // Up phase: x receives from its kids, then sends (stamp = clock + 1); returns that stamp.
+  // What a message adds to a Lamport stamp: 1, plus `cross` when it goes
+  // between nodes of N ranks (cross = 2^16: stamps count crossings first).
+  struct stamping {
+    int N = 0, cross = 0;
+    COLLX_HOST_DEVICE constexpr int hop(int from, int to) const {
+      return 1 + (N > 0 && to >= 0 && from / N != to / N ? cross : 0);
+    }
+  };
+  // The largest stamp of the schedule's phases, in order: up tree 0, up tree
+  // 1, down tree 0, down tree 1 (clk, start: scratch of P entries). Across
+  // nodes a rank that serves tree 1 first (tree_first) does so with the clock
+  // it had before the phase: its tree-1 leaf send (up) or root send (down)
+  // receives nothing, so only its start counts.
+  COLLX_HOST_DEVICE static constexpr int lamport_depth(coll c, int P, int L, int* clk, int* start,
+                                                       stamping h) {
+    for (int r = 0; r < P; ++r) clk[r] = 0;
+    for (int w = 0; w < 2 && c != coll::broadcast; ++w) {
+      if (w == 0)
+        for (int r = 0; r < P; ++r) start[r] = clk[r];
+      lamport_up(c, P, w, root_of(c, P, w, L), clk, L, L != 0 && w == 1 ? start : nullptr, h);
+    }
+    for (int w = 0; w < 2 && c != coll::reduce; ++w) {
+      if (w == 0)
+        for (int r = 0; r < P; ++r) start[r] = clk[r];
+      const int r = root_of(c, P, w, L);
+      const bool early = L != 0 && w == 1 && tree_first_of(c, P, r, L, false) == 1;
+      lamport_down(c, P, w, r, clk[r], clk, L, early ? start[r] : -1, h);
+    }
+    int most = 0;
+    for (int r = 0; r < P; ++r) most = clk[r] > most ? clk[r] : most;
+    return most;
+  }
+  // Up phase: x receives from its kids, then sends; returns the stamp of what it sends.
   // start (tree 1 across nodes): a leaf that sends tree 1 first sends at its start clock.
   COLLX_HOST_DEVICE static constexpr int lamport_up(coll c, int P, int w, int x, int* clk, int L,
-                                                    const int* start = nullptr) {
+                                                    const int* start, stamping h) {
     const links t = node(c, P, x, 0, w, L);
-    if (start != nullptr && t.nkids == 0 && tree_first_of(c, P, x, L, true) == 1) return start[x] + 1;
+    if (start != nullptr && t.nkids == 0 && tree_first_of(c, P, x, L, true) == 1)
+      return start[x] + h.hop(x, t.parent);
     for (int k = 0; k < t.nkids; ++k) {
-      const int s = lamport_up(c, P, w, t.kids[k], clk, L, start);
+      const int s = lamport_up(c, P, w, t.kids[k], clk, L, start, h);
       clk[x] = s > clk[x] ? s : clk[x];
     }
-    return clk[x] + 1;
+    return clk[x] + h.hop(x, t.parent);
   }
   // Down phase: x receives `stamp` from its parent (the root: its own clock), then sends to its kids.
   // send_clock >= 0: x sends at that clock (a root that serves this tree first), not its current one.
   COLLX_HOST_DEVICE static constexpr void lamport_down(coll c, int P, int w, int x, int stamp, int* clk,
-                                                       int L, int send_clock = -1) {
+                                                       int L, int send_clock, stamping h) {
     clk[x] = stamp > clk[x] ? stamp : clk[x];
     const int from = send_clock >= 0 ? send_clock : clk[x];
     const links t = node(c, P, x, 0, w, L);
-    for (int k = 0; k < t.nkids; ++k) lamport_down(c, P, w, t.kids[k], from + 1, clk, L);
+    for (int k = 0; k < t.nkids; ++k)
+      lamport_down(c, P, w, t.kids[k], from + h.hop(x, t.kids[k]), clk, L, -1, h);
   }
 
   // Reduces elements [o, o+m) from the children into the parent (or, at the

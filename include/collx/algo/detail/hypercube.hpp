@@ -60,12 +60,12 @@ struct hypercube {
   }
 };
 
-/// How much one round of paced() may move per direction: `chunk` elements
-/// (half a FIFO), in at most `steps` FIFO steps (half the slots; one step
-/// holds chunk / steps elements). Both limits matter: a round cut into many
-/// small pieces (a block per piece) takes a step per piece.
-/// short_steps: the most steps a call shorter than one step may take (a
-/// proxied transport cuts such calls into up to 4 steps to pipeline them).
+/// How far paced() may send ahead of what it received, per direction: `chunk`
+/// elements (half a FIFO) in at most `steps` FIFO steps (half the slots; one
+/// step holds chunk / steps elements). Both limits matter: many small pieces
+/// (a block per piece) take a step each. short_steps: the most steps a call
+/// shorter than one step may take (a proxied transport cuts such calls into
+/// up to 4 steps to pipeline them).
 struct pace {
   std::size_t chunk = 1, steps = 1, short_steps = 1;
 };
