@@ -12,6 +12,7 @@
 //   algorithm  needs_multicast            multicast
 //   algorithm  needs_proxy                needs_proxy (bytes moved by a proxy)
 //   protocol   needs_direct_load_store    direct_load_store
+//   protocol   needs_flagged_lines        direct_load_store, or delivers_whole_steps
 //   protocol   needs_in_order_128b_lines  in_order_128b_lines
 //
 // `composable<A, P, T, E>` is the conjunction; the dispatch fold
@@ -40,11 +41,13 @@ struct composition_rules {
   static constexpr bool multicast = !algorithm_needs<A>::multicast || T::multicast;
   static constexpr bool proxy = !algorithm_needs<A>::proxy || T::needs_proxy;
   static constexpr bool direct_load_store = !protocol_needs<P>::direct_load_store || T::direct_load_store;
+  static constexpr bool flagged_lines =
+      !protocol_needs<P>::flagged_lines || T::direct_load_store || transport_offers<T>::whole_steps;
   static constexpr bool in_order_128b_lines =
       !protocol_needs<P>::in_order_128b_lines || T::in_order_128b_lines;
 
-  static constexpr bool all =
-      peer_memory && user_buffers && multicast && proxy && direct_load_store && in_order_128b_lines;
+  static constexpr bool all = peer_memory && user_buffers && multicast && proxy && direct_load_store &&
+                              flagged_lines && in_order_128b_lines;
 };
 
 /// Whether <A, P> may run on transport T under executor E.
@@ -81,6 +84,10 @@ consteval bool check_composable() {
     static_assert(rules::direct_load_store,
                   "collx: the protocol stores lines straight into the peer's FIFO (needs_direct_load_store), "
                   "but the transport does not offer direct_load_store; use proto::simple");
+    static_assert(rules::flagged_lines,
+                  "collx: the protocol's readers find its lines by their flags (needs_flagged_lines), but the "
+                  "transport neither offers direct_load_store (lines stored where the reader polls) nor "
+                  "delivers_whole_steps (a step written whole before its tail); use proto::simple");
     static_assert(rules::in_order_128b_lines,
                   "collx: the protocol needs 128-byte lines that arrive in order (needs_in_order_128b_lines), "
                   "but the transport does not declare in_order_128b_lines; use proto::ll or proto::simple");

@@ -64,7 +64,7 @@ concept algorithm = requires(coll c, int nranks, double bytes) {
 ///   P::payload_efficiency  payload bytes per byte moved through the FIFO
 ///   P::engine<Exec, View>  the step logic the primitives drive
 /// Optional: the needs read by collx/composition.hpp (needs_direct_load_store,
-/// needs_in_order_128b_lines).
+/// needs_flagged_lines, needs_in_order_128b_lines).
 template <class P>
 concept protocol = requires {
   { P::id } -> std::convertible_to<proto_id>;
@@ -86,6 +86,9 @@ concept protocol_on = protocol<P> && requires { typename P::template engine<Exec
 ///   user_buffer_access   ranks may read peers' user buffers (single copy)
 ///   multicast            a switch channel: multicast load-reduce and store
 ///   needs_proxy          bytes are moved by a progress thread, not by the ranks
+/// optionally (absent: false, collx/needs.hpp's transport_offers)
+///   delivers_whole_steps a proxy writes each step whole, then publishes its
+///                        tail (release): a line protocol may wait for it
 /// and `view`, the trivially copyable connection table the primitives use.
 /// (Named transport_policy because namespace collx::transport holds the
 /// transports themselves.)

@@ -8,6 +8,17 @@
 
 namespace collx {
 
+/// What transport T offers beyond the capabilities every transport states
+/// (collx/concepts.hpp); each false unless T declares it.
+template <class T>
+struct transport_offers {
+  /// A proxy writes every step whole, then publishes its tail (release).
+  static constexpr bool whole_steps = [] {
+    if constexpr (requires { T::delivers_whole_steps; }) return bool(T::delivers_whole_steps);
+    else return false;
+  }();
+};
+
 /// What algorithm A needs from a transport (each false unless A declares it).
 template <class A>
 struct algorithm_needs {
@@ -34,6 +45,10 @@ template <class P>
 struct protocol_needs {
   static constexpr bool direct_load_store = [] {
     if constexpr (requires { P::needs_direct_load_store; }) return bool(P::needs_direct_load_store);
+    else return false;
+  }();
+  static constexpr bool flagged_lines = [] {
+    if constexpr (requires { P::needs_flagged_lines; }) return bool(P::needs_flagged_lines);
     else return false;
   }();
   static constexpr bool in_order_128b_lines = [] {

@@ -23,8 +23,10 @@
 // (COLLX_DEBUG=1 says which and why). Every other peer is reached over the
 // network; hierarchical schedules are collx/hier.hpp's. Algorithms: those that
 // need only FIFOs (ring, tree, rhd, rabenseifner, bruck, bruck_a2a, direct) with the
-// Simple protocol; LL and LL128 are refused by the composition gate (a proxy
-// cannot store a line into a peer's memory whole), nvls for want of peer
+// Simple and LL protocols (a proxy delivers a step whole before its tail, so
+// LL's reader waits for the tail and then checks its lines' flags; a host
+// mate's lines it polls as they land); LL128 is refused by the composition
+// gate (no in-order 128-byte lines across hosts), nvls for want of peer
 // memory. The automatic choice prices the socket variants with the profile a
 // communicator loads (by default the shared-memory preset: no network
 // preset exists yet), restricted to what composes on this transport; where

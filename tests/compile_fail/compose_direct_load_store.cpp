@@ -1,9 +1,9 @@
-// Must not compile: LL, which stores its lines straight into the peer's FIFO,
-// composed with a transport whose memory the ranks cannot load and store.
-// With -DCOLLX_CONTROL the transport offers direct load/store.
+// Must not compile: LL128, which stores its lines straight into the peer's
+// FIFO, composed with a transport whose memory the ranks cannot load and
+// store. With -DCOLLX_CONTROL the transport offers direct load/store.
 #include <collx/algo/ring.hpp>
 #include <collx/composition.hpp>
-#include <collx/proto/ll.hpp>
+#include <collx/proto/ll128.hpp>
 #include <collx/proto/simple.hpp>
 #include <collx/transport/shm.hpp>
 
@@ -17,6 +17,6 @@ struct remote_transport : collx::transport::shm {
 
 // Simple needs nothing, so it composes either way.
 static_assert(collx::composable<collx::algo::ring, collx::proto::simple, remote_transport>);
-static_assert(collx::check_composable<collx::algo::ring, collx::proto::ll, remote_transport>());
+static_assert(collx::check_composable<collx::algo::ring, collx::proto::ll128, remote_transport>());
 
 int main() { return 0; }

@@ -11,6 +11,7 @@
 #include <collx/config.hpp>
 #include <collx/detail/atomic.hpp>
 #include <collx/error.hpp>
+#include <collx/proto/arrival.hpp>
 #include <collx/proto/conn_cache.hpp>
 #include <collx/transport/fifo.hpp>
 
@@ -46,6 +47,16 @@ COLLX_HOST_DEVICE status wait_credit(const Exec& ex, const Group& g, send_conn& 
   }
   c.head_seen = g.broadcast(head);
   return status::ok;
+}
+
+/// wait_credit for a connection to rank `to` of `view`: on a departing view
+/// (arrival.hpp) the rank reads the network itself while it waits and sends
+/// the credits its proxy deferred (the peer may be waiting for them).
+template <class Exec, class Group, class View>
+COLLX_HOST_DEVICE status wait_credit_on(const Exec& ex, const Group& g, send_conn& c, const View& view,
+                                        int to) {
+  if constexpr (departing_view<View>) return wait_credit(ex, g, c, [&] { view.drive(to); });
+  else return (void)view, (void)to, wait_credit(ex, g, c);
 }
 
 }  // namespace collx::proto

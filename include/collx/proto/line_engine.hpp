@@ -5,7 +5,12 @@
 // writes its lines with the step's flag; the receiver waits line by line for
 // the flag, uses the payload, and when the whole slot is consumed hands it
 // back with a release store of head + 1. The sender's tail is its own step
-// count (nobody waits on it). A team of workers owns a line (one host thread;
+// count (nobody waits on it), except where a proxy moves the step
+// (transport/proxied.hpp): there the sender notes the step's bytes and
+// releases its tail, the proxy sends the lines, and the receiver waits for
+// the tail the proxy publishes once the step is whole before it reads the
+// lines (their flags still checked); lines from a peer of its own host are
+// polled as they land. A team of workers owns a line (one host thread;
 // on the device one thread for LL, eight lanes for LL128); host teams take
 // batches of lines so that the reduction runs once per batch, not per line.
 #pragma once
@@ -14,6 +19,7 @@
 #include <collx/detail/atomic.hpp>
 #include <collx/detail/reduce_copy.hpp>
 #include <collx/error.hpp>
+#include <collx/proto/arrival.hpp>
 #include <collx/proto/conn_cache.hpp>
 #include <collx/proto/credit.hpp>
 #include <collx/proto/lines.hpp>
@@ -111,7 +117,7 @@ class line_engine {
     for (std::size_t done = 0; done < n;) {
       const std::size_t k = n - done < per_step ? n - done : per_step;
       const std::size_t bytes = k * sizeof(T), nlines = (bytes + payload - 1) / payload;
-      if constexpr (S) COLLX_TRY(wait_credit(ex_, g, *out));
+      if constexpr (S) COLLX_TRY(wait_credit_on(ex_, g, *out, view_, to));
       const std::uint64_t rstep = R ? in->step : 0, sstep = S ? out->step : 0;
       // A cleaning step rewrites the whole slot; the extra lines carry no payload.
       const std::size_t lines = S && Line::clean_step(sstep, S ? out->fifo.slots : 1) ? slot_lines : nlines;
@@ -120,6 +126,17 @@ class line_engine {
       std::byte* sslot = S ? out->fifo.slot(sstep) : nullptr;
       const T* s = Src ? src + done : nullptr;
       T* d = Dst ? dst + done : nullptr;
+      if constexpr (R && requires { view_.whole_steps_from(0); }) {
+        // A proxy writes the slot with plain stores (a socket's recv, an
+        // RDMA write), which a reader polling lines could see in pieces:
+        // from such a peer, take the slot once its tail says it is whole.
+        // The lines' flags are still checked below.
+        if (view_.whole_steps_from(from)) {
+          const std::uint64_t* tail = in->fifo.tail;
+          COLLX_TRY(wait_arrival(ex_, view_, from, channel_, rstep,
+                                 [&] { return detail::load_acquire(tail) > rstep; }));
+        }
+      }
 
       status st = status::ok;
       for (std::size_t l0 = team * io::batch_lines; l0 < lines && st == status::ok;
@@ -134,9 +151,18 @@ class line_engine {
         if constexpr (R) {
           auto load = [&](std::size_t j) {
             const std::size_t b = (l0 + j) * payload + pb;
-            return io::wait_load(ex_, tile, rslot + (l0 + j) * Line::line_bytes, member,
-                                 rbuf + (b - l0 * payload - pb), clip(b + pe - pb, bytes) - clip(b, bytes),
-                                 rflag);
+            const std::byte* l = rslot + (l0 + j) * Line::line_bytes;
+            std::byte* out_at = rbuf + (b - l0 * payload - pb);
+            const std::size_t valid = clip(b + pe - pb, bytes) - clip(b, bytes);
+            if constexpr (departing_view<View>) {
+              // A peer whose lines land in this rank's memory as it writes
+              // them (a host mate): poll them, driving the network meanwhile.
+              static_assert(io::team_size() == 1, "a proxied view's lines are read by one host thread");
+              return wait_arrival(ex_, view_, from, channel_, rstep,
+                                  [&] { return io::try_load(l, out_at, valid, rflag); });
+            } else {
+              return io::wait_load(ex_, tile, l, member, out_at, valid, rflag);
+            }
           };
           // Wait on the batch's last line first: polling line by line right
           // behind the writer moves each cache line between the cores several
@@ -176,7 +202,15 @@ class line_engine {
       ex_.fence_before_post();
       if (g.leader()) {
         if constexpr (R) detail::store_release(in->fifo.head, rstep + 1);
-        if constexpr (S) detail::store_relaxed(out->fifo.tail, sstep + 1);
+        if constexpr (S && requires { view_.posted(0, 0, 0, std::uint64_t{}, std::uint32_t{}); }) {
+          // A proxy moves this step (transport/proxied.hpp): it sends the
+          // lines written, once the tail, released after them, says so.
+          view_.posted(rank_, to, channel_, sstep, static_cast<std::uint32_t>(lines * Line::line_bytes));
+          detail::store_release(out->fifo.tail, sstep + 1);
+        } else if constexpr (S) {
+          detail::store_relaxed(out->fifo.tail, sstep + 1);  // the lines are the signal; nobody waits on it
+        }
+        if constexpr (requires { view_.published(0, 0); }) view_.published(R ? from : -1, S ? to : -1);
         if constexpr (R) ex_.notify(from);
       }
       if constexpr (R) ++in->step;

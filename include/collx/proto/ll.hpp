@@ -18,9 +18,11 @@ struct ll {
   /// Payload bytes per byte moved through the FIFO.
   static constexpr double payload_efficiency = double(ll_line::payload_bytes) / double(ll_line::line_bytes);
 
-  /// LL needs only 8-byte atomic stores into memory both sides can reach
-  /// (collx/composition.hpp checks it against the transport).
-  static constexpr bool needs_direct_load_store = true;
+  /// Its readers find lines by their flags: the writer's 8-byte atomic
+  /// stores must land where the reader polls (direct_load_store), or a proxy
+  /// must deliver each step whole before its tail (delivers_whole_steps),
+  /// which the reader then waits for (collx/composition.hpp checks it).
+  static constexpr bool needs_flagged_lines = true;
 
   /// For latency-bound sizes: 8 slots × 8 KiB by default (bench/results/protocols.md).
   static constexpr channel_spec channel{name, ll_line::line_bytes, 8 * 1024, "COLLX_LL_BUFFSIZE"};

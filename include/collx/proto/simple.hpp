@@ -13,6 +13,7 @@
 #include <collx/detail/atomic.hpp>
 #include <collx/detail/reduce_copy.hpp>
 #include <collx/error.hpp>
+#include <collx/proto/arrival.hpp>
 #include <collx/proto/channel.hpp>
 #include <collx/proto/conn_cache.hpp>
 #include <collx/proto/credit.hpp>
@@ -116,33 +117,17 @@ struct simple {
 
       for (std::size_t done = 0; done < n;) {
         const std::size_t k = n - done < per_slot ? n - done : per_slot;
-        if constexpr (R && requires { view_.departed(0, 0, std::uint64_t{}); }) {
-          // A transport whose peers can leave (transport/proxied.hpp): a peer
-          // that closed its communicator never sends this step; say so.
+        if constexpr (R) {
+          // On a proxied view the rank receives from the network itself
+          // while it waits, and a peer that left fails the wait (arrival.hpp).
           const std::uint64_t want = in->step;
           const std::uint64_t* tail = in->fifo.tail;
-          // Waiting, the rank receives from the network itself when the
-          // proxy thread is idle (proxied_view::drive).
-          const status st = ex_.wait([&] {
-            if (detail::load_acquire(tail) > want) return true;
-            view_.drive(from);
-            return detail::load_acquire(tail) > want || view_.has_left(from);
-          });
-          if (st != status::ok) return st;
-          if (detail::load_acquire(tail) <= want) return view_.departed(from, channel_, want);
-        } else if constexpr (R) {
-          const std::uint64_t want = in->step;
-          const std::uint64_t* tail = in->fifo.tail;
-          const status st = ex_.wait([&] { return detail::load_acquire(tail) > want; });
+          const status st = wait_arrival(ex_, view_, from, channel_, want,
+                                         [&] { return detail::load_acquire(tail) > want; });
           if (st != status::ok) return st;
         }
-        if constexpr (S && requires { view_.drive(0); }) {
-          // Waiting for a credit, the rank reads the network itself too (and
-          // sends the credits its proxy deferred: the peer may wait for them).
-          const status st = wait_credit(ex_, g, *out, [&] { view_.drive(to); });
-          if (st != status::ok) return st;
-        } else if constexpr (S) {
-          const status st = wait_credit(ex_, g, *out);
+        if constexpr (S) {
+          const status st = wait_credit_on(ex_, g, *out, view_, to);
           if (st != status::ok) return st;
         }
         const T* rin = R ? reinterpret_cast<const T*>(in->fifo.slot(in->step)) : nullptr;

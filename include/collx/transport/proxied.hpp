@@ -32,10 +32,13 @@
 // and deaths (the connection that closes), as for every peer.
 //
 // Capabilities: bytes are moved by a proxy (needs_proxy), so a peer's FIFO is
-// not load/store-able (no direct_load_store: LL and LL128, whose readers poll
-// flags the writer stores into the peer's memory, are refused by the
-// composition gate; Simple runs), no peer buffers, no user-buffer access, no
-// switch channel (nvls is refused). Call records: the proxy forwards each
+// not load/store-able (no direct_load_store), but every step arrives whole
+// before its tail is published (delivers_whole_steps): Simple runs, and so
+// does LL, whose reader waits for that tail before it checks its lines'
+// flags (a host mate's lines it polls as they land, whole_steps_from());
+// LL128 is refused by the composition gate (no in-order 128-byte lines
+// across hosts); no peer buffers, no user-buffer access, no switch channel
+// (nvls is refused). Call records: the proxy forwards each
 // call this rank publishes to the next rank and stores the previous rank's
 // into its local copy of that record, so the end-of-call comparison with the
 // previous rank (comm/watch.hpp) works across hosts. A peer of this host
@@ -119,6 +122,11 @@ struct proxied_view {
     if (src != self && through_memory(src)) return on_host[src].fifo(src, dst, ch, stripe);
     return local.fifo(src, dst, ch, stripe);
   }
+  /// Whether steps from rank q arrive whole behind their tail: a proxy
+  /// writes them with plain stores and then publishes the tail, so a line
+  /// protocol (LL) waits for the tail before it reads the lines. False for a
+  /// peer of this host, whose lines land here as it stores them.
+  COLLX_HOST_DEVICE bool whole_steps_from(int q) const { return !through_memory(q); }
   /// Whether steps from and to rank q go through shared memory (q shares this host).
   COLLX_HOST_DEVICE bool through_memory(int q) const {
     return on_host != nullptr && on_host[q].base != nullptr;
@@ -221,7 +229,8 @@ inline void publish_identity(const proxied_view& v, int rank) { publish_identity
 /// Compile-time capabilities (collx/concepts.hpp), read by collx/composition.hpp.
 struct proxied {
   static constexpr const char* name = "proxied (socket or ib)";
-  static constexpr bool direct_load_store = false;  // a proxy writes the peer's FIFO
+  static constexpr bool direct_load_store = false;    // a proxy writes the peer's FIFO
+  static constexpr bool delivers_whole_steps = true;  // ... a step whole, then its tail (release)
   static constexpr bool in_order_128b_lines = false;
   static constexpr bool peer_buffer_access = false;
   static constexpr bool user_buffer_access = false;
