@@ -3,6 +3,8 @@
 // types, and the fold enumerates each variant once (peer-memory algorithms
 // have no protocol axis). Every check here is a static_assert; the test case
 // only makes the file a test.
+#include <collx/needs.hpp>
+#include <collx/transport/proxied.hpp>
 #include <collx/transport/shm.hpp>
 #include <collx/tune/presets.hpp>
 #include <collx/tune/select.hpp>
@@ -125,6 +127,14 @@ static_assert(tune::predict_us<algo::direct, proto::simple>(tune::shm_host, at_4
 static_assert(tune::default_granules[proto::channel_of<proto::simple>] == 64 * 1024);
 static_assert(tune::default_granules[proto::channel_of<proto::ll>] == 8);
 static_assert(tune::default_granules[proto::channel_of<proto::ll128>] == 120);
+// Where a proxy delivers each step whole (transport::proxied), LL's receiver
+// waits for its whole slot too: 8 KiB of lines, 4 KiB of payload.
+constexpr auto proxied_granules = tune::granule_table_of(
+    [](int ch) { return proto::channels[static_cast<std::size_t>(ch)].default_slot_bytes; },
+    transport_offers<transport::proxied>::whole_steps);
+static_assert(proxied_granules[proto::channel_of<proto::ll>] == 4096);
+static_assert(proxied_granules[proto::channel_of<proto::simple>] == 64 * 1024);
+static_assert(!transport_offers<transport::shm>::whole_steps);
 // A message shorter than the granule is stored and forwarded: all of it
 // again; a longer one pays one granule per step.
 static_assert(tune::fill_bytes({.steps = 1, .bytes_sent = 4096}, 65536) == 4096);

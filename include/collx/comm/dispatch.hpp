@@ -263,7 +263,8 @@ variant_choice resolve_remembered(state<Transport>& s, variant_choice v, const c
                           contention,
                           tune::scheduler_slice_us(s.host_cpus),
                           peer_buffer_bytes_of(s.view),
-                          tune::granule_table_of([&](int ch) { return s.view.fifo_slot_bytes(ch); })};
+                          tune::granule_table_of([&](int ch) { return s.view.fifo_slot_bytes(ch); },
+                                                 transport_offers<Transport>::whole_steps)};
     memo.valid = false;
     memo.requested = v;
     memo.chosen = resolve<Transport, Exec>(s, C, v, &q);

@@ -26,7 +26,9 @@
 // Simple the granule is a FIFO slot, which its sender posts whole, so a
 // message shorter than a slot is stored and then forwarded (its bytes are
 // copied twice in turn, not once in a pipeline); LL and LL128 flag every
-// line, so their granule is a line. Without this term the model priced
+// line, so their granule is a line, except on a transport whose proxy
+// delivers each step whole (delivers_whole_steps): there every protocol's
+// granule is a slot. Without this term the model priced
 // one-shot Simple schedules at 4-32 KiB 1.4-1.7x faster than they ran
 // (bench/results/probe_repeatability.md).
 //
@@ -224,19 +226,21 @@ inline constexpr chunk_table default_chunks =
 
 /// Protocol P's granule on slots of `slot_bytes` bytes: the payload bytes a
 /// receiver waits for before it can use any of them (see fill above): a
-/// slot where P posts whole slots (P::posts_whole_slots), else a line.
+/// slot where P posts whole slots (P::posts_whole_slots) or the transport
+/// delivers whole steps (`whole_steps`: a proxy), else a line.
 template <class P>
-constexpr double granule_bytes(double slot_bytes) {
+constexpr double granule_bytes(double slot_bytes, bool whole_steps = false) {
   if constexpr (requires { requires P::posts_whole_slots; }) return slot_bytes * P::payload_efficiency;
-  else return double(P::channel.line_bytes) * P::payload_efficiency;
+  else
+    return (whole_steps ? slot_bytes : double(P::channel.line_bytes)) * P::payload_efficiency;
 }
 
 /// The granule table of FIFOs whose channel ch has slots of slot_bytes(ch)
-/// bytes.
+/// bytes, on a transport that delivers whole steps or not.
 template <class SlotBytes>
-constexpr chunk_table granule_table_of(SlotBytes slot_bytes) {
+constexpr chunk_table granule_table_of(SlotBytes slot_bytes, bool whole_steps = false) {
   return [&]<class... Ps>(type_list<Ps...>) {
-    return chunk_table{granule_bytes<Ps>(double(slot_bytes(proto::channel_of<Ps>)))...};
+    return chunk_table{granule_bytes<Ps>(double(slot_bytes(proto::channel_of<Ps>)), whole_steps)...};
   }(proto::compiled{});
 }
 
