@@ -25,6 +25,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -400,8 +401,18 @@ void check_algorithm(int P, int node_ranks = 0) {
 
 }  // namespace
 
+/// COLLX_TEST_SCALE=quick (the sanitizer workflows): skip the largest rank counts.
+bool quick_scale() {
+  const char* s = std::getenv("COLLX_TEST_SCALE");
+  return s != nullptr && std::string(s) == "quick";
+}
+
 TEST_CASE("cost(): every term matches the real schedules", "[cost]") {
   const int P = GENERATE(1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16);
+  // 12 and 16 ranks take most of this test's time (each schedule runs on P
+  // threads); under ASan's -O0 build the whole list ran past the timeout.
+  // The cpu workflow checks them.
+  if (P > 9 && quick_scale()) return;
   []<class... As>(int p, type_list<As...>) { (check_algorithm<As>(p), ...); }(P, algorithms{});
   // direct's all_reduce flavours; the registered `direct` is one-shot with unbounded chunks.
   check_algorithm<algo::direct_one_shot>(P);
