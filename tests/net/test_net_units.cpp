@@ -690,12 +690,20 @@ TEST_CASE("net::init_rank: ranks of one host move their steps through shared mem
   std::vector<net_matrix::tally> t(P);
   std::vector<std::vector<int>> through(P);
   std::vector<std::uint64_t> sent(P), sends(P);
+  std::vector<std::vector<proto_id>> small_protos(P);
   auto rank = [&](int r) {
     try {
       net::net_options so = job.so;
       so.host = "test-host-" + std::to_string(host_of(r));
       net_communicator c = net::init_rank(P, job.id, r, job.opt, so);
       net_matrix::check_matrix(c, {1, 7, 1000, 65537, 300001}, t[r]);
+      // The automatic choice's protocols at small sizes: LL only where no
+      // peer's steps arrive whole through the proxy (one host, memory).
+      for (std::size_t n : {1, 2, 4, 8, 16, 64, 256}) {
+        std::vector<float> x(n, 1.0f), y(n);
+        c.all_reduce(x.data(), y.data(), n, reduce_op::sum);
+        small_protos[r].push_back(c.last_variant().proto);
+      }
       through[r] = net::peers_through_memory(c);
       sent[r] = net::steps_over_network(c);
       sends[r] = net::sends_over_network(c);
@@ -723,6 +731,55 @@ TEST_CASE("net::init_rank: ranks of one host move their steps through shared mem
     } else {
       CHECK(sent[r] > 0);
     }
+    // Every rank took the same protocols; with a peer over the network never
+    // LL, whose step waits there for the proxy's whole step as Simple's
+    // does, with twice the bytes (bench/results/net_ll.md).
+    CHECK(small_protos[r] == small_protos[0]);
+    if (lay != layout::one_host_memory)
+      CHECK(std::count(small_protos[r].begin(), small_protos[r].end(), proto_id::ll) == 0);
+  }
+}
+
+TEST_CASE("net::init_rank: the automatic choice takes LL through memory, never over the network",
+          "[net][init][host]") {
+  // Two thread ranks (they fit this host's CPUs, where the shm preset takes
+  // direct/LL for 8 B, tune::shm_host): one host through shared memory,
+  // where LL's reader polls the lines as they land, against the same host
+  // over the network and two hosts, where every step arrives whole through
+  // the proxy and LL is priced no quicker than Simple (tune::on_whole_steps).
+  // The first call, before contention is measured.
+  enum class layout { one_host_memory, one_host_network, two_hosts };
+  const layout lay = GENERATE(layout::one_host_memory, layout::one_host_network, layout::two_hosts);
+  INFO((lay == layout::one_host_memory    ? "one host, shared memory"
+        : lay == layout::one_host_network ? "one host, network"
+                                          : "two hosts"));
+  loopback_job job(lay == layout::one_host_network ? net::net_options::same_host::network
+                                                   : net::net_options::same_host::shared_memory);
+  std::vector<std::string> errors(2);
+  std::vector<proto_id> chosen(2, proto_id::automatic);
+  std::vector<float> result(2, 0);
+  auto rank = [&](int r) {
+    try {
+      net::net_options so = job.so;
+      so.host = "test-host-" + std::to_string(lay == layout::two_hosts ? r : 0);
+      net_communicator c = net::init_rank(2, job.id, r, job.opt, so);
+      float x = float(r + 1), y = 0;
+      c.all_reduce(&x, &y, 1, reduce_op::sum);
+      chosen[r] = c.last_variant().proto;
+      result[r] = y;
+      c.destroy();
+    } catch (const std::exception& e) {
+      errors[r] = e.what();
+    }
+  };
+  std::thread other(rank, 1);
+  rank(0);
+  other.join();
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r << ": " << errors[r]);
+    REQUIRE(errors[r].empty());
+    CHECK(result[r] == 3.0f);
+    CHECK(chosen[r] == (lay == layout::one_host_memory ? proto_id::ll : proto_id::simple));
   }
 }
 

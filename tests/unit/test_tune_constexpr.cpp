@@ -135,6 +135,19 @@ constexpr auto proxied_granules = tune::granule_table_of(
 static_assert(proxied_granules[proto::channel_of<proto::ll>] == 4096);
 static_assert(proxied_granules[proto::channel_of<proto::simple>] == 64 * 1024);
 static_assert(!transport_offers<transport::shm>::whole_steps);
+// ... and no protocol's step is quicker than Simple's there: the proxied
+// transport, which offers LL, takes Simple where shared memory takes LL.
+static_assert(tune::fastest<transport::proxied>(tune::shm_host, {coll::all_reduce, 2, 8}).proto ==
+              proto_id::ll);
+constexpr tune::problem proxied_8b = [] {
+  tune::problem q{coll::all_reduce, 2, 8};
+  q.granules = proxied_granules;
+  q.whole_steps = true;
+  return q;
+}();
+static_assert(tune::fastest<transport::proxied>(tune::shm_host, proxied_8b).proto == proto_id::simple);
+static_assert(tune::predict_us<algo::direct, proto::ll>(tune::shm_host, proxied_8b) >=
+              tune::predict_us<algo::direct, proto::simple>(tune::shm_host, proxied_8b));
 // A message shorter than the granule is stored and forwarded: all of it
 // again; a longer one pays one granule per step.
 static_assert(tune::fill_bytes({.steps = 1, .bytes_sent = 4096}, 65536) == 4096);

@@ -234,6 +234,21 @@ double peer_buffer_bytes_of(const View& v) {
   else return 0;
 }
 
+/// Whether some peer's steps reach this rank whole through a proxy
+/// (tune::problem::whole_steps and the granules): not where every peer is a
+/// host mate whose lines land in this rank's memory (a network communicator
+/// on one host). The same on every rank: the ranks of a host share memory
+/// all or none (net.hpp agrees it per host), so when one rank has only host
+/// mates, so has every other.
+template <class Transport>
+bool steps_arrive_whole(const state<Transport>& s) {
+  if constexpr (transport_offers<Transport>::whole_steps && requires { s.view.whole_steps_from(0); }) {
+    for (int q = 0; q < s.size; ++q)
+      if (q != s.rank && s.view.whole_steps_from(q)) return true;
+  }
+  return false;
+}
+
 /// resolve() with the model's problem for collectives that have one size on
 /// every rank, remembered per collective: the argmin costs more than a small
 /// call, and it depends only on the requested variant, the size and the
@@ -251,6 +266,7 @@ variant_choice resolve_remembered(state<Transport>& s, variant_choice v, const c
       return memo.chosen;
     // The FIFO geometry the schedules see, so that a cost that depends on it
     // (direct's one-shot when the vector fits one chunk) decides as they do.
+    const bool whole = steps_arrive_whole(s);
     const auto chunks = tune::chunk_table_of([&](int ch) { return s.view.fifo_slots(ch); },
                                              [&](int ch) { return s.view.fifo_slot_bytes(ch); });
     const tune::problem q{C,
@@ -263,8 +279,8 @@ variant_choice resolve_remembered(state<Transport>& s, variant_choice v, const c
                           contention,
                           tune::scheduler_slice_us(s.host_cpus),
                           peer_buffer_bytes_of(s.view),
-                          tune::granule_table_of([&](int ch) { return s.view.fifo_slot_bytes(ch); },
-                                                 transport_offers<Transport>::whole_steps)};
+                          tune::granule_table_of([&](int ch) { return s.view.fifo_slot_bytes(ch); }, whole),
+                          whole};
     memo.valid = false;
     memo.requested = v;
     memo.chosen = resolve<Transport, Exec>(s, C, v, &q);

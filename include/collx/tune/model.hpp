@@ -231,8 +231,7 @@ inline constexpr chunk_table default_chunks =
 template <class P>
 constexpr double granule_bytes(double slot_bytes, bool whole_steps = false) {
   if constexpr (requires { requires P::posts_whole_slots; }) return slot_bytes * P::payload_efficiency;
-  else
-    return (whole_steps ? slot_bytes : double(P::channel.line_bytes)) * P::payload_efficiency;
+  else return (whole_steps ? slot_bytes : double(P::channel.line_bytes)) * P::payload_efficiency;
 }
 
 /// The granule table of FIFOs whose channel ch has slots of slot_bytes(ch)
@@ -283,7 +282,24 @@ struct problem {
   /// Per protocol, the payload bytes a receiver waits for before it can use
   /// any (granule_table_of; the fill term).
   chunk_table granules = default_granules;
+  /// The transport's proxy delivers each step whole (delivers_whole_steps):
+  /// every protocol's step then waits for what Simple's does (on_whole_steps).
+  bool whole_steps = false;
 };
+
+/// Profile m as a transport that delivers whole steps sees it: a receiver
+/// waits for the proxy's whole step whatever the protocol, so no protocol's
+/// step is quicker than Simple's (LL's cheaper signal is of no use there:
+/// all_reduce 16-32 B over veth, LL 3.9-4.3 us against Simple's 3.7-4.0,
+/// bench/results/net_ll.md). Bandwidths and the rest are unchanged.
+constexpr profile on_whole_steps(profile m) {
+  const proto_params& simple = m.proto[proto::channel_of<proto::simple>];
+  for (proto_params& p : m.proto) {
+    if (p.extra_alpha_us < simple.extra_alpha_us) p.extra_alpha_us = simple.extra_alpha_us;
+    if (p.oversub_extra_us < simple.oversub_extra_us) p.oversub_extra_us = simple.oversub_extra_us;
+  }
+  return m;
+}
 
 /// Linux's default time slice on a node of `ncpus` CPUs, µs: 0.75 ms scaled
 /// by 1 + log2(CPUs, at most 8) (the scheduler's base slice, and CFS's minimum
@@ -409,7 +425,11 @@ constexpr prediction price_one_node(const profile& m, const algo::cost_terms& t,
 /// slower of the two counts. Peer-memory algorithms reach one node only.
 /// The cache term is priced on one node only.
 template <class A, class Pr>
-constexpr prediction predict(const profile& m, const problem& q) {
+constexpr prediction predict(const profile& m, const problem& q);
+
+namespace detail {
+template <class A, class Pr>
+constexpr prediction predict_on(const profile& m, const problem& q) {
   constexpr int ch = proto::channel_of<Pr>;
   const algo::cost_context ctx{q.chunks[ch], q.single_copy, q.peer_buffer_bytes};
   const int nodes = m.nodes(q.nranks);
@@ -443,6 +463,12 @@ constexpr prediction predict(const profile& m, const problem& q) {
   const double inter_us = node_bytes / (m.gbps(m.inter, ch) * m.ranks_per_node) / 1e3;
   if (t.bytes_sent > 0) r.bandwidth_us += intra_us > inter_us ? intra_us : inter_us;
   return r;
+}
+}  // namespace detail
+
+template <class A, class Pr>
+constexpr prediction predict(const profile& m, const problem& q) {
+  return q.whole_steps ? detail::predict_on<A, Pr>(on_whole_steps(m), q) : detail::predict_on<A, Pr>(m, q);
 }
 
 /// Predicted time of <A, Pr> for the problem, in µs.
