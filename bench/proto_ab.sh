@@ -12,6 +12,7 @@
 # bench/netns_report.py raw.txt gives the per-size medians and A/B ratios.
 set -u
 bin=$1 path=$2 rounds=${3:-5} a_proto=${4:-}
+orig=$bin
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -28,8 +29,8 @@ case $path in
     "$here/netns_ab.sh" "$bin" "$work/simple_only" "$rounds" ;;
   memory)
     echo "# $(date -u +%FT%TZ) $(uname -r), $(nproc) CPUs, load: $(cut -d' ' -f1-3 /proc/loadavg)"
-    echo "# A: $bin (automatic choice among ${a_proto:-Simple and LL})"
-    echo "# B: $bin with COLLX_PROTO=simple"
+    echo "# A: $orig (automatic choice among ${a_proto:-Simple and LL})"
+    echo "# B: $orig with COLLX_PROTO=simple"
     for round in $(seq "$rounds"); do
       for side in A B; do
         echo "## round $round: collx $side"
