@@ -755,29 +755,21 @@ TEST_CASE("net::init_rank: the automatic choice takes LL through memory, never o
                                           : "two hosts"));
   loopback_job job(lay == layout::one_host_network ? net::net_options::same_host::network
                                                    : net::net_options::same_host::shared_memory);
-  std::vector<std::string> errors(2);
   std::vector<proto_id> chosen(2, proto_id::automatic);
   std::vector<float> result(2, 0);
-  auto rank = [&](int r) {
-    try {
-      net::net_options so = job.so;
-      so.host = "test-host-" + std::to_string(lay == layout::two_hosts ? r : 0);
-      net_communicator c = net::init_rank(2, job.id, r, job.opt, so);
-      float x = float(r + 1), y = 0;
-      c.all_reduce(&x, &y, 1, reduce_op::sum);
-      chosen[r] = c.last_variant().proto;
-      result[r] = y;
-      c.destroy();
-    } catch (const std::exception& e) {
-      errors[r] = e.what();
-    }
-  };
-  std::thread other(rank, 1);
-  rank(0);
-  other.join();
+  const auto outcomes = net_matrix::run_ranks(2, [&](int r) {
+    net::net_options so = job.so;
+    so.host = "test-host-" + std::to_string(lay == layout::two_hosts ? r : 0);
+    net_communicator c = net::init_rank(2, job.id, r, job.opt, so);
+    float x = float(r + 1), y = 0;
+    c.all_reduce(&x, &y, 1, reduce_op::sum);
+    chosen[r] = c.last_variant().proto;
+    result[r] = y;
+    c.destroy();
+  });
   for (int r = 0; r < 2; ++r) {
-    INFO("rank " << r << ": " << errors[r]);
-    REQUIRE(errors[r].empty());
+    INFO("rank " << r << ": " << outcomes[r].error);
+    REQUIRE(outcomes[r].error.empty());
     CHECK(result[r] == 3.0f);
     CHECK(chosen[r] == (lay == layout::one_host_memory ? proto_id::ll : proto_id::simple));
   }
