@@ -932,14 +932,24 @@ TEST_CASE("net::init_rank: a small call's credit and call record ride its step: 
   auto rank = [&](int r) {
     try {
       net_communicator c = net::init_rank(2, job.id, r, job.opt, job.so);
-      std::vector<float> x(2), y(4, -1.0f);                 // y[2..3]: guards
+      std::vector<float> x(2), y(4, -1.0f);  // y[2..3]: guards
+      // A call may return before the proxy has sent its own step (the peer
+      // still waits for it): count from when the warm-up's step went, and
+      // to when the last call's did (each within 5 s).
+      auto steps_reach = [&](std::uint64_t want) {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (net::steps_over_network(c) < want && std::chrono::steady_clock::now() < until)
+          std::this_thread::sleep_for(std::chrono::microseconds(100));
+      };
       c.all_reduce(x.data(), y.data(), 2, reduce_op::sum);  // connections warm
+      steps_reach(1);
       const std::uint64_t s0 = net::sends_over_network(c), t0 = net::steps_over_network(c);
       for (int i = 0; i < calls; ++i) {
         x = {float(r + i), float(2 * r - i)};
         c.all_reduce(x.data(), y.data(), 2, reduce_op::sum);
         wrong[r] += y[0] != float(1 + 2 * i) || y[1] != float(2 - 2 * i) || y[2] != -1.0f || y[3] != -1.0f;
       }
+      steps_reach(t0 + calls);
       sends[r] = net::sends_over_network(c) - s0;
       steps[r] = net::steps_over_network(c) - t0;
       c.destroy();
