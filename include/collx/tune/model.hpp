@@ -282,8 +282,9 @@ struct problem {
   /// Per protocol, the payload bytes a receiver waits for before it can use
   /// any (granule_table_of; the fill term).
   chunk_table granules = default_granules;
-  /// The transport's proxy delivers each step whole (delivers_whole_steps):
-  /// every protocol's step then waits for what Simple's does (on_whole_steps).
+  /// Some peer's steps arrive whole through a proxy (delivers_whole_steps;
+  /// comm/dispatch.hpp, steps_arrive_whole): every protocol's step then waits
+  /// for what Simple's does (on_whole_steps).
   bool whole_steps = false;
 };
 
@@ -293,7 +294,7 @@ struct problem {
 /// all_reduce 16-32 B over veth, LL 3.9-4.3 us against Simple's 3.7-4.0,
 /// bench/results/net_ll.md). Bandwidths and the rest are unchanged.
 constexpr profile on_whole_steps(profile m) {
-  const proto_params& simple = m.proto[proto::channel_of<proto::simple>];
+  const proto_params simple = m.proto[proto::channel_of<proto::simple>];
   for (proto_params& p : m.proto) {
     if (p.extra_alpha_us < simple.extra_alpha_us) p.extra_alpha_us = simple.extra_alpha_us;
     if (p.oversub_extra_us < simple.oversub_extra_us) p.oversub_extra_us = simple.oversub_extra_us;
