@@ -11,6 +11,10 @@
 #   bench/proto_ab.sh NET_RANK memory|veth [ROUNDS [A_PROTO]] > raw.txt
 # bench/netns_report.py raw.txt gives the per-size medians and A/B ratios.
 set -u
+if [ $# -lt 2 ] || [ ! -x "$1" ]; then
+  echo "usage: bench/proto_ab.sh NET_RANK memory|veth [ROUNDS [A_PROTO]] (NET_RANK: the built tests/net/collx_net_rank)" >&2
+  exit 2
+fi
 bin=$1 path=$2 rounds=${3:-5} a_proto=${4:-}
 orig=$bin
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
