@@ -37,14 +37,20 @@ summary="$out/summary.md"
 : >"$summary"
 failed=0
 
+# Each step is bounded (GPU time is scarce and a hang must not eat it):
+# COLLX_GPU_STEP_TIMEOUT seconds (default 150); output line-buffered so that a
+# step killed by the timeout still leaves what it printed.
+step_timeout=${COLLX_GPU_STEP_TIMEOUT:-150}
 step() {  # step NAME LOG CMD...: runs CMD with its output in LOG, records the outcome
   local name=$1 log=$2
   shift 2
   local t0=$SECONDS rc
-  "$@" >"$log" 2>&1
+  timeout -k 5 "$step_timeout" stdbuf -oL -eL "$@" >"$log" 2>&1
   rc=$?
   local dt=$((SECONDS - t0)) word=PASS
-  if [ $rc -eq 77 ]; then word=SKIP; elif [ $rc -ne 0 ]; then word=FAIL; failed=1; fi
+  if [ $rc -eq 77 ]; then word=SKIP
+  elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then word="FAIL (timed out after ${step_timeout} s)"; failed=1
+  elif [ $rc -ne 0 ]; then word=FAIL; failed=1; fi
   echo "| $name | $word (exit $rc) | ${dt} s | \`$(basename "$log")\` |" >>"$summary"
   echo "$word  $name [${dt} s]"
 }
@@ -100,6 +106,18 @@ if [ -x "$perf" ]; then
     --algo ring --proto ll
   step "perf all_reduce P=2 ring/ll 8 B graph" "$out/perf-ar-p2-ll-graph.log" "$perf" all_reduce -b 8 -e 64K -f 8 \
     -p 2 -n 200 --algo ring --proto ll --graph
+  # Where the time goes: the launch floor (one rank, nothing to wait for),
+  # one stripe against four at small sizes, more stripes at large ones, and
+  # eight ranks on the GPU.
+  step "perf all_reduce P=1 ring/ll 8 B (launch floor)" "$out/perf-ar-p1-ll.log" "$perf" all_reduce -b 8 -e 8 -p 1 \
+    -n 200 --algo ring --proto ll
+  step "perf all_reduce P=2 ring/ll stripes 1" "$out/perf-ar-p2-ll-s1.log" "$perf" all_reduce -b 8 -e 64K -f 8 -p 2 \
+    -n 200 --algo ring --proto ll --stripes 1
+  for s in 16 32; do
+    step "perf all_reduce P=2 ring/simple stripes $s" "$out/perf-ar-p2-simple-s$s.log" "$perf" all_reduce -b 4M \
+      -e 256M -f 4 -p 2 --algo ring --proto simple --stripes $s
+  done
+  step "perf all_reduce P=8 auto" "$out/perf-ar-p8.log" "$perf" all_reduce -b 8 -e 64M -f 8 -p 8
 else
   echo "| perf | FAIL ($perf missing) | | |" >>"$summary"
   failed=1

@@ -47,8 +47,10 @@ float input(int rank, std::size_t i) {
 }
 
 struct rank_io {
-  float* send = nullptr;  // guard + data + guard, device
+  float* send = nullptr;  // lead guard + data + guard, device
   float* recv = nullptr;
+  float* sp = nullptr;  // the data: after the lead guard (guard + skew elements)
+  float* rp = nullptr;
   std::size_t send_n = 0, recv_n = 0;
   cudaStream_t stream = nullptr;
 };
@@ -77,22 +79,32 @@ double expected(coll c, int P, int q, int root, std::size_t n, std::size_t i) {
   }
 }
 
+/// Element offsets of the send and receive data from a 256-byte boundary:
+/// (0, 0) aligned; others put the buffers off the 16-byte packs, or at
+/// different offsets from each other (the element-wise fallback).
+struct skew_t {
+  std::size_t send = 0, recv = 0;
+};
+skew_t skew{};
+
 /// Runs `call(comm, rank, io)` on every rank (enqueue only), waits, checks.
 template <class Call>
 void run_case(std::vector<gpu::communicator>& comms, coll c, std::size_t n, int root,
               const std::string& label, Call&& call) {
   const int P = static_cast<int>(comms.size());
   std::vector<rank_io> io(static_cast<std::size_t>(P));
+  const std::size_t lead_s = guard + skew.send, lead_r = guard + skew.recv;
   for (int r = 0; r < P; ++r) {
     rank_io& x = io[static_cast<std::size_t>(r)];
     x.send_n = send_elems(c, n, P), x.recv_n = recv_elems(c, n, P);
-    std::vector<float> hs(x.send_n + 2 * guard, guard_value), hr(x.recv_n + 2 * guard, guard_value);
-    for (std::size_t i = 0; i < x.send_n; ++i) hs[guard + i] = input(r, i);
+    std::vector<float> hs(x.send_n + lead_s + guard, guard_value), hr(x.recv_n + lead_r + guard, guard_value);
+    for (std::size_t i = 0; i < x.send_n; ++i) hs[lead_s + i] = input(r, i);
     CUDA_OK(cudaMalloc(&x.send, hs.size() * sizeof(float)));
     CUDA_OK(cudaMalloc(&x.recv, hr.size() * sizeof(float)));
     CUDA_OK(cudaMemcpy(x.send, hs.data(), hs.size() * sizeof(float), cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(x.recv, hr.data(), hr.size() * sizeof(float), cudaMemcpyHostToDevice));
     CUDA_OK(cudaStreamCreateWithFlags(&x.stream, cudaStreamNonBlocking));
+    x.sp = x.send + lead_s, x.rp = x.recv + lead_r;
   }
   std::string err;
   try {
@@ -106,12 +118,12 @@ void run_case(std::vector<gpu::communicator>& comms, coll c, std::size_t n, int 
   std::size_t wrong = 0;
   for (int r = 0; r < P && err.empty(); ++r) {
     rank_io& x = io[static_cast<std::size_t>(r)];
-    std::vector<float> hr(x.recv_n + 2 * guard);
+    std::vector<float> hr(x.recv_n + lead_r + guard);
     CUDA_OK(cudaMemcpy(hr.data(), x.recv, hr.size() * sizeof(float), cudaMemcpyDeviceToHost));
-    for (std::size_t i = 0; i < guard; ++i)
-      wrong += hr[i] != guard_value || hr[guard + x.recv_n + i] != guard_value;
+    for (std::size_t i = 0; i < lead_r; ++i) wrong += hr[i] != guard_value;
+    for (std::size_t i = 0; i < guard; ++i) wrong += hr[lead_r + x.recv_n + i] != guard_value;
     for (std::size_t i = 0; i < x.recv_n; ++i)
-      wrong += static_cast<double>(hr[guard + i]) != expected(c, P, r, root, n, i);
+      wrong += static_cast<double>(hr[lead_r + i]) != expected(c, P, r, root, n, i);
   }
   expect(wrong == 0, label + ": " + std::to_string(wrong) + " wrong elements or guards");
   for (rank_io& x : io) {
@@ -125,24 +137,24 @@ void explicit_cases(std::vector<gpu::communicator>& comms, std::size_t n, const 
   const std::string v = tag + std::string(" ") + A::name + "/" + Pr::name + " n=" + std::to_string(n);
   if constexpr (A::implements(coll::all_reduce))
     run_case(comms, coll::all_reduce, n, 0, v + " all_reduce", [&](gpu::communicator& c, int, rank_io& x) {
-      gpu::all_reduce<A, Pr>(c, x.send + guard, x.recv + guard, n, reduce_op::sum, x.stream);
+      gpu::all_reduce<A, Pr>(c, x.sp, x.rp, n, reduce_op::sum, x.stream);
     });
   if constexpr (A::implements(coll::all_gather))
     run_case(comms, coll::all_gather, n, 0, v + " all_gather", [&](gpu::communicator& c, int, rank_io& x) {
-      gpu::all_gather<A, Pr>(c, x.send + guard, x.recv + guard, n, x.stream);
+      gpu::all_gather<A, Pr>(c, x.sp, x.rp, n, x.stream);
     });
   if constexpr (A::implements(coll::reduce_scatter))
     run_case(comms, coll::reduce_scatter, n, 0, v + " reduce_scatter",
              [&](gpu::communicator& c, int, rank_io& x) {
-               gpu::reduce_scatter<A, Pr>(c, x.send + guard, x.recv + guard, n, reduce_op::sum, x.stream);
+               gpu::reduce_scatter<A, Pr>(c, x.sp, x.rp, n, reduce_op::sum, x.stream);
              });
   if constexpr (A::implements(coll::broadcast))
     run_case(comms, coll::broadcast, n, root, v + " broadcast", [&](gpu::communicator& c, int, rank_io& x) {
-      gpu::broadcast<A, Pr>(c, x.send + guard, x.recv + guard, n, root, x.stream);
+      gpu::broadcast<A, Pr>(c, x.sp, x.rp, n, root, x.stream);
     });
   if constexpr (A::implements(coll::reduce))
     run_case(comms, coll::reduce, n, root, v + " reduce", [&](gpu::communicator& c, int, rank_io& x) {
-      gpu::reduce<A, Pr>(c, x.send + guard, x.recv + guard, n, reduce_op::sum, root, x.stream);
+      gpu::reduce<A, Pr>(c, x.sp, x.rp, n, reduce_op::sum, root, x.stream);
     });
 }
 
@@ -150,37 +162,37 @@ void automatic_cases(std::vector<gpu::communicator>& comms, std::size_t n, const
   const int P = static_cast<int>(comms.size()), root = static_cast<int>((n + 1) % P);
   const std::string v = tag + " automatic n=" + std::to_string(n);
   run_case(comms, coll::all_reduce, n, 0, v + " all_reduce", [&](gpu::communicator& c, int, rank_io& x) {
-    c.all_reduce(x.send + guard, x.recv + guard, n, reduce_op::sum, x.stream);
+    c.all_reduce(x.sp, x.rp, n, reduce_op::sum, x.stream);
   });
   run_case(comms, coll::all_gather, n, 0, v + " all_gather", [&](gpu::communicator& c, int, rank_io& x) {
-    c.all_gather(x.send + guard, x.recv + guard, n, x.stream);
+    c.all_gather(x.sp, x.rp, n, x.stream);
   });
   run_case(comms, coll::reduce_scatter, n, 0, v + " reduce_scatter",
            [&](gpu::communicator& c, int, rank_io& x) {
-             c.reduce_scatter(x.send + guard, x.recv + guard, n, reduce_op::sum, x.stream);
+             c.reduce_scatter(x.sp, x.rp, n, reduce_op::sum, x.stream);
            });
   run_case(comms, coll::broadcast, n, root, v + " broadcast", [&](gpu::communicator& c, int, rank_io& x) {
-    c.broadcast(x.send + guard, x.recv + guard, n, root, x.stream);
+    c.broadcast(x.sp, x.rp, n, root, x.stream);
   });
   run_case(comms, coll::reduce, n, root, v + " reduce", [&](gpu::communicator& c, int, rank_io& x) {
-    c.reduce(x.send + guard, x.recv + guard, n, reduce_op::sum, root, x.stream);
+    c.reduce(x.sp, x.rp, n, reduce_op::sum, root, x.stream);
   });
   run_case(comms, coll::all_to_all, n, 0, v + " all_to_all", [&](gpu::communicator& c, int, rank_io& x) {
-    c.all_to_all(x.send + guard, x.recv + guard, n, x.stream);
+    c.all_to_all(x.sp, x.rp, n, x.stream);
   });
   // Type-erased data movement: the float bytes travel as 4-byte words.
   run_case(
       comms, coll::all_gather, n, 0, v + " all_gather (dtype)", [&](gpu::communicator& c, int, rank_io& x) {
-        c.all_gather(static_cast<const void*>(x.send + guard), x.recv + guard, n, dtype::float32, x.stream);
+        c.all_gather(static_cast<const void*>(x.sp), x.rp, n, dtype::float32, x.stream);
       });
   run_case(comms, coll::broadcast, n, root, v + " broadcast (dtype)",
            [&](gpu::communicator& c, int, rank_io& x) {
-             c.broadcast(static_cast<const void*>(x.send + guard), x.recv + guard, n, dtype::float32, root,
+             c.broadcast(static_cast<const void*>(x.sp), x.rp, n, dtype::float32, root,
                          x.stream);
            });
   run_case(
       comms, coll::all_to_all, n, 0, v + " all_to_all (dtype)", [&](gpu::communicator& c, int, rank_io& x) {
-        c.all_to_all(static_cast<const void*>(x.send + guard), x.recv + guard, n, dtype::float32, x.stream);
+        c.all_to_all(static_cast<const void*>(x.sp), x.rp, n, dtype::float32, x.stream);
       });
 }
 
@@ -233,18 +245,48 @@ struct rank_arrays {
 /// ranks are launched together `replays` times. After k replays every element
 /// is Σ_r input(r, i) + P·k: a replay that was skipped or ran on stale
 /// counters shows up in the value (or as a timeout).
-void graph_case(std::vector<gpu::communicator>& comms, std::size_t n, int replays) {
+/// Ends a capture that an exception left open, so that one failed case does
+/// not leave the stream capturing (and, in global mode, every later runtime
+/// call of the process failing).
+struct capture_scope {
+  cudaStream_t st;
+  bool open = true;
+  capture_scope(cudaStream_t s, cudaStreamCaptureMode mode) : st(s) {
+    CUDA_OK(cudaStreamBeginCapture(s, mode));
+  }
+  cudaGraph_t end() {
+    cudaGraph_t g = nullptr;
+    open = false;
+    CUDA_OK(cudaStreamEndCapture(st, &g));
+    return g;
+  }
+  ~capture_scope() {
+    if (!open) return;
+    cudaGraph_t g = nullptr;
+    if (cudaStreamEndCapture(st, &g) == cudaSuccess && g != nullptr) cudaGraphDestroy(g);
+    (void)cudaGetLastError();
+  }
+};
+
+const char* name(cudaStreamCaptureMode m) {
+  return m == cudaStreamCaptureModeGlobal ? "global" : m == cudaStreamCaptureModeThreadLocal ? "thread-local"
+                                                                                              : "relaxed";
+}
+
+void graph_case(std::vector<gpu::communicator>& comms, std::size_t n, int replays,
+                cudaStreamCaptureMode mode = cudaStreamCaptureModeThreadLocal) {
   const int P = static_cast<int>(comms.size());
   std::vector<cudaGraphExec_t> exec(static_cast<std::size_t>(P));
   std::string err;
   try {
     rank_arrays a(P, n);
     for (int r = 0; r < P; ++r) {
-      cudaGraph_t g = nullptr;
-      CUDA_OK(cudaStreamBeginCapture(a.st[r], cudaStreamCaptureModeThreadLocal));
+      // The streams are new: the first call a rank sees on its stream is
+      // being captured (the stream's device cannot be asked then).
+      capture_scope capture(a.st[r], mode);
       add_one<<<4, 256, 0, a.st[r]>>>(a.in[r], n);
       comms[static_cast<std::size_t>(r)].all_reduce(a.in[r], a.out(r), n, reduce_op::sum, a.st[r]);
-      CUDA_OK(cudaStreamEndCapture(a.st[r], &g));
+      cudaGraph_t g = capture.end();
       CUDA_OK(cudaGraphInstantiate(&exec[r], g, 0));
       CUDA_OK(cudaGraphDestroy(g));
     }
@@ -254,8 +296,8 @@ void graph_case(std::vector<gpu::communicator>& comms, std::size_t n, int replay
     for (int r = 0; r < P; ++r) comms[static_cast<std::size_t>(r)].wait(a.st[r]);
     const double us =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("graph: %d replays of {add, all_reduce of %zu floats} on %d ranks: %.2f us per replay\n",
-                replays, n, P, us / replays);
+    std::printf("graph (%s capture): %d replays of {add, all_reduce of %zu floats} on %d ranks: %.2f us per replay\n",
+                name(mode), replays, n, P, us / replays);
     for (int r = 0; r < P; ++r) {
       bool guards_ok = false;
       const std::vector<float> h = a.result(r, guards_ok);
@@ -272,7 +314,7 @@ void graph_case(std::vector<gpu::communicator>& comms, std::size_t n, int replay
   } catch (const std::exception& e) {
     err = e.what();
   }
-  expect(err.empty(), "graph replays: " + err);
+  expect(err.empty(), std::string("graph replays (") + name(mode) + " capture): " + err);
   for (auto x : exec)
     if (x) cudaGraphExecDestroy(x);
 }
@@ -544,7 +586,7 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--procs") == 0)
     return process_rank_case(argc > 2 && std::strcmp(argv[2], "--host-regions") == 0);
   try {
-    for (int P : {1, 2, 3, 4})
+    for (int P : {1, 2, 3, 4, 8})
       for (int S : {1, 4}) {
         std::vector<int> devs(static_cast<std::size_t>(P), 0);
         gpu::options opt;
@@ -561,8 +603,23 @@ int main(int argc, char** argv) {
           explicit_cases<algo::tree, proto::simple>(comms, n, tag);
           explicit_cases<algo::tree, proto::ll>(comms, n, tag);
         }
+        if (P == 3 || P == 8) {
+          // Off the 16-byte packs: both buffers one element in, and at
+          // different offsets from each other.
+          for (skew_t k : {skew_t{1, 1}, skew_t{1, 2}}) {
+            skew = k;
+            const std::string t = tag + " skew " + std::to_string(k.send) + "/" + std::to_string(k.recv);
+            for (std::size_t n : {std::size_t(1031), (std::size_t(1) << 20) + 3}) {
+              automatic_cases(comms, n, t);
+              explicit_cases<algo::ring, proto::simple>(comms, n, t);
+              explicit_cases<algo::ring, proto::ll128>(comms, n, t);
+            }
+          }
+          skew = {};
+        }
         std::printf("%s: done (%d failures so far)\n", tag.c_str(), failures);
         if (P >= 2 && S == 4) graph_case(comms, 4099, 1000);
+        if (P == 2 && S == 4) graph_case(comms, 1031, 10, cudaStreamCaptureModeGlobal);
         if (P >= 2) fused_case(comms, (std::size_t(1) << 18) + 5);
       }
     host_region_cases();

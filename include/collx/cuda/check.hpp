@@ -31,6 +31,22 @@ inline void check(cudaError_t e, const char* what) {
               std::string("CUDA: ") + what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
 }
 
+/// Puts the calling thread in relaxed stream-capture mode for its lifetime.
+/// A user may capture our calls into a CUDA graph in global or thread-local
+/// mode, where queries the runtime deems unsafe (occupancy, pointer
+/// attributes) would fail and invalidate the user's capture; these queries
+/// touch no stream, so relaxed mode is right for them (NCCL does the same).
+class relaxed_capture {
+ public:
+  relaxed_capture() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
+  ~relaxed_capture() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
+  relaxed_capture(const relaxed_capture&) = delete;
+  relaxed_capture& operator=(const relaxed_capture&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+};
+
 /// Restores the calling thread's current device when it goes out of scope:
 /// calls switch to their rank's device and leave the caller's as it was.
 class device_guard {

@@ -589,12 +589,31 @@ class communicator {
     const bool receives = !(C == coll::reduce && rank_ != root);
     if (sends) check_buffer(send, send_n * sizeof(T), what, "send");
     if (receives) check_buffer(recv, recv_n * sizeof(T), what, "recv");
-    int sd = -1;
-    check(cudaStreamGetDevice(stream, &sd), "cudaStreamGetDevice");
-    require(sd == device(), what, [&] {
+    const int sd = stream_device(stream);
+    require(sd < 0 || sd == device(), what, [&] {
       return "the stream belongs to device " + std::to_string(sd) + ", rank " + std::to_string(rank_) +
              "'s GPU is device " + std::to_string(device());
     });
+  }
+
+  /// The device of `stream`, or -1 where it cannot be asked: the runtime
+  /// refuses cudaStreamGetDevice on a stream that is being captured into a
+  /// graph (and the refusal would invalidate the capture). A stream used
+  /// before its capture began is remembered from then; one first seen while
+  /// capturing is not checked here (its kernels are captured for this rank's
+  /// device, and launching the graph on another device's stream fails in
+  /// cudaGraphLaunch).
+  int stream_device(cudaStream_t stream) const {
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    check(cudaStreamIsCapturing(stream, &cs), "cudaStreamIsCapturing");
+    if (cs != cudaStreamCaptureStatusNone) {
+      const int* known = streams_.find(stream);
+      return known != nullptr ? *known : -1;
+    }
+    int sd = -1;
+    check(cudaStreamGetDevice(stream, &sd), "cudaStreamGetDevice");
+    if (const int* known = streams_.find(stream); known == nullptr || *known != sd) streams_.remember(stream, sd);
+    return sd;
   }
 
   /// A buffer must be device memory of this rank's GPU, or managed memory.
@@ -608,6 +627,7 @@ class communicator {
       k = *known;
     } else {
       cudaPointerAttributes at{};
+      relaxed_capture relaxed;  // the call may be inside a user's graph capture
       const cudaError_t e = cudaPointerGetAttributes(&at, p);
       if (e != cudaSuccess) (void)cudaGetLastError();
       require(e == cudaSuccess && (at.type == cudaMemoryTypeDevice || at.type == cudaMemoryTypeManaged), what,
@@ -655,6 +675,7 @@ class communicator {
     for (const auto& x : g.resident)
       if (x.kernel == kernel && x.device == dev) return x.blocks;
     int per_sm = 0, sms = 0;
+    relaxed_capture relaxed;  // the first launch may be inside a user's graph capture
     check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block_threads, 0),
           "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
     check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
@@ -678,6 +699,7 @@ class communicator {
   std::shared_ptr<detail::group_state> g_;
   int rank_ = 0;
   mutable collx::detail::pointer_memo<collx::detail::pointer_kind> buffers_;  // check_buffer's answers
+  mutable collx::detail::pointer_memo<int> streams_;  // stream_device's answers, for calls being captured
   struct memo {
     std::size_t bytes = ~std::size_t{0};
     variant_choice choice{};

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# scripts/gpu-bundle.sh [BUILD] [BUNDLE] — copies what scripts/gpu-check.sh
+# runs out of a CUDA build folder (default build/cuda) into a small folder
+# (default build/gpu-bundle) with the same layout: the executables and the
+# device instantiation's PTX, no object files. The device tool carries at most
+# 64 MiB; a whole build folder is larger. Then:
+#   run(command='scripts/gpu-check.sh "$OUT" build/gpu-bundle', carry=["build/gpu-bundle"])
+set -euo pipefail
+build=${1:-build/cuda}
+bundle=${2:-build/gpu-bundle}
+files=(
+  tests/device/collx_gpu_ring_test
+  tests/device/collx_gpu_comm_test
+  tests/device/collx_gpu_host_misuse
+  tools/collx-perf-cuda
+  tools/collxrun
+)
+rm -rf "$bundle"
+for f in "${files[@]}"; do
+  if [ ! -x "$build/$f" ]; then
+    echo "gpu-bundle: $build/$f missing: build the cuda preset first (cmake --build --preset cuda)" >&2
+    exit 1
+  fi
+  mkdir -p "$bundle/$(dirname "$f")"
+  cp "$build/$f" "$bundle/$f"
+done
+ptx=tests/device/CMakeFiles/collx_device_instantiate.dir
+mkdir -p "$bundle/$ptx"
+cp "$build/$ptx"/*.ptx "$bundle/$ptx/"
+du -sh "$bundle"
