@@ -20,15 +20,24 @@
 #   comm.log              gpu::communicator: every collective, graph replays,
 #                         abort, deadline, misuse (P ranks sharing the GPU),
 #                         and the same over host-memory regions
+#   comm-leader.log       the same with COLLX_GPU_FENCE=leader (no per-thread
+#                         system fence before a post; the leader's release)
+#   nsys-*.log            nsys's summary of a small-call sweep, where nsys is
+#                         installed (kernel time against the runtime API's)
 #   sanitizer-<tool>.log  compute-sanitizer memcheck, racecheck, synccheck on
 #                         the GPU ring test (small: the sanitizers are slow)
 # Exits non-zero if any step failed; a step whose tool is missing is SKIP.
-# Run from the repository root. With the device tool: build here first, then
-#   run(command='scripts/gpu-check.sh "$OUT"', carry=["build/cuda"], timeout_s=…)
+# Every step is bounded by COLLX_GPU_STEP_TIMEOUT seconds (default 150).
+# Run from the repository root. With the device tool, which carries at most
+# 64 MiB and brings back at most 8 files: build here first, pack what runs
+# with scripts/gpu-bundle.sh, then
+#   run(command='COLLX_GPU_STEP_TIMEOUT=150 timeout 340 scripts/gpu-check.sh "$OUT/r" build/gpu-bundle;
+#                cp "$OUT/r/summary.md" "$OUT"; tar czf "$OUT/gpu-check.tgz" -C "$OUT" r && rm -rf "$OUT/r"',
+#       carry=["build/gpu-bundle"], timeout_s=400)
+# and record what it printed in bench/results/gpu-*.md.
 #
-# What exists on the device side today: the compile-time checks, the ring
-# test and the CUDA communicator test; the nvlink transport, the perf sweep
-# and the multi-GPU matrix add their steps here.
+# Not here yet: several GPUs (the NVLink path, the multi-GPU matrix, NCCL
+# beside collx-perf-cuda); they add their steps where such a machine exists.
 set -u
 out=${1:?usage: scripts/gpu-check.sh OUT [BUILD]}
 build=${2:-build/cuda}
@@ -86,6 +95,7 @@ fi
 comm=$build/tests/device/collx_gpu_comm_test
 if [ -x "$comm" ]; then
   step "CUDA communicator test" "$out/comm.log" "$comm"
+  step "CUDA communicator test, leader fences" "$out/comm-leader.log" env COLLX_GPU_FENCE=leader "$comm"
   step "CUDA communicator, process ranks" "$out/comm-procs.log" "$build/tools/collxrun" -n 2 "$comm" --procs
   step "CUDA communicator, process ranks, host regions" "$out/comm-procs-host.log" "$build/tools/collxrun" -n 2 \
     "$comm" --procs --host-regions
@@ -113,11 +123,31 @@ if [ -x "$perf" ]; then
     -n 200 --algo ring --proto ll
   step "perf all_reduce P=2 ring/ll stripes 1" "$out/perf-ar-p2-ll-s1.log" "$perf" all_reduce -b 8 -e 64K -f 8 -p 2 \
     -n 200 --algo ring --proto ll --stripes 1
-  for s in 16 32; do
+  for s in 4 16; do
     step "perf all_reduce P=2 ring/simple stripes $s" "$out/perf-ar-p2-simple-s$s.log" "$perf" all_reduce -b 4M \
       -e 256M -f 4 -p 2 --algo ring --proto simple --stripes $s
   done
   step "perf all_reduce P=8 auto" "$out/perf-ar-p8.log" "$perf" all_reduce -b 8 -e 64M -f 8 -p 8
+  # A/B: only the leader's release store orders a block's stores before a
+  # post (exec::cuda::fence_each_thread off) against every thread fencing.
+  step "perf all_reduce P=2 ring/ll, leader fences" "$out/perf-ar-p2-ll-leader.log" env COLLX_GPU_FENCE=leader \
+    "$perf" all_reduce -b 8 -e 64K -f 8 -p 2 -n 200 --algo ring --proto ll
+  step "perf all_reduce P=2 ring/ll graph, leader fences" "$out/perf-ar-p2-ll-graph-leader.log" \
+    env COLLX_GPU_FENCE=leader "$perf" all_reduce -b 8 -e 64K -f 8 -p 2 -n 200 --algo ring --proto ll --graph
+  step "perf all_reduce P=2 ring/simple, leader fences" "$out/perf-ar-p2-simple-leader.log" \
+    env COLLX_GPU_FENCE=leader "$perf" all_reduce -b 1M -e 256M -f 4 -p 2 --algo ring --proto simple
+  # Where a small call's time goes: kernel durations against the API's.
+  nsys=""
+  for s in nsys /usr/local/cuda/bin/nsys; do
+    if command -v "$s" >/dev/null; then nsys=$(command -v "$s"); break; fi
+  done
+  if [ -n "$nsys" ]; then
+    step "nsys: P=2 ring/ll 8 B" "$out/nsys-ar-p2-ll.log" "$nsys" profile --stats=true -o "$out/nsys-ar-p2-ll" \
+      --force-overwrite true "$perf" all_reduce -b 8 -e 8 -p 2 -n 200 --algo ring --proto ll
+    rm -f "$out"/nsys-ar-p2-ll.nsys-rep "$out"/nsys-ar-p2-ll.sqlite
+  else
+    echo "| nsys | SKIP (not installed) | | |" >>"$summary"
+  fi
 else
   echo "| perf | FAIL ($perf missing) | | |" >>"$summary"
   failed=1

@@ -31,6 +31,11 @@ namespace {
 
 using namespace collx;
 using perf::options;
+using perf::note_variant;
+using perf::parse_id;
+using perf::variant_name;
+using perf::variant_span;
+using perf::variants_line;
 
 // ---- variant names ------------------------------------------------------------
 
@@ -45,23 +50,11 @@ std::vector<std::string> id_names() {
 }
 
 template <class Id>
-bool parse_id(const std::string& s, Id& out) {
-  for (int i = 0; i < 256; ++i)
-    if (s == name(static_cast<Id>(i))) {
-      out = static_cast<Id>(i);
-      return true;
-    }
-  return false;
-}
-
-template <class Id>
 std::string joined_names() {
   std::string r;
   for (const std::string& n : id_names<Id>()) r += (r.empty() ? "" : ", ") + n;
   return r;
 }
-
-std::string variant_name(variant_choice v) { return std::string(name(v.algo)) + "/" + name(v.proto); }
 
 void usage(std::FILE* f, const char* prog) {
   std::fprintf(f,
@@ -104,31 +97,6 @@ void usage(std::FILE* f, const char* prog) {
 }
 
 // ---- one rank's sweep ------------------------------------------------------------
-
-struct variant_span {
-  variant_choice v;
-  std::size_t first_bytes, last_bytes;
-};
-
-void note_variant(std::vector<variant_span>& spans, variant_choice v, std::size_t bytes) {
-  if (!spans.empty() && spans.back().v.algo == v.algo && spans.back().v.proto == v.proto) {
-    spans.back().last_bytes = bytes;
-    return;
-  }
-  spans.push_back({v, bytes, bytes});
-}
-
-std::string variants_line(const std::vector<variant_span>& spans) {
-  if (spans.empty()) return "none ran";
-  if (spans.size() == 1) return variant_name(spans[0].v);
-  std::string r;
-  for (const variant_span& s : spans) {
-    if (!r.empty()) r += ", ";
-    r +=
-        variant_name(s.v) + " (" + std::to_string(s.first_bytes) + "-" + std::to_string(s.last_bytes) + " B)";
-  }
-  return r;
-}
 
 /// A collective call with the benchmark's collective, type and op.
 struct caller {

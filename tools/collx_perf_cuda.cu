@@ -4,7 +4,7 @@
 // one-GPU run is measured against (NCCL refuses two ranks on one GPU, so
 // there is no peer to run beside it here).
 //
-//   collx-perf-cuda all_reduce -b 8 -e 256M -f 4 -p 2 [--stripes 4] [--graph]
+//   collx-perf-cuda all_reduce -b 8 -e 256M -f 4 -p 2 [--stripes 32] [--graph]
 //                   [--algo ring --proto ll]
 //
 // Time per call: every rank's calls enqueued on its own stream, `iters` of
@@ -13,7 +13,9 @@
 // graph first and the graphs are launched (launch overhead left out). float32
 // sum only for now. Out of place and in place (NCCL's layouts), each checked
 // once per size with collx-perf's inputs, reference and guard bytes
-// (perf_common.hpp) before timing.
+// (perf_common.hpp) before timing. The footer names the variant that ran at
+// each size and, for stream runs, what the host spent enqueueing one rank's
+// call.
 #include "perf_common.hpp"
 
 #include <collx/cuda/communicator.hpp>
@@ -36,7 +38,7 @@ void usage(std::FILE* f, const char* prog) {
                "  collectives: all_reduce, all_gather, reduce_scatter, broadcast, reduce\n%s"
                "  -p, --nranks <n>           ranks sharing GPU 0 (default 2)\n"
                "  -r, --root <r>             root of broadcast and reduce (default 0)\n"
-               "  --stripes <n>              blocks per rank per call (default 4)\n"
+               "  --stripes <n>              blocks per rank per call (default: the group's automatic count)\n"
                "  --graph                    time CUDA graph launches of the calls\n"
                "  --algo ring|tree --proto simple|ll|ll128   explicit composition (all_reduce)\n"
                "  every size runs out of place, then in place; -c 1 checks each once (values and\n"
@@ -82,7 +84,7 @@ void call(gpu::communicator& c, const options& o, const float* s, float* r, std:
 
 int main(int argc, char** argv) {
   // The flags of this tool first, then the shared ones.
-  long stripes = 4;
+  long stripes = 0;  // 0: collx::automatic_stripes (stripes.hpp)
   bool graph = false;
   std::vector<char*> rest{argv[0]};
   for (int i = 1; i < argc; ++i) {
@@ -139,11 +141,18 @@ int main(int argc, char** argv) {
     std::vector<std::byte> hs(need.send), hr(need.recv);
     print_header(stdout, o, "collx-perf-cuda", name(o.collective), P, graph ? "cuda-graph" : "cuda-stream",
                  op_column(o.collective, o.op), root_column(o.collective, o.root),
-                 "variant " + o.algo + "/" + o.proto + "  stripes " + std::to_string(stripes) +
+                 "variant " + o.algo + "/" + o.proto + "  stripes " + std::to_string(comms[0].stripes()) +
                      "  (ranks share GPU 0; last column: device-to-device copy of size bytes, GB/s)");
     double busbw_sum = 0;
     long long wrong_total = 0, oob_total = 0;
+    std::vector<variant_span> spans;  // which variant ran, per size (the footer)
+    std::vector<double> enqueue_us;   // host time to enqueue one rank's call, per timed block
+    variant_choice named{algo_id::automatic, proto_id::automatic};
+    (void)parse_id(o.algo, named.algo), (void)parse_id(o.proto, named.proto);
     for (std::size_t bytes : sizes) {
+      note_variant(spans,
+                   o.algo == "auto" ? comms[0].choose(o.collective, bytes) : named,
+                   bytes);
       const coll_counts k = counts_for(o.collective, bytes, sizeof(float), P);
       const std::size_t n = k.param;
       auto sync_all = [&] {
@@ -203,6 +212,12 @@ int main(int argc, char** argv) {
           for (auto x : ex) cudaGraphExecDestroy(x);
         } else {
           enqueue_all(o.iters);
+          // What the host spends enqueueing one rank's call (checks, choice,
+          // launch): bounds the time per call from below where it exceeds
+          // the kernels' own time.
+          enqueue_us.push_back(
+              std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+              (static_cast<double>(o.iters) * P));
           sync_all();
           seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.iters;
         }
@@ -224,6 +239,12 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
     print_footer(stdout, oob_total, sizes.empty() ? 0 : busbw_sum / static_cast<double>(sizes.size()));
+    std::printf("# variant: %s\n", variants_line(spans).c_str());
+    if (!enqueue_us.empty()) {
+      std::sort(enqueue_us.begin(), enqueue_us.end());
+      std::printf("# host enqueue of one rank's call: median %.2f us, %.2f-%.2f us over the timed blocks\n",
+                  enqueue_us[enqueue_us.size() / 2], enqueue_us.front(), enqueue_us.back());
+    }
     for (auto& x : b) cudaFree(x.send), cudaFree(x.recv), cudaStreamDestroy(x.stream);
     return wrong_total || oob_total ? 1 : 0;
   } catch (const std::exception& x) {

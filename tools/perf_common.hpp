@@ -25,6 +25,7 @@
 #include <collx/coll.hpp>
 #include <collx/dtype.hpp>
 #include <collx/reduce_op.hpp>
+#include <collx/variants.hpp>
 
 #include <sched.h>
 #include <unistd.h>
@@ -999,6 +1000,47 @@ sweep_totals run_sweep(const options& o, int rank, int nranks, std::byte* sendbu
     }
   }
   return totals;
+}
+
+// ---- which variant ran ---------------------------------------------------------
+
+/// The id (algo_id, proto_id) whose name is s; false where none is.
+template <class Id>
+bool parse_id(const std::string& s, Id& out) {
+  for (int i = 0; i < 256; ++i)
+    if (s == name(static_cast<Id>(i))) {
+      out = static_cast<Id>(i);
+      return true;
+    }
+  return false;
+}
+
+inline std::string variant_name(variant_choice v) { return std::string(name(v.algo)) + "/" + name(v.proto); }
+
+/// Sizes over which one variant ran, for the footer line "# variant: ...".
+struct variant_span {
+  variant_choice v;
+  std::size_t first_bytes, last_bytes;
+};
+
+inline void note_variant(std::vector<variant_span>& spans, variant_choice v, std::size_t bytes) {
+  if (!spans.empty() && spans.back().v.algo == v.algo && spans.back().v.proto == v.proto) {
+    spans.back().last_bytes = bytes;
+    return;
+  }
+  spans.push_back({v, bytes, bytes});
+}
+
+inline std::string variants_line(const std::vector<variant_span>& spans) {
+  if (spans.empty()) return "none ran";
+  if (spans.size() == 1) return variant_name(spans[0].v);
+  std::string r;
+  for (const variant_span& s : spans) {
+    if (!r.empty()) r += ", ";
+    r +=
+        variant_name(s.v) + " (" + std::to_string(s.first_bytes) + "-" + std::to_string(s.last_bytes) + " B)";
+  }
+  return r;
 }
 
 }  // namespace collx::perf

@@ -129,7 +129,7 @@ struct ready {
 ///                          checks; all workers call it and get one verdict
 ///   e.wait_own(pred)       the same, for one worker alone
 ///   E::agree(s)            the workers' common verdict on their statuses
-///   E::fence_before_post() orders payload stores before a counter's release
+///   e.fence_before_post()  orders payload stores before a counter's release
 ///   e.notify(q)            wakes rank q if it sleeps on a wait
 template <class E>
 concept executor = requires(const E& e, status s, int q) {
@@ -139,7 +139,7 @@ concept executor = requires(const E& e, status s, int q) {
   { e.wait(concept_detail::ready{}) } -> std::same_as<status>;
   { e.wait_own(concept_detail::ready{}) } -> std::same_as<status>;
   { E::agree(s) } -> std::same_as<status>;
-  E::fence_before_post();
+  e.fence_before_post();
   e.notify(q);
 };
 

@@ -38,6 +38,21 @@ namespace collx {
 /// Bytes of the unit stripes are cut in (see the header comment).
 inline constexpr std::size_t stripe_grain_bytes = 512;
 
+/// Blocks a GPU group gives each call, chosen from the group's placement alone
+/// (every rank computes the same number, which the stripes of a call must
+/// be): 32, the most NCCL gives a call on NVLink machines, and fewer where
+/// ranks share a GPU, so that the blocks of all the ranks on one GPU number at
+/// most 128 (two per SM on a GPU of 64 SMs: co-resident on every GPU this
+/// runs on). Measured on an H200, 2 ranks sharing it, Simple ring all_reduce
+/// of 256 MiB (bench/results/gpu-2026-12-04.md): busbw 36 GB/s with 4 stripes,
+/// 122 with 16, 204 with 32.
+COLLX_HOST_DEVICE constexpr int automatic_stripes(int max_ranks_per_device) {
+  constexpr int most = 32, blocks_per_device = 128;
+  const int r = max_ranks_per_device < 1 ? 1 : max_ranks_per_device;
+  const int s = blocks_per_device / r;
+  return s < 1 ? 1 : s > most ? most : s;
+}
+
 /// Whether Algo's schedule for c may be split into stripes.
 template <class Algo>
 COLLX_HOST_DEVICE constexpr bool splits_into_stripes(coll c) {

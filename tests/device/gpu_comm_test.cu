@@ -453,17 +453,49 @@ void misuse_cases() {
   refused(
       "null recv", [&] { comms[0].all_reduce(dev, static_cast<float*>(nullptr), 1024, reduce_op::sum, s); },
       "recv is null");
-  // Nothing was enqueued: a correct call on both ranks still completes.
+  // Nothing was enqueued: a correct call on both ranks (each on a stream of
+  // its own) still completes.
+  cudaStream_t s1 = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+  float* dev1 = nullptr;
+  CUDA_OK(cudaMalloc(&dev1, 1024 * sizeof(float)));
   std::string err;
   try {
     comms[0].all_reduce(dev, dev, 1024, reduce_op::sum, s);
-    comms[1].all_reduce(dev, dev, 1024, reduce_op::sum, s);
+    comms[1].all_reduce(dev1, dev1, 1024, reduce_op::sum, s1);
     comms[0].wait(s);
+    comms[1].wait(s1);
   } catch (const std::exception& e) {
     err = e.what();
   }
   expect(err.empty(), "a call after refused ones: " + err);
-  cudaFree(dev), cudaStreamDestroy(s);
+  // Both ranks' kernels of one call on one stream would wait for each other
+  // until their deadline: the second rank's call is refused. The first
+  // rank's kernel, already enqueued, then ends in its (short) deadline.
+  {
+    gpu::options opt;
+    opt.timeout_ms = 200;
+    auto pair = gpu::communicator::create_group(devs, opt);
+    std::string first;
+    try {
+      pair[0].all_reduce(dev, dev, 1024, reduce_op::sum, s);
+    } catch (const std::exception& e) {
+      first = e.what();
+    }
+    expect(first.empty(), "one stream for two ranks: rank 0's call: " + first);
+    refused(
+        "one stream for two ranks", [&] { pair[1].all_reduce(dev1, dev1, 1024, reduce_op::sum, s); },
+        "a stream of its own");
+    std::string late;
+    try {
+      pair[0].wait(s);
+    } catch (const error& e) {
+      late = e.what();
+    }
+    expect(late.find("timeout") != std::string::npos,
+           "one stream for two ranks: rank 0 alone should end in its deadline, got \"" + late + "\"");
+  }
+  cudaFree(dev), cudaFree(dev1), cudaStreamDestroy(s), cudaStreamDestroy(s1);
 }
 
 /// `--procs` under a launcher (collxrun -n P): this process is one rank

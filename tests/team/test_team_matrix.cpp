@@ -628,6 +628,26 @@ TEST_CASE("stripes: slices cover every element once, at the same grain on every 
       }
 }
 
+TEST_CASE("stripes: a GPU group's automatic count keeps the blocks of one GPU's ranks within 128",
+          "[stripes]") {
+  static_assert(automatic_stripes(1) == 32);
+  for (int ranks = 0; ranks <= transport::max_mesh_ranks; ++ranks) {
+    const int s = automatic_stripes(ranks);
+    INFO("ranks on one GPU " << ranks << ": " << s << " stripes");
+    CHECK(s >= 1);
+    CHECK(s <= 32);
+    CHECK(s <= transport::max_stripes);
+    const int r = ranks < 1 ? 1 : ranks;
+    // Within the budget where it can be (at least one block per rank), and
+    // no fewer stripes than the budget allows.
+    if (r <= 128) CHECK(r * s <= 128);
+    if (r <= 128 && s < 32) CHECK(r * (s + 1) > 128);
+  }
+  CHECK(automatic_stripes(4) == 32);
+  CHECK(automatic_stripes(8) == 16);
+  CHECK(automatic_stripes(72) == 1);
+}
+
 TEST_CASE("stripes: a view with fewer stripes than asked is refused before any FIFO is touched",
           "[stripes]") {
   const auto layout = transport::shm_layout::make(2, 4, {2048, 2048, 2048}, 2);

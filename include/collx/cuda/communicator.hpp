@@ -117,8 +117,9 @@ inline const char* name(region_memory m) {
 
 /// How a group is made. The defaults suit ranks on separate GPUs of a node.
 struct options {
-  /// Blocks per rank per call (NCCL's channels); 1..transport::max_stripes.
-  int stripes = 4;
+  /// Blocks per rank per call (NCCL's channels), 1..transport::max_stripes;
+  /// 0 (the default): automatic_stripes() of the group's placement.
+  int stripes = 0;
   /// FIFO geometry, as comm_options (per protocol slot bytes, slots per FIFO).
   std::uint32_t fifo_slots = comm_options::default_fifo_slots;
   std::array<std::uint32_t, proto::channel_count> slot_bytes = comm_options{}.slot_bytes;
@@ -129,6 +130,11 @@ struct options {
   tune::profile profile = tune::h100_nvswitch;
   /// Where the ranks' FIFO regions live (see region_memory).
   region_memory regions = region_memory::automatic;
+  /// Every thread of a block fences before a post (true), or only the
+  /// leader's release store orders the block's stores (false; see
+  /// exec::cuda::fence_each_thread). The environment's COLLX_GPU_FENCE=each
+  /// or =leader overrides it, for measuring one against the other.
+  bool fence_each_thread = true;
 };
 
 /// Algorithms the automatic choice picks from (each instantiated per protocol
@@ -150,6 +156,7 @@ struct group_state {
   std::uint32_t* abort_host = nullptr;  // mapped pinned: [0] abort word, then one status word per rank
   std::uint32_t* abort_dev = nullptr;
   std::uint64_t timeout_ns = 0;
+  bool fence_each_thread = true;  // exec::cuda::fence_each_thread of every launch
   tune::profile profile{};
   /// Blocks of each launched kernel a device holds at once (kernel, device →
   /// blocks): queried once, then read on every launch; ranks of the group may
@@ -161,6 +168,14 @@ struct group_state {
   };
   mutable std::mutex residency_lock;
   mutable std::vector<residency> resident;
+  /// Per rank of this process: calls launched so far and the stream of the
+  /// last (see communicator::claim_stream). Sized nranks; under launch_lock.
+  struct launch_record {
+    std::uint64_t calls = 0;
+    cudaStream_t stream = nullptr;
+  };
+  mutable std::mutex launch_lock;
+  mutable std::vector<launch_record> launched;
   /// Process ranks (collx/cuda/process.hpp): the regions and words are
   /// mappings this holds, released with it, not allocations freed here.
   std::shared_ptr<void> mappings;
@@ -214,8 +229,10 @@ class communicator {
     const int count = device_count("gpu::communicator::create_group");
     auto g = std::make_shared<detail::group_state>();
     g->nranks = static_cast<int>(devices.size());
-    g->stripes = opt.stripes;
     g->devices.assign(devices.begin(), devices.end());
+    int crowd = 0;  // the most ranks on one GPU
+    for (int d : g->devices) crowd = std::max(crowd, g->ranks_on(d));
+    g->stripes = opt.stripes != 0 ? opt.stripes : automatic_stripes(crowd);
     for (std::size_t r = 0; r < devices.size(); ++r)
       require(devices[r] >= 0 && devices[r] < count, "gpu::communicator::create_group", [&] {
         return "rank " + std::to_string(r) + "'s device " + std::to_string(devices[r]) + " does not exist (" +
@@ -225,7 +242,7 @@ class communicator {
     g->host_regions =
         use_host_regions(opt.regions, missing_peer_access(g->devices), "gpu::communicator::create_group");
     if (!g->host_regions) enable_peer_access(g->devices);
-    g->view.layout = layout_for(g->nranks, opt);
+    g->view.layout = layout_for(g->nranks, opt, g->stripes);
     const std::size_t region = g->view.layout.region_bytes();
     for (int r = 0; r < g->nranks; ++r) {
       device_guard on(g->devices[static_cast<std::size_t>(r)]);
@@ -260,6 +277,7 @@ class communicator {
       g->view.abort = g->abort_dev;
     }
     g->timeout_ns = opt.timeout_ms * 1'000'000ull;
+    g->fence_each_thread = fences_of(opt);
     g->profile = opt.profile;
     std::vector<communicator> out;
     for (int r = 0; r < g->nranks; ++r) out.push_back(communicator(g, r));
@@ -411,6 +429,7 @@ class communicator {
     h.view = g.view;
     h.exec.abort_word = g.abort_dev;
     h.exec.timeout_ns = g.timeout_ns;
+    h.exec.fence_each_thread = g.fence_each_thread;
     h.rank = rank_;
     h.nranks = g.nranks;
     h.stripes = g.stripes;
@@ -425,14 +444,23 @@ class communicator {
   friend struct process_access;
 
   static void validate(const options& opt, const char* op) {
-    require(opt.stripes >= 1 && opt.stripes <= transport::max_stripes, op,
-            "stripes must be in [1, " + std::to_string(transport::max_stripes) + "], got " +
+    require(opt.stripes >= 0 && opt.stripes <= transport::max_stripes, op,
+            "stripes must be in [1, " + std::to_string(transport::max_stripes) + "] or 0 (automatic), got " +
                 std::to_string(opt.stripes));
     require(opt.fifo_slots >= 2 && opt.fifo_slots <= 1024, op,
             "fifo_slots must be in [2, 1024], got " + std::to_string(opt.fifo_slots));
     require(opt.regions == region_memory::automatic || opt.regions == region_memory::device ||
                 opt.regions == region_memory::host,
             op, "regions is not a region_memory value: " + std::to_string(static_cast<int>(opt.regions)));
+  }
+  /// options::fence_each_thread, or what COLLX_GPU_FENCE says (each, leader).
+  static bool fences_of(const options& opt) {
+    const char* e = std::getenv("COLLX_GPU_FENCE");
+    if (e == nullptr || *e == '\0') return opt.fence_each_thread;
+    if (std::strcmp(e, "each") == 0) return true;
+    if (std::strcmp(e, "leader") == 0) return false;
+    throw_error(status::invalid_argument,
+                std::string("COLLX_GPU_FENCE must be 'each' or 'leader', got '") + e + "'");
   }
   /// The number of GPUs; not_supported naming `op` where there is none.
   static int device_count(const char* op) {
@@ -445,10 +473,11 @@ class communicator {
     check(e, "cudaGetDeviceCount");
     return count;
   }
-  static transport::mesh_layout layout_for(int nranks, const options& opt) {
+  /// FIFO regions for `stripes` (resolved: not 0) stripes per directed pair.
+  static transport::mesh_layout layout_for(int nranks, const options& opt, int stripes) {
     return transport::mesh_layout::make(transport::shm_layout::make(static_cast<std::uint32_t>(nranks),
                                                                     opt.fifo_slots, opt.slot_bytes.data(),
-                                                                    proto::channel_count, opt.stripes));
+                                                                    proto::channel_count, stripes));
   }
   communicator(std::shared_ptr<detail::group_state> g, int rank) : g_(std::move(g)), rank_(rank) {}
 
@@ -666,8 +695,36 @@ class communicator {
     exec::cuda ex{};
     ex.abort_word = g.abort_dev;
     ex.timeout_ns = g.timeout_ns;
+    ex.fence_each_thread = g.fence_each_thread;
+    const std::uint64_t call = claim_stream(g, dev, stream);
     kernel<<<g.stripes, block_threads, 0, stream>>>(g.view, ex, a, g.status_dev(rank_));
     check(cudaGetLastError(), "kernel launch");
+    std::lock_guard<std::mutex> hold(g.launch_lock);
+    g.launched[static_cast<std::size_t>(rank_)] = {call, stream};
+  }
+
+  /// The number this rank's next call will have; refuses the call (before it
+  /// is enqueued) where another rank of this process on the same GPU has
+  /// already enqueued the same call on the same stream: the two kernels wait
+  /// for each other, and a stream runs one after the other, so both would
+  /// run into their deadline. (cudaStreamPerThread names a different stream
+  /// in each thread, so it is not compared.)
+  std::uint64_t claim_stream(const detail::group_state& g, int dev, cudaStream_t stream) const {
+    std::lock_guard<std::mutex> hold(g.launch_lock);
+    if (g.launched.size() != static_cast<std::size_t>(g.nranks)) g.launched.resize(static_cast<std::size_t>(g.nranks));
+    const std::uint64_t call = g.launched[static_cast<std::size_t>(rank_)].calls + 1;
+    if (stream == cudaStreamPerThread) return call;
+    for (int q = 0; q < g.nranks; ++q) {
+      const auto& other = g.launched[static_cast<std::size_t>(q)];
+      if (q == rank_ || other.calls != call || other.stream != stream) continue;
+      if (static_cast<std::size_t>(q) < g.devices.size() && g.devices[static_cast<std::size_t>(q)] != dev) continue;
+      throw_error(status::invalid_argument,
+                  "gpu::communicator: rank " + std::to_string(rank_) + "'s call " + std::to_string(call) +
+                      " is on the stream rank " + std::to_string(q) +
+                      " enqueued the same call on: the ranks' kernels wait for each other, so each rank "
+                      "needs a stream of its own");
+    }
+    return call;
   }
 
   static int resident_blocks(const detail::group_state& g, const void* kernel, int dev) {

@@ -41,6 +41,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -148,8 +149,6 @@ struct process_access {
     auto g = std::make_shared<detail::group_state>();
     auto keep = std::make_shared<process_detail::process_mappings>();
     g->nranks = nranks;
-    g->stripes = opt.stripes;
-    g->view.layout = communicator::layout_for(nranks, opt);
 
     // Where the ranks run, and where their regions can live.
     process_detail::placement_card place{};
@@ -162,6 +161,16 @@ struct process_access {
       if (places[static_cast<std::size_t>(q)].host != place.host)
         throw_error(status::not_supported, std::string(op) + ": rank " + std::to_string(q) +
                                                " runs on another host; GPU ranks must share one host");
+    // Stripes from the placement every rank now knows alike (the most ranks
+    // on one GPU, told apart by PCI bus id), then the regions' layout.
+    int crowd = 0;
+    for (const auto& a : places) {
+      int n = 0;
+      for (const auto& b : places) n += std::strncmp(a.bus_id, b.bus_id, sizeof a.bus_id) == 0;
+      crowd = std::max(crowd, n);
+    }
+    g->stripes = opt.stripes != 0 ? opt.stripes : automatic_stripes(crowd);
+    g->view.layout = communicator::layout_for(nranks, opt, g->stripes);
     const auto reach = all_of<std::uint8_t>(s, process_detail::reaches_all(device, places) ? 1 : 0);
     std::string missing;
     bool host_asked = false;
@@ -273,6 +282,7 @@ struct process_access {
     g->abort_dev = static_cast<std::uint32_t*>(dev);
     g->view.abort = g->abort_dev;
     g->timeout_ns = opt.timeout_ms * 1'000'000ull;
+    g->fence_each_thread = communicator::fences_of(opt);
     g->profile = opt.profile;
     g->mappings = keep;
     return communicator(std::move(g), rank);
