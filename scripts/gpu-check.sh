@@ -22,6 +22,8 @@
 #                         and the same over host-memory regions
 #   comm-leader.log       the same with COLLX_GPU_FENCE=leader (no per-thread
 #                         system fence before a post; the leader's release)
+#   perf-ar-p2-sweep-*.log  every explicit variant and the automatic choice,
+#                         8 B-64 MiB; variants-report.md holds them side by side
 #   nsys-*.log            nsys's summary of a small-call sweep, where nsys is
 #                         installed (kernel time against the runtime API's)
 #   sanitizer-<tool>.log  compute-sanitizer memcheck, racecheck, synccheck on
@@ -31,9 +33,11 @@
 # Run from the repository root. With the device tool, which carries at most
 # 64 MiB and brings back at most 8 files: build here first, pack what runs
 # with scripts/gpu-bundle.sh, then
-#   run(command='COLLX_GPU_STEP_TIMEOUT=150 timeout 340 scripts/gpu-check.sh "$OUT/r" build/gpu-bundle;
+#   run(command='COLLX_GPU_STEP_TIMEOUT=150 timeout 480 scripts/gpu-check.sh "$OUT/r" build/gpu-bundle;
 #                cp "$OUT/r/summary.md" "$OUT"; tar czf "$OUT/gpu-check.tgz" -C "$OUT" r && rm -rf "$OUT/r"',
-#       carry=["build/gpu-bundle"], timeout_s=400)
+#       carry=["build/gpu-bundle"], timeout_s=540)
+# (the whole script took 158 s on an H200 at fa769e7, before the second
+# communicator test, the variant sweeps and nsys were added)
 # and record what it printed in bench/results/gpu-*.md.
 #
 # Not here yet: several GPUs (the NVLink path, the multi-GPU matrix, NCCL
@@ -128,6 +132,14 @@ if [ -x "$perf" ]; then
       -e 256M -f 4 -p 2 --algo ring --proto simple --stripes $s
   done
   step "perf all_reduce P=8 auto" "$out/perf-ar-p8.log" "$perf" all_reduce -b 8 -e 64M -f 8 -p 8
+  # Every explicit variant over the automatic choice's range, so that its
+  # pick can be held against the fastest measured (bench/gpu_variants_report.py).
+  for v in ring/simple ring/ll ring/ll128 tree/simple tree/ll tree/ll128; do
+    step "perf all_reduce P=2 $v sweep" "$out/perf-ar-p2-sweep-${v/\//-}.log" "$perf" all_reduce -b 8 -e 64M -f 8 \
+      -p 2 --algo "${v%/*}" --proto "${v#*/}"
+  done
+  step "perf all_reduce P=2 auto sweep" "$out/perf-ar-p2-sweep-auto.log" "$perf" all_reduce -b 8 -e 64M -f 8 -p 2
+  step "automatic choice against the variants" "$out/variants-report.md" python3 bench/gpu_variants_report.py "$out"
   # A/B: only the leader's release store orders a block's stores before a
   # post (exec::cuda::fence_each_thread off) against every thread fencing.
   step "perf all_reduce P=2 ring/ll, leader fences" "$out/perf-ar-p2-ll-leader.log" env COLLX_GPU_FENCE=leader \
