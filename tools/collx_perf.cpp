@@ -30,8 +30,8 @@
 namespace {
 
 using namespace collx;
-using perf::options;
 using perf::note_variant;
+using perf::options;
 using perf::parse_id;
 using perf::variant_name;
 using perf::variant_span;

@@ -38,7 +38,7 @@ void usage(std::FILE* f, const char* prog) {
                "  collectives: all_reduce, all_gather, reduce_scatter, broadcast, reduce\n%s"
                "  -p, --nranks <n>           ranks sharing GPU 0 (default 2)\n"
                "  -r, --root <r>             root of broadcast and reduce (default 0)\n"
-               "  --stripes <n>              blocks per rank per call (default: the group's automatic count)\n"
+               "  --stripes <n>              blocks per rank per call (default: automatic)\n"
                "  --graph                    time CUDA graph launches of the calls\n"
                "  --algo ring|tree --proto simple|ll|ll128   explicit composition (all_reduce)\n"
                "  every size runs out of place, then in place; -c 1 checks each once (values and\n"
@@ -150,9 +150,7 @@ int main(int argc, char** argv) {
     variant_choice named{algo_id::automatic, proto_id::automatic};
     (void)parse_id(o.algo, named.algo), (void)parse_id(o.proto, named.proto);
     for (std::size_t bytes : sizes) {
-      note_variant(spans,
-                   o.algo == "auto" ? comms[0].choose(o.collective, bytes) : named,
-                   bytes);
+      note_variant(spans, o.algo == "auto" ? comms[0].choose(o.collective, bytes) : named, bytes);
       const coll_counts k = counts_for(o.collective, bytes, sizeof(float), P);
       const std::size_t n = k.param;
       auto sync_all = [&] {

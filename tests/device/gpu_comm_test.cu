@@ -164,36 +164,32 @@ void automatic_cases(std::vector<gpu::communicator>& comms, std::size_t n, const
   run_case(comms, coll::all_reduce, n, 0, v + " all_reduce", [&](gpu::communicator& c, int, rank_io& x) {
     c.all_reduce(x.sp, x.rp, n, reduce_op::sum, x.stream);
   });
-  run_case(comms, coll::all_gather, n, 0, v + " all_gather", [&](gpu::communicator& c, int, rank_io& x) {
-    c.all_gather(x.sp, x.rp, n, x.stream);
-  });
+  run_case(comms, coll::all_gather, n, 0, v + " all_gather",
+           [&](gpu::communicator& c, int, rank_io& x) { c.all_gather(x.sp, x.rp, n, x.stream); });
   run_case(comms, coll::reduce_scatter, n, 0, v + " reduce_scatter",
            [&](gpu::communicator& c, int, rank_io& x) {
              c.reduce_scatter(x.sp, x.rp, n, reduce_op::sum, x.stream);
            });
-  run_case(comms, coll::broadcast, n, root, v + " broadcast", [&](gpu::communicator& c, int, rank_io& x) {
-    c.broadcast(x.sp, x.rp, n, root, x.stream);
-  });
+  run_case(comms, coll::broadcast, n, root, v + " broadcast",
+           [&](gpu::communicator& c, int, rank_io& x) { c.broadcast(x.sp, x.rp, n, root, x.stream); });
   run_case(comms, coll::reduce, n, root, v + " reduce", [&](gpu::communicator& c, int, rank_io& x) {
     c.reduce(x.sp, x.rp, n, reduce_op::sum, root, x.stream);
   });
-  run_case(comms, coll::all_to_all, n, 0, v + " all_to_all", [&](gpu::communicator& c, int, rank_io& x) {
-    c.all_to_all(x.sp, x.rp, n, x.stream);
-  });
+  run_case(comms, coll::all_to_all, n, 0, v + " all_to_all",
+           [&](gpu::communicator& c, int, rank_io& x) { c.all_to_all(x.sp, x.rp, n, x.stream); });
   // Type-erased data movement: the float bytes travel as 4-byte words.
-  run_case(
-      comms, coll::all_gather, n, 0, v + " all_gather (dtype)", [&](gpu::communicator& c, int, rank_io& x) {
-        c.all_gather(static_cast<const void*>(x.sp), x.rp, n, dtype::float32, x.stream);
-      });
+  run_case(comms, coll::all_gather, n, 0, v + " all_gather (dtype)",
+           [&](gpu::communicator& c, int, rank_io& x) {
+             c.all_gather(static_cast<const void*>(x.sp), x.rp, n, dtype::float32, x.stream);
+           });
   run_case(comms, coll::broadcast, n, root, v + " broadcast (dtype)",
            [&](gpu::communicator& c, int, rank_io& x) {
-             c.broadcast(static_cast<const void*>(x.sp), x.rp, n, dtype::float32, root,
-                         x.stream);
+             c.broadcast(static_cast<const void*>(x.sp), x.rp, n, dtype::float32, root, x.stream);
            });
-  run_case(
-      comms, coll::all_to_all, n, 0, v + " all_to_all (dtype)", [&](gpu::communicator& c, int, rank_io& x) {
-        c.all_to_all(static_cast<const void*>(x.sp), x.rp, n, dtype::float32, x.stream);
-      });
+  run_case(comms, coll::all_to_all, n, 0, v + " all_to_all (dtype)",
+           [&](gpu::communicator& c, int, rank_io& x) {
+             c.all_to_all(static_cast<const void*>(x.sp), x.rp, n, dtype::float32, x.stream);
+           });
 }
 
 __global__ void add_one(float* v, std::size_t n) {
@@ -269,8 +265,9 @@ struct capture_scope {
 };
 
 const char* name(cudaStreamCaptureMode m) {
-  return m == cudaStreamCaptureModeGlobal ? "global" : m == cudaStreamCaptureModeThreadLocal ? "thread-local"
-                                                                                              : "relaxed";
+  return m == cudaStreamCaptureModeGlobal        ? "global"
+         : m == cudaStreamCaptureModeThreadLocal ? "thread-local"
+                                                 : "relaxed";
 }
 
 void graph_case(std::vector<gpu::communicator>& comms, std::size_t n, int replays,
@@ -296,8 +293,9 @@ void graph_case(std::vector<gpu::communicator>& comms, std::size_t n, int replay
     for (int r = 0; r < P; ++r) comms[static_cast<std::size_t>(r)].wait(a.st[r]);
     const double us =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("graph (%s capture): %d replays of {add, all_reduce of %zu floats} on %d ranks: %.2f us per replay\n",
-                name(mode), replays, n, P, us / replays);
+    std::printf(
+        "graph (%s capture): %d replays of {add, all_reduce of %zu floats} on %d ranks: %.2f us per replay\n",
+        name(mode), replays, n, P, us / replays);
     for (int r = 0; r < P; ++r) {
       bool guards_ok = false;
       const std::vector<float> h = a.result(r, guards_ok);

@@ -2,13 +2,21 @@
 // sleeps on its futex doorbell and a publish wakes it (no lost wake-up); an
 // abort reaches a sleeper within one bounded sleep; single copy reports
 // whether it is on; a failed cross-memory read names the peer and errno.
+#include <collx/algo/ring.hpp>
 #include <collx/communicator.hpp>
+#include <collx/concepts.hpp>
 #include <collx/detail/doorbell.hpp>
 #include <collx/exec/host.hpp>
+#include <collx/proto/ll.hpp>
+#include <collx/proto/ll128.hpp>
+#include <collx/proto/simple.hpp>
+#include <collx/stripes.hpp>
 #include <collx/transport/shm.hpp>
+#include <collx/transport/shm_segment.hpp>
 
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -270,4 +278,71 @@ TEST_CASE("host waits: without a spin budget a wait yields after a few polls, no
   // With a spin budget (ranks fit on the CPUs) the wait polls at least the
   // 64 quick polls plus one round of 64 between clock reads first.
   CHECK(polls_before_yielding(1) >= 128);
+}
+
+// ---- receivers free their slots through the executor ------------------------------
+
+namespace {
+
+/// exec::host with its own post of freed slots (as exec::cuda has), counting
+/// them: a protocol that stores the head itself would leave the count at 0.
+struct counting_host : exec::host {
+  std::atomic<int>* freed = nullptr;
+  template <class Word>
+  void post_freed(Word* head, Word value) const {
+    freed->fetch_add(1, std::memory_order_relaxed);
+    detail::store_release(head, value);
+  }
+};
+static_assert(executor<counting_host>);
+
+/// A 2-rank ring all_reduce of n floats over Proto on thread ranks; the posts
+/// of freed slots each rank's executor saw.
+template <class Proto>
+std::array<int, 2> freed_posts(std::size_t n) {
+  const auto layout = transport::shm_layout::make(2, 4, {2048, 2048, 2048}, 1);
+  auto seg = transport::shm_segment::create_anonymous(layout);
+  std::array<std::atomic<int>, 2> freed{};
+  std::array<std::vector<float>, 2> in, out;
+  std::array<status, 2> st{};
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    in[r].assign(n, float(r + 1));
+    out[r].assign(n, 0.0f);
+    ranks.emplace_back([&, r] {
+      counting_host ex;
+      ex.abort_word = seg->view().abort_word();
+      ex.deadline_ns = 0;  // timeout_ns after the first slow wait: a broken schedule fails, never hangs
+      ex.timeout_ns = 10'000'000'000ull;
+      ex.freed = &freed[r];
+      const schedule_args<float> a{in[r].data(), out[r].data(), n, 0, r, 2};
+      const reducer<float, reduce_op::sum> red{2};
+      st[r] = run_stripe<algo::ring, Proto, coll::all_reduce>(ex, seg->view(), red, proto::channel_of<Proto>,
+                                                              a, 0, 1);
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < 2; ++r) {
+    CHECK(st[r] == status::ok);
+    CHECK(out[r] == std::vector<float>(n, 3.0f));
+  }
+  return {freed[0].load(), freed[1].load()};
+}
+
+}  // namespace
+
+TEST_CASE("protocols free a receiver's slots through the executor's post where it has one", "[waits]") {
+  // Ring all_reduce on 2 ranks: every rank receives in its reduce-scatter and
+  // its all-gather step at least once, more where a block spans several slots.
+  for (std::size_t n : {std::size_t(64), std::size_t(5000)}) {
+    INFO("n = " << n);
+    const auto simple = freed_posts<proto::simple>(n);
+    const auto ll = freed_posts<proto::ll>(n);
+    const auto ll128 = freed_posts<proto::ll128>(n);
+    for (int r = 0; r < 2; ++r) {
+      CHECK(simple[r] >= 2);
+      CHECK(ll[r] >= 2);
+      CHECK(ll128[r] >= 2);
+    }
+  }
 }

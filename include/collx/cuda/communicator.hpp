@@ -14,7 +14,9 @@
 // Every rank of the group must issue the same calls in the same order, and
 // the kernels of one call on all ranks must be able to run at the same time
 // (they wait for each other): the communicator checks at launch that the
-// blocks of every rank sharing a GPU fit on it at once.
+// blocks of every rank sharing a GPU fit on it at once, and refuses a call on
+// the stream another rank of this process used for the same call (a stream
+// would run the two kernels one after the other).
 //
 // Memory: the mesh transport (transport/mesh.hpp): each rank's region is
 // device memory of its own GPU and holds the FIFO slots and tails of the
@@ -130,10 +132,12 @@ struct options {
   tune::profile profile = tune::h100_nvswitch;
   /// Where the ranks' FIFO regions live (see region_memory).
   region_memory regions = region_memory::automatic;
-  /// Every thread of a block fences before a post (true), or only the
-  /// leader's release store orders the block's stores (false; see
-  /// exec::cuda::fence_each_thread). The environment's COLLX_GPU_FENCE=each
-  /// or =leader overrides it, for measuring one against the other.
+  /// Every thread of a block fences before a post (true), or none does
+  /// (false): the leader's release store after the block barrier orders a
+  /// send's stores, and a receiver frees its slots with a plain store after
+  /// the barrier, as NCCL's primitives post (exec::cuda::fence_each_thread,
+  /// post_freed). The environment's COLLX_GPU_FENCE=each or =leader overrides
+  /// it, for measuring one against the other; false is not yet run on a GPU.
   bool fence_each_thread = true;
 };
 
@@ -168,8 +172,9 @@ struct group_state {
   };
   mutable std::mutex residency_lock;
   mutable std::vector<residency> resident;
-  /// Per rank of this process: calls launched so far and the stream of the
-  /// last (see communicator::claim_stream). Sized nranks; under launch_lock.
+  /// Per rank: calls launched from this process so far and the stream of the
+  /// last (see communicator::claim_stream). Sized nranks when the group is
+  /// made (nothing allocates during a graph capture); under launch_lock.
   struct launch_record {
     std::uint64_t calls = 0;
     cudaStream_t stream = nullptr;
@@ -230,6 +235,7 @@ class communicator {
     auto g = std::make_shared<detail::group_state>();
     g->nranks = static_cast<int>(devices.size());
     g->devices.assign(devices.begin(), devices.end());
+    g->launched.resize(devices.size());
     int crowd = 0;  // the most ranks on one GPU
     for (int d : g->devices) crowd = std::max(crowd, g->ranks_on(d));
     g->stripes = opt.stripes != 0 ? opt.stripes : automatic_stripes(crowd);
@@ -641,7 +647,8 @@ class communicator {
     }
     int sd = -1;
     check(cudaStreamGetDevice(stream, &sd), "cudaStreamGetDevice");
-    if (const int* known = streams_.find(stream); known == nullptr || *known != sd) streams_.remember(stream, sd);
+    if (const int* known = streams_.find(stream); known == nullptr || *known != sd)
+      streams_.remember(stream, sd);
     return sd;
   }
 
@@ -711,13 +718,13 @@ class communicator {
   /// in each thread, so it is not compared.)
   std::uint64_t claim_stream(const detail::group_state& g, int dev, cudaStream_t stream) const {
     std::lock_guard<std::mutex> hold(g.launch_lock);
-    if (g.launched.size() != static_cast<std::size_t>(g.nranks)) g.launched.resize(static_cast<std::size_t>(g.nranks));
     const std::uint64_t call = g.launched[static_cast<std::size_t>(rank_)].calls + 1;
     if (stream == cudaStreamPerThread) return call;
     for (int q = 0; q < g.nranks; ++q) {
       const auto& other = g.launched[static_cast<std::size_t>(q)];
       if (q == rank_ || other.calls != call || other.stream != stream) continue;
-      if (static_cast<std::size_t>(q) < g.devices.size() && g.devices[static_cast<std::size_t>(q)] != dev) continue;
+      if (static_cast<std::size_t>(q) < g.devices.size() && g.devices[static_cast<std::size_t>(q)] != dev)
+        continue;
       throw_error(status::invalid_argument,
                   "gpu::communicator: rank " + std::to_string(rank_) + "'s call " + std::to_string(call) +
                       " is on the stream rank " + std::to_string(q) +

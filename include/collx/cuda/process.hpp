@@ -149,6 +149,7 @@ struct process_access {
     auto g = std::make_shared<detail::group_state>();
     auto keep = std::make_shared<process_detail::process_mappings>();
     g->nranks = nranks;
+    g->launched.resize(static_cast<std::size_t>(nranks));
 
     // Where the ranks run, and where their regions can live.
     process_detail::placement_card place{};

@@ -117,7 +117,8 @@ struct cuda {
   }
 
   /// Whether every thread runs a system fence before a post (the default, and
-  /// what the GPU runs so far used) or none does. Every post is the leader's
+  /// what the GPU runs so far used) or none does (and a receiver frees its
+  /// slots with a relaxed store: post_freed). Every post is the leader's
   /// release store after a block barrier, which already orders the block's
   /// stores for every observer (bar.sync synchronises the block; a release is
   /// cumulative), as NCCL's primitives rely on; the per-thread fence costs
@@ -126,6 +127,15 @@ struct cuda {
   bool fence_each_thread = true;
   __device__ void fence_before_post() const {
     if (fence_each_thread) __threadfence_system();
+  }
+  /// A receiver's post that frees slots (proto::post_head), by the leader
+  /// after the block barrier: a release store by default; with
+  /// fence_each_thread off a relaxed one, the barrier ordering the block's
+  /// reads of the slot before it (NCCL's receivers post with a plain store).
+  template <class Word>
+  __device__ void post_freed(Word* head, Word value) const {
+    if (fence_each_thread) detail::store_release(head, value);
+    else detail::store_relaxed(head, value);
   }
   /// Device waits poll; nobody sleeps, so nobody needs waking.
   __device__ static void notify(int) {}

@@ -49,6 +49,17 @@ COLLX_HOST_DEVICE status wait_credit(const Exec& ex, const Group& g, send_conn& 
   return status::ok;
 }
 
+/// The receiver's post that frees its slots up to `head` (the sender waits on
+/// it before overwriting them), by the leader after the group's last access
+/// to the slot and the group barrier: a release store, unless the executor
+/// offers its own (exec::cuda::post_freed: a plain store where the block
+/// barrier is trusted to order the reads, as NCCL's receivers post).
+template <class Exec, class Word>
+COLLX_HOST_DEVICE void post_head(const Exec& ex, Word* head, Word value) {
+  if constexpr (requires { ex.post_freed(head, value); }) ex.post_freed(head, value);
+  else detail::store_release(head, value);
+}
+
 /// wait_credit for a connection to rank `to` of `view`: on a departing view
 /// (arrival.hpp) the rank reads the network itself while it waits and sends
 /// the credits its proxy deferred (the peer may be waiting for them).

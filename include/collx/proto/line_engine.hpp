@@ -201,7 +201,7 @@ class line_engine {
       COLLX_TRY(ex_.agree(st));  // the whole group leaves together, with the first failure
       ex_.fence_before_post();
       if (g.leader()) {
-        if constexpr (R) detail::store_release(in->fifo.head, rstep + 1);
+        if constexpr (R) post_head(ex_, in->fifo.head, rstep + 1);
         if constexpr (S && requires { view_.posted(0, 0, 0, std::uint64_t{}, std::uint32_t{}); }) {
           // A proxy moves this step (transport/proxied.hpp): it sends the
           // lines written, once the tail, released after them, says so.

@@ -158,7 +158,7 @@ struct simple {
         g.sync();
         ex_.fence_before_post();
         if (g.leader()) {
-          if constexpr (R) detail::store_release(in->fifo.head, in->step + 1);
+          if constexpr (R) post_head(ex_, in->fifo.head, in->step + 1);
           // A transport whose proxy moves the slot (transport/proxied.hpp)
           // learns how many of its bytes this step filled.
           if constexpr (S && requires { view_.posted(0, 0, 0, std::uint64_t{}, std::uint32_t{}); })
