@@ -112,26 +112,22 @@ fi
 # device-to-device copy, 8 B LL latency per call and inside a graph).
 perf=$build/tools/collx-perf-cuda
 if [ -x "$perf" ]; then
-  step "perf all_reduce P=2 auto" "$out/perf-ar-p2.log" "$perf" all_reduce -b 8 -e 256M -f 4 -p 2
-  step "perf all_reduce P=4 auto" "$out/perf-ar-p4.log" "$perf" all_reduce -b 8 -e 256M -f 4 -p 4
-  step "perf all_reduce P=2 ring/simple" "$out/perf-ar-p2-simple.log" "$perf" all_reduce -b 1M -e 256M -f 4 -p 2 \
-    --algo ring --proto simple
-  step "perf all_reduce P=2 ring/ll 8 B" "$out/perf-ar-p2-ll.log" "$perf" all_reduce -b 8 -e 64K -f 8 -p 2 -n 200 \
-    --algo ring --proto ll
-  step "perf all_reduce P=2 ring/ll 8 B graph" "$out/perf-ar-p2-ll-graph.log" "$perf" all_reduce -b 8 -e 64K -f 8 \
-    -p 2 -n 200 --algo ring --proto ll --graph
-  # Where the time goes: the launch floor (one rank, nothing to wait for),
-  # one stripe against four at small sizes, more stripes at large ones, and
-  # eight ranks on the GPU.
+  # Small calls, and the A/B of the per-step fences: every thread fencing
+  # before a post (the default) against the leader's release alone
+  # (COLLX_GPU_FENCE=leader, exec::cuda::fence_each_thread off).
+  for fence in each leader; do
+    sfx=""
+    [ "$fence" = leader ] && sfx="-leader"
+    step "perf all_reduce P=2 ring/ll, $fence fences" "$out/perf-ar-p2-ll$sfx.log" env COLLX_GPU_FENCE=$fence \
+      "$perf" all_reduce -b 8 -e 64K -f 8 -p 2 -n 200 --algo ring --proto ll
+    step "perf all_reduce P=2 ring/ll graph, $fence fences" "$out/perf-ar-p2-ll-graph$sfx.log" \
+      env COLLX_GPU_FENCE=$fence "$perf" all_reduce -b 8 -e 64K -f 8 -p 2 -n 200 --algo ring --proto ll --graph
+    step "perf all_reduce P=2 ring/simple, $fence fences" "$out/perf-ar-p2-simple$sfx.log" \
+      env COLLX_GPU_FENCE=$fence "$perf" all_reduce -b 1M -e 256M -f 4 -p 2 --algo ring --proto simple
+  done
+  # The launch floor (one rank, nothing to wait for).
   step "perf all_reduce P=1 ring/ll 8 B (launch floor)" "$out/perf-ar-p1-ll.log" "$perf" all_reduce -b 8 -e 8 -p 1 \
     -n 200 --algo ring --proto ll
-  step "perf all_reduce P=2 ring/ll stripes 1" "$out/perf-ar-p2-ll-s1.log" "$perf" all_reduce -b 8 -e 64K -f 8 -p 2 \
-    -n 200 --algo ring --proto ll --stripes 1
-  for s in 4 16; do
-    step "perf all_reduce P=2 ring/simple stripes $s" "$out/perf-ar-p2-simple-s$s.log" "$perf" all_reduce -b 4M \
-      -e 256M -f 4 -p 2 --algo ring --proto simple --stripes $s
-  done
-  step "perf all_reduce P=8 auto" "$out/perf-ar-p8.log" "$perf" all_reduce -b 8 -e 64M -f 8 -p 8
   # Every explicit variant over the automatic choice's range, so that its
   # pick can be held against the fastest measured (bench/gpu_variants_report.py).
   for v in ring/simple ring/ll ring/ll128 tree/simple tree/ll tree/ll128; do
@@ -140,14 +136,15 @@ if [ -x "$perf" ]; then
   done
   step "perf all_reduce P=2 auto sweep" "$out/perf-ar-p2-sweep-auto.log" "$perf" all_reduce -b 8 -e 64M -f 8 -p 2
   step "automatic choice against the variants" "$out/variants-report.md" python3 bench/gpu_variants_report.py "$out"
-  # A/B: only the leader's release store orders a block's stores before a
-  # post (exec::cuda::fence_each_thread off) against every thread fencing.
-  step "perf all_reduce P=2 ring/ll, leader fences" "$out/perf-ar-p2-ll-leader.log" env COLLX_GPU_FENCE=leader \
-    "$perf" all_reduce -b 8 -e 64K -f 8 -p 2 -n 200 --algo ring --proto ll
-  step "perf all_reduce P=2 ring/ll graph, leader fences" "$out/perf-ar-p2-ll-graph-leader.log" \
-    env COLLX_GPU_FENCE=leader "$perf" all_reduce -b 8 -e 64K -f 8 -p 2 -n 200 --algo ring --proto ll --graph
-  step "perf all_reduce P=2 ring/simple, leader fences" "$out/perf-ar-p2-simple-leader.log" \
-    env COLLX_GPU_FENCE=leader "$perf" all_reduce -b 1M -e 256M -f 4 -p 2 --algo ring --proto simple
+  # More ranks on the GPU, and fewer stripes than the default.
+  step "perf all_reduce P=4 auto" "$out/perf-ar-p4.log" "$perf" all_reduce -b 8 -e 256M -f 4 -p 4
+  step "perf all_reduce P=8 auto" "$out/perf-ar-p8.log" "$perf" all_reduce -b 8 -e 64M -f 8 -p 8
+  step "perf all_reduce P=2 ring/ll stripes 1" "$out/perf-ar-p2-ll-s1.log" "$perf" all_reduce -b 8 -e 64K -f 8 -p 2 \
+    -n 200 --algo ring --proto ll --stripes 1
+  for s in 4 16; do
+    step "perf all_reduce P=2 ring/simple stripes $s" "$out/perf-ar-p2-simple-s$s.log" "$perf" all_reduce -b 4M \
+      -e 256M -f 4 -p 2 --algo ring --proto simple --stripes $s
+  done
   # Where a small call's time goes: kernel durations against the API's.
   nsys=""
   for s in nsys /usr/local/cuda/bin/nsys; do
