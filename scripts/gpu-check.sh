@@ -20,8 +20,8 @@
 #   comm.log              gpu::communicator: every collective, graph replays,
 #                         abort, deadline, misuse (P ranks sharing the GPU),
 #                         and the same over host-memory regions
-#   comm-leader.log       the same with COLLX_GPU_FENCE=leader (no per-thread
-#                         system fence before a post; the leader's release)
+#   comm-each.log         the same with COLLX_GPU_FENCE=each (a system fence in
+#                         every thread before a post, the former default)
 #   perf-ar-p2-sweep-*.log  every explicit variant and the automatic choice,
 #                         8 B-64 MiB; variants-report.md holds them side by side
 #   nsys-*.log            nsys's summary of a small-call sweep, where nsys is
@@ -54,6 +54,9 @@ failed=0
 # COLLX_GPU_STEP_TIMEOUT seconds (default 150); output line-buffered so that a
 # step killed by the timeout still leaves what it printed.
 step_timeout=${COLLX_GPU_STEP_TIMEOUT:-150}
+# COLLX_GPU_QUICK=1: correctness and the small-call and 256 MiB numbers only
+# (about 2 minutes on an H200), for a session with little GPU time left.
+quick=${COLLX_GPU_QUICK:-}
 step() {  # step NAME LOG CMD...: runs CMD with its output in LOG, records the outcome
   local name=$1 log=$2
   shift 2
@@ -86,7 +89,7 @@ fi
 
 # Run directly, not through ctest: the build folder may have been carried to
 # another machine, where the absolute paths ctest recorded do not exist.
-step "PTX check" "$out/ptx-check.log" \
+[ -z "$quick" ] && step "PTX check" "$out/ptx-check.log" \
   python3 tests/device/check_ptx.py "$build"/tests/device/CMakeFiles/collx_device_instantiate.dir/*.ptx
 step "GPU ring test" "$out/ring.log" env COLLX_GPU_TIMEOUT_MS=5000 "$ring"
 misuse=$build/tests/device/collx_gpu_host_misuse
@@ -99,7 +102,8 @@ fi
 comm=$build/tests/device/collx_gpu_comm_test
 if [ -x "$comm" ]; then
   step "CUDA communicator test" "$out/comm.log" "$comm"
-  step "CUDA communicator test, leader fences" "$out/comm-leader.log" env COLLX_GPU_FENCE=leader "$comm"
+  [ -z "$quick" ] && step "CUDA communicator test, fences in every thread" "$out/comm-each.log" \
+    env COLLX_GPU_FENCE=each "$comm"
   step "CUDA communicator, process ranks" "$out/comm-procs.log" "$build/tools/collxrun" -n 2 "$comm" --procs
   step "CUDA communicator, process ranks, host regions" "$out/comm-procs-host.log" "$build/tools/collxrun" -n 2 \
     "$comm" --procs --host-regions
@@ -113,9 +117,11 @@ fi
 perf=$build/tools/collx-perf-cuda
 if [ -x "$perf" ]; then
   # Small calls, and the A/B of the per-step fences: every thread fencing
-  # before a post (the default) against the leader's release alone
-  # (COLLX_GPU_FENCE=leader, exec::cuda::fence_each_thread off).
-  for fence in each leader; do
+  # before a post (COLLX_GPU_FENCE=each) against the leader's release alone
+  # (the default: exec::cuda::fence_each_thread off).
+  fences="each leader"
+  [ -n "$quick" ] && fences=leader
+  for fence in $fences; do
     sfx=""
     [ "$fence" = leader ] && sfx="-leader"
     step "perf all_reduce P=2 ring/ll, $fence fences" "$out/perf-ar-p2-ll$sfx.log" env COLLX_GPU_FENCE=$fence \
@@ -128,34 +134,36 @@ if [ -x "$perf" ]; then
   # The launch floor (one rank, nothing to wait for).
   step "perf all_reduce P=1 ring/ll 8 B (launch floor)" "$out/perf-ar-p1-ll.log" "$perf" all_reduce -b 8 -e 8 -p 1 \
     -n 200 --algo ring --proto ll
-  # Every explicit variant over the automatic choice's range, so that its
-  # pick can be held against the fastest measured (bench/gpu_variants_report.py).
-  for v in ring/simple ring/ll ring/ll128 tree/simple tree/ll tree/ll128; do
-    step "perf all_reduce P=2 $v sweep" "$out/perf-ar-p2-sweep-${v/\//-}.log" "$perf" all_reduce -b 8 -e 64M -f 8 \
-      -p 2 --algo "${v%/*}" --proto "${v#*/}"
-  done
-  step "perf all_reduce P=2 auto sweep" "$out/perf-ar-p2-sweep-auto.log" "$perf" all_reduce -b 8 -e 64M -f 8 -p 2
-  step "automatic choice against the variants" "$out/variants-report.md" python3 bench/gpu_variants_report.py "$out"
-  # More ranks on the GPU, and fewer stripes than the default.
-  step "perf all_reduce P=4 auto" "$out/perf-ar-p4.log" "$perf" all_reduce -b 8 -e 256M -f 4 -p 4
-  step "perf all_reduce P=8 auto" "$out/perf-ar-p8.log" "$perf" all_reduce -b 8 -e 64M -f 8 -p 8
-  step "perf all_reduce P=2 ring/ll stripes 1" "$out/perf-ar-p2-ll-s1.log" "$perf" all_reduce -b 8 -e 64K -f 8 -p 2 \
-    -n 200 --algo ring --proto ll --stripes 1
-  for s in 4 16; do
-    step "perf all_reduce P=2 ring/simple stripes $s" "$out/perf-ar-p2-simple-s$s.log" "$perf" all_reduce -b 4M \
-      -e 256M -f 4 -p 2 --algo ring --proto simple --stripes $s
-  done
-  # Where a small call's time goes: kernel durations against the API's.
-  nsys=""
-  for s in nsys /usr/local/cuda/bin/nsys; do
-    if command -v "$s" >/dev/null; then nsys=$(command -v "$s"); break; fi
-  done
-  if [ -n "$nsys" ]; then
-    step "nsys: P=2 ring/ll 8 B" "$out/nsys-ar-p2-ll.log" "$nsys" profile --stats=true -o "$out/nsys-ar-p2-ll" \
-      --force-overwrite true "$perf" all_reduce -b 8 -e 8 -p 2 -n 200 --algo ring --proto ll
-    rm -f "$out"/nsys-ar-p2-ll.nsys-rep "$out"/nsys-ar-p2-ll.sqlite
-  else
-    echo "| nsys | SKIP (not installed) | | |" >>"$summary"
+  if [ -z "$quick" ]; then
+    # Every explicit variant over the automatic choice's range, so that its
+    # pick can be held against the fastest measured (bench/gpu_variants_report.py).
+    for v in ring/simple ring/ll ring/ll128 tree/simple tree/ll tree/ll128; do
+      step "perf all_reduce P=2 $v sweep" "$out/perf-ar-p2-sweep-${v/\//-}.log" "$perf" all_reduce -b 8 -e 64M -f 8 \
+        -p 2 --algo "${v%/*}" --proto "${v#*/}"
+    done
+    step "perf all_reduce P=2 auto sweep" "$out/perf-ar-p2-sweep-auto.log" "$perf" all_reduce -b 8 -e 64M -f 8 -p 2
+    step "automatic choice against the variants" "$out/variants-report.md" python3 bench/gpu_variants_report.py "$out"
+    # More ranks on the GPU, and fewer stripes than the default.
+    step "perf all_reduce P=4 auto" "$out/perf-ar-p4.log" "$perf" all_reduce -b 8 -e 256M -f 4 -p 4
+    step "perf all_reduce P=8 auto" "$out/perf-ar-p8.log" "$perf" all_reduce -b 8 -e 64M -f 8 -p 8
+    step "perf all_reduce P=2 ring/ll stripes 1" "$out/perf-ar-p2-ll-s1.log" "$perf" all_reduce -b 8 -e 64K -f 8 -p 2 \
+      -n 200 --algo ring --proto ll --stripes 1
+    for s in 4 16; do
+      step "perf all_reduce P=2 ring/simple stripes $s" "$out/perf-ar-p2-simple-s$s.log" "$perf" all_reduce -b 4M \
+        -e 256M -f 4 -p 2 --algo ring --proto simple --stripes $s
+    done
+    # Where a small call's time goes: kernel durations against the API's.
+    nsys=""
+    for s in nsys /usr/local/cuda/bin/nsys; do
+      if command -v "$s" >/dev/null; then nsys=$(command -v "$s"); break; fi
+    done
+    if [ -n "$nsys" ]; then
+      step "nsys: P=2 ring/ll 8 B" "$out/nsys-ar-p2-ll.log" "$nsys" profile --stats=true -o "$out/nsys-ar-p2-ll" \
+        --force-overwrite true "$perf" all_reduce -b 8 -e 8 -p 2 -n 200 --algo ring --proto ll
+      rm -f "$out"/nsys-ar-p2-ll.nsys-rep "$out"/nsys-ar-p2-ll.sqlite
+    else
+      echo "| nsys | SKIP (not installed) | | |" >>"$summary"
+    fi
   fi
 else
   echo "| perf | FAIL ($perf missing) | | |" >>"$summary"

@@ -53,14 +53,20 @@ class device_guard {
  public:
   explicit device_guard(int device) {
     check(cudaGetDevice(&saved_), "cudaGetDevice");
-    if (saved_ != device) check(cudaSetDevice(device), "cudaSetDevice");
+    switched_ = saved_ != device;
+    if (switched_) check(cudaSetDevice(device), "cudaSetDevice");
   }
-  ~device_guard() { (void)cudaSetDevice(saved_); }
+  /// Switches back only where it switched: every runtime call costs the
+  /// enqueue path of a collective (about a microsecond in a VM).
+  ~device_guard() {
+    if (switched_) (void)cudaSetDevice(saved_);
+  }
   device_guard(const device_guard&) = delete;
   device_guard& operator=(const device_guard&) = delete;
 
  private:
   int saved_ = 0;
+  bool switched_ = false;
 };
 
 }  // namespace collx::gpu

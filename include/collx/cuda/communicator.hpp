@@ -133,12 +133,16 @@ struct options {
   /// Where the ranks' FIFO regions live (see region_memory).
   region_memory regions = region_memory::automatic;
   /// Every thread of a block fences before a post (true), or none does
-  /// (false): the leader's release store after the block barrier orders a
-  /// send's stores, and a receiver frees its slots with a plain store after
-  /// the barrier, as NCCL's primitives post (exec::cuda::fence_each_thread,
-  /// post_freed). The environment's COLLX_GPU_FENCE=each or =leader overrides
-  /// it, for measuring one against the other; false is not yet run on a GPU.
-  bool fence_each_thread = true;
+  /// (false, the default): the leader's release store after the block
+  /// barrier orders a send's stores, and a receiver frees its slots with a
+  /// plain store after the barrier, as NCCL's primitives post
+  /// (exec::cuda::fence_each_thread, post_freed). On an H200 the second took
+  /// 12 µs per 8 B LL call where the first took 14.6, 14 µs per graph replay
+  /// of 2 ranks where the first took 17 (65 against 168 for 8 ranks), and
+  /// moved 229 GB/s at 256 MiB where the first moved 194; both passed the
+  /// whole GPU test (bench/results/gpu-2026-12-04.md). COLLX_GPU_FENCE=each
+  /// or =leader overrides it.
+  bool fence_each_thread = false;
 };
 
 /// Algorithms the automatic choice picks from (each instantiated per protocol
@@ -160,7 +164,7 @@ struct group_state {
   std::uint32_t* abort_host = nullptr;  // mapped pinned: [0] abort word, then one status word per rank
   std::uint32_t* abort_dev = nullptr;
   std::uint64_t timeout_ns = 0;
-  bool fence_each_thread = true;  // exec::cuda::fence_each_thread of every launch
+  bool fence_each_thread = false;  // exec::cuda::fence_each_thread of every launch
   tune::profile profile{};
   /// Blocks of each launched kernel a device holds at once (kernel, device →
   /// blocks): queried once, then read on every launch; ranks of the group may
@@ -631,24 +635,25 @@ class communicator {
     });
   }
 
-  /// The device of `stream`, or -1 where it cannot be asked: the runtime
-  /// refuses cudaStreamGetDevice on a stream that is being captured into a
-  /// graph (and the refusal would invalidate the capture). A stream used
-  /// before its capture began is remembered from then; one first seen while
-  /// capturing is not checked here (its kernels are captured for this rank's
-  /// device, and launching the graph on another device's stream fails in
-  /// cudaGraphLaunch).
+  /// The device of `stream`, or -1 where it cannot be asked. Asked of the
+  /// runtime once per stream and remembered (the last few streams of this
+  /// handle): the enqueue path of a small call is host-bound (6 µs per rank's
+  /// call on an H200 in a VM, bench/results/gpu-2026-12-04.md), and every
+  /// runtime call counts. A stream destroyed and another created at the same
+  /// address on another GPU keeps the old answer while it stays remembered.
+  /// The runtime refuses cudaStreamGetDevice on a stream being captured into
+  /// a graph (and the refusal would invalidate the capture): a stream first
+  /// seen while capturing is not checked here (its kernels are captured for
+  /// this rank's device, and launching the graph on another device's stream
+  /// fails in cudaGraphLaunch).
   int stream_device(cudaStream_t stream) const {
+    if (const int* known = streams_.find(stream)) return *known;
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     check(cudaStreamIsCapturing(stream, &cs), "cudaStreamIsCapturing");
-    if (cs != cudaStreamCaptureStatusNone) {
-      const int* known = streams_.find(stream);
-      return known != nullptr ? *known : -1;
-    }
+    if (cs != cudaStreamCaptureStatusNone) return -1;
     int sd = -1;
     check(cudaStreamGetDevice(stream, &sd), "cudaStreamGetDevice");
-    if (const int* known = streams_.find(stream); known == nullptr || *known != sd)
-      streams_.remember(stream, sd);
+    streams_.remember(stream, sd);
     return sd;
   }
 

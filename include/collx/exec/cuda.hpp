@@ -7,9 +7,9 @@
 // through shared memory. Deadlines use the %globaltimer nanosecond clock; the
 // abort word and the clock are checked together every `check_every` polls (an
 // abort word in host-mapped memory costs a PCIe round trip per load).
-// fence_before_post() is a system fence in every thread (unless
-// fence_each_thread is off) so that peers on other devices or the host see
-// the slot before the counter that publishes it.
+// fence_before_post() is a system fence in every thread where
+// fence_each_thread is on (off by default: the leader's release store after
+// the block barrier already publishes the slot before the counter).
 //
 // Every wait is bounded: deadline_ns == 0 (the default) means timeout_ns after
 // the first wait of this thread's copy, and timeout_ns defaults to 10 s, so a
@@ -116,15 +116,15 @@ struct cuda {
     return failed ? (s != status::ok ? s : status::aborted) : status::ok;
   }
 
-  /// Whether every thread runs a system fence before a post (the default, and
-  /// what the GPU runs so far used) or none does (and a receiver frees its
-  /// slots with a relaxed store: post_freed). Every post is the leader's
-  /// release store after a block barrier, which already orders the block's
-  /// stores for every observer (bar.sync synchronises the block; a release is
-  /// cumulative), as NCCL's primitives rely on; the per-thread fence costs
-  /// every thread a membar.sys per step. gpu::communicator takes the second
-  /// with COLLX_GPU_FENCE=leader, to be measured against the first on a GPU.
-  bool fence_each_thread = true;
+  /// Whether every thread runs a system fence before a post, or none does
+  /// (the default; a receiver then frees its slots with a relaxed store:
+  /// post_freed). Every post is the leader's store after a block barrier; a
+  /// send's is a release, which orders the block's stores for every observer
+  /// (bar.sync synchronises the block; a release is cumulative), as NCCL's
+  /// primitives rely on. The per-thread fence cost every thread a membar.sys
+  /// per step: 17 % of an 8 B call on an H200 (gpu::options::fence_each_thread
+  /// has the measurements).
+  bool fence_each_thread = false;
   __device__ void fence_before_post() const {
     if (fence_each_thread) __threadfence_system();
   }
