@@ -16,19 +16,15 @@ import os
 import re
 import sys
 
-ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+\S+\s+\S+\s+\S+\s+([0-9.]+)\s")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from perf_table import table_rows  # noqa: E402  (collx-perf's table reader)
+
 SPAN = re.compile(r"([a-z_0-9]+/[a-z_0-9]+)(?: \((\d+)-(\d+) B\))?")
 
 
 def times(path):
     """size -> out-of-place microseconds."""
-    out = {}
-    with open(path) as f:
-        for line in f:
-            m = ROW.match(line)
-            if m:
-                out[int(m.group(1))] = float(m.group(3))
-    return out
+    return {size: float(fields[5]) for size, fields in table_rows(path).items()}
 
 
 def picks(path):

@@ -42,10 +42,11 @@ inline constexpr std::size_t stripe_grain_bytes = 512;
 /// (every rank computes the same number, which the stripes of a call must
 /// be): 32, the most NCCL gives a call on NVLink machines, and fewer where
 /// ranks share a GPU, so that the blocks of all the ranks on one GPU number at
-/// most 128 (two per SM on a GPU of 64 SMs: co-resident on every GPU this
-/// runs on). Measured on an H200, 2 ranks sharing it, Simple ring all_reduce
-/// of 256 MiB (bench/results/gpu-2026-12-04.md): busbw 36 GB/s with 4 stripes,
-/// 122 with 16, 204 with 32.
+/// most 128 (two per SM on a GPU of 64 SMs; every launch still checks that
+/// they can be resident at once and refuses otherwise). Measured on an H200,
+/// 2 ranks sharing it, Simple ring all_reduce of 256 MiB
+/// (bench/results/gpu-2026-12-04.md): busbw 36 GB/s with 4 stripes, 122 with
+/// 16, 204 with 32 (run 2; run 3 gave 34, 114, 194).
 COLLX_HOST_DEVICE constexpr int automatic_stripes(int max_ranks_per_device) {
   constexpr int most = 32, blocks_per_device = 128;
   const int r = max_ranks_per_device < 1 ? 1 : max_ranks_per_device;

@@ -768,7 +768,7 @@ class communicator {
   std::shared_ptr<detail::group_state> g_;
   int rank_ = 0;
   mutable collx::detail::pointer_memo<collx::detail::pointer_kind> buffers_;  // check_buffer's answers
-  mutable collx::detail::pointer_memo<int> streams_;  // stream_device's answers, for calls being captured
+  mutable collx::detail::pointer_memo<int> streams_;  // stream_device's answers (stream → device)
   struct memo {
     std::size_t bytes = ~std::size_t{0};
     variant_choice choice{};
