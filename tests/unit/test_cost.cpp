@@ -98,6 +98,7 @@ class counting_prims {
   double sent = 0, reduced = 0, peer_bytes = 0, staged = 0;  // bytes
   double across = 0;  // bytes sent to ranks of other nodes (network::node_ranks)
   int clock = 0, barriers = 0;
+  int messages = 0;                  // sent to other ranks
   network::node_stamp node_clock{};  // its across: node_steps (network::node_ranks)
 
   status send(int to, const T* src, std::size_t n) { return out(to, n, src); }
@@ -198,7 +199,7 @@ class counting_prims {
       return status::invalid_argument;
     }
     const bool loopback = to == rank_;
-    if (!loopback) sent += bytes(n);
+    if (!loopback) sent += bytes(n), ++messages;
     const bool crosses = net_.node_ranks > 0 && to / net_.node_ranks != rank_ / net_.node_ranks;
     if (crosses) across += bytes(n);
     {
@@ -275,9 +276,10 @@ struct rank_io {
 
 /// Runs A's schedule of C on P ranks and checks each counted term against
 /// A::cost(C, P, bytes, x); chunk_elems bounds max_chunk() (x.chunk_bytes).
+/// Returns the most messages one rank sent.
 template <class A, coll C>
-void check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40, bool single_copy = false,
-                bool loadable = true, std::size_t peer_buffer_bytes = 0, int node_ranks = 0) {
+int check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40, bool single_copy = false,
+               bool loadable = true, std::size_t peer_buffer_bytes = 0, int node_ranks = 0) {
   // With several segments, per-rank slices are cut per segment: their sizes
   // round differently from the whole call's, by under P elements a segment.
   const double slack = peer_buffer_bytes > 0 ? 1e-3 : 0;
@@ -344,8 +346,9 @@ void check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40, bool sing
     CHECK(q.empty());
   }
   double sent = 0, reduced = 0, peer_bytes = 0, staged = 0;
-  int steps = 0, barriers = 0;
+  int steps = 0, barriers = 0, messages = 0;
   for (auto& p : prims) {
+    messages = std::max(messages, p.messages);
     sent = std::max(sent, p.sent);
     reduced = std::max(reduced, p.reduced);
     peer_bytes = std::max(peer_bytes, p.peer_bytes);
@@ -383,6 +386,7 @@ void check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40, bool sing
     for (auto& p : prims) most = std::max(most, p.node_clock.across);
     CHECK(double(most) == model.node_steps);
   }
+  return messages;
 }
 
 template <class A>
@@ -493,6 +497,28 @@ TEST_CASE("cost(): nvls is priced by barriers, peer and staged bytes, none with 
   // The others read once and end: the publishing barrier and the final one.
   static_assert(algo::nvls::cost(coll::all_gather, 4, b, {.single_copy = true}).barriers == 2);
   SUCCEED();
+}
+
+TEST_CASE("tree: twin trees carry all the data in one tree", "[cost][tree]") {
+  // twin_trees says exactly when the two trees have the same links at every rank.
+  for (int P = 2; P <= 64; ++P)
+    for (coll c : {coll::all_reduce, coll::broadcast, coll::reduce})
+      for (int root = 0; root < (c == coll::all_reduce ? 1 : P); ++root) {
+        bool same = true;
+        for (int r = 0; r < P; ++r) {
+          const auto a = algo::tree::node(c, P, r, root, 0), b = algo::tree::node(c, P, r, root, 1);
+          same = same && a.parent == b.parent && a.nkids == b.nkids;
+          for (int k = 0; k < a.nkids && same; ++k) same = a.kids[k] == b.kids[k];
+        }
+        INFO(name(c) << " P=" << P << " root=" << root);
+        CHECK(algo::tree::twin_trees(c, P) == same);
+      }
+  // On 2 ranks a rooted call is one message per chunk, not one per tree:
+  // halves on the one connection would each pay a step.
+  CHECK(check_cost<algo::tree, coll::broadcast>(2) == 1);
+  CHECK(check_cost<algo::tree, coll::reduce>(2) == 1);
+  CHECK(check_cost<algo::tree, coll::broadcast>(2, 1000) == 41);  // 40320 elements in chunks of 1000
+  CHECK(check_cost<algo::tree, coll::broadcast>(3) == 2);         // two trees: a half each way
 }
 
 TEST_CASE("tree across nodes: two spanning trees, M − 1 links between nodes each, chains inside",

@@ -46,6 +46,7 @@
 
 #include <collx/algo/cost.hpp>
 #include <collx/algo/ids.hpp>
+#include <collx/algo/ring.hpp>
 #include <collx/coll.hpp>
 #include <collx/config.hpp>
 #include <collx/error.hpp>
@@ -118,6 +119,14 @@ struct tree {
     t.parent = t.parent < 0 ? 0 : t.parent + 1;
     for (int k = 0; k < t.nkids; ++k) t.kids[k] += 1;
     return t;
+  }
+
+  /// Whether the two trees of collective c on P ranks are the same tree (run
+  /// then as ring's chain, whose cost terms equal the pair's). The rooted pair is on P = 2 (both are root →
+  /// the other rank); from P = 3 the root's child differs (tree 0: the highest power of two below P, tree 1:
+  /// label 1), and the unrooted pair's roots differ for every P ≥ 2.
+  COLLX_HOST_DEVICE static constexpr bool twin_trees(coll c, int P) {
+    return c != coll::all_reduce && P == 2;
   }
 
   /// Whether ranks_per_node L describes M >= 2 nodes of L >= 2 ranks (the
@@ -222,6 +231,10 @@ struct tree {
   COLLX_HOST_DEVICE static status run_impl(Prims& p, const schedule_args<T>& a) {
     const int P = a.nranks;
     if (P == 1) return p.local_copy(a.send, a.recv, a.count, C != coll::broadcast);
+    // Twin trees are one chain: halves on its one connection would each pay
+    // a step, so the chain runs as ring's (the same messages, one schedule).
+    if constexpr (C != coll::all_reduce)
+      if (twin_trees(C, P)) return ring::run<C>(p, a);
     const links t[2] = {node(C, P, a.rank, a.root, 0, a.node_ranks),
                         node(C, P, a.rank, a.root, 1, a.node_ranks)};
     const std::size_t half = a.count / 2;
