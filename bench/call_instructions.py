@@ -44,6 +44,8 @@ def report(big, small, calls, top=25):
     for k, v in sorted(work.items(), key=lambda kv: -abs(kv[1]))[:top]:
         name = re.sub(r"^\?\?\?:", "", k)
         name = re.sub(r" \[[^\]]*\]$", "", name)
+        while re.search(r"<[^<>]*>", name):  # template arguments hide the member's name
+            name = re.sub(r"<[^<>]*>", "", name)
         print(f"  {v:8.1f}  {name[:150]}")
 
 

@@ -140,15 +140,21 @@ void publish_call(Record* rec, std::uint64_t seq, const call_desc& d) {
   detail::prefetch_for_write(&rec->calls[(seq + 1) % h]);
 }
 
-/// The peer's call number `seq`, if it has published it and not yet
-/// overwritten it.
+/// One published entry as stored: the signature and the count.
+struct call_words {
+  std::uint64_t signature = 0, count = 0;
+  bool operator==(const call_words&) const = default;
+};
+
+/// The entry of call number `seq` of the rank owning `rec`, if it has
+/// published it and not yet overwritten it.
 template <class Record>
-COLLX_ALWAYS_INLINE bool read_call(const Record* rec, std::uint64_t seq, call_desc& out) {
+COLLX_ALWAYS_INLINE bool read_words(const Record* rec, std::uint64_t seq, call_words& out) {
   const auto& e = rec->calls[seq % history_of<Record>];
   if (detail::load_acquire(&e.seq) != seq) return false;
   const std::uint64_t sig = detail::load_acquire(&e.signature), count = detail::load_acquire(&e.count);
   if (detail::load_relaxed(&e.seq) != seq) return false;  // ordered after the acquire loads
-  out = call_desc::from(sig, count);
+  out = {sig, count};
   return true;
 }
 
@@ -262,12 +268,16 @@ template <class Transport>
 status compare_with(state<Transport>& s, int peer, std::uint64_t depth) {
   for (std::uint64_t k = 0; k < depth && k < s.seq; ++k) {
     const std::uint64_t seq = s.seq - k;
-    call_desc mine, theirs;
-    if (!read_call(s.view.record(s.rank), seq, mine) || !read_call(s.view.record(peer), seq, theirs))
+    // Equal words are equal calls (signature() zeroes the fields a collective
+    // ignores); only a difference is decoded, to name the field.
+    call_words mine, theirs;
+    if (!read_words(s.view.record(s.rank), seq, mine) || !read_words(s.view.record(peer), seq, theirs) ||
+        mine == theirs)
       continue;
-    const call_field f = differing_field(mine, theirs);
-    if (f == call_field::none) continue;
-    return report_mismatch(s, peer, seq, mine, theirs, f);
+    const call_desc a = call_desc::from(mine.signature, mine.count),
+                    b = call_desc::from(theirs.signature, theirs.count);
+    if (const call_field f = differing_field(a, b); f != call_field::none)
+      return report_mismatch(s, peer, seq, a, b, f);
   }
   return status::ok;
 }
