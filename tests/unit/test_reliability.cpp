@@ -33,7 +33,7 @@ comm_options opts(std::chrono::milliseconds timeout = std::chrono::seconds(60)) 
 struct rank_outcome {
   status code = status::ok;  // of the first call that threw, ok if none did
   std::string what;
-  status error_after = status::ok;  // comm.error() at the end
+  status error_after = status::ok;  // comm.error() once every rank is done
   std::string error_message;
 };
 
@@ -51,10 +51,14 @@ std::vector<rank_outcome> on_threads(std::vector<communicator>& comms,
         out[r].code = e.code();
         out[r].what = e.what();
       }
-      out[r].error_after = comms[r].error();
-      out[r].error_message = comms[r].error_message();
     });
   for (auto& t : ts) t.join();
+  // After every rank is done: a rank that finished cleanly before another
+  // raised the abort word still reports the error, which is sticky.
+  for (std::size_t r = 0; r < comms.size(); ++r) {
+    out[r].error_after = comms[r].error();
+    out[r].error_message = comms[r].error_message();
+  }
   return out;
 }
 
