@@ -242,6 +242,29 @@ TEST_CASE("a mismatched call is a mismatch even on one rank pair of many", "[rel
   for (auto& c : comms) CHECK(c.calls_issued() >= 3);  // the three matching calls went through
 }
 
+TEST_CASE("the call check's chain of neighbours finds a mismatch on any one rank",
+          "[reliability][mismatch]") {
+  // max on one rank, sum elsewhere: the same bytes move, nothing stalls, so
+  // only the end-of-call comparisons (ranks 1..P-1 with their neighbours) can
+  // find it, on the first rank (which compares with nobody), the last and one
+  // in between.
+  const int P = 4;
+  const int odd = GENERATE(0, 1, P - 1);
+  auto comms = communicator::create_thread_group(P, opts());
+  auto out = on_threads(comms, [odd](int r, communicator& c) {
+    std::vector<float> a(256, float(r + 1)), b(256);
+    c.all_reduce(a.data(), b.data(), a.size(), r == odd ? reduce_op::max : reduce_op::sum);
+    c.all_reduce(a.data(), b.data(), a.size(), reduce_op::sum);
+    c.all_reduce(a.data(), b.data(), a.size(), reduce_op::sum);
+  });
+  INFO("max on rank " << odd);
+  for (auto& o : out) {
+    INFO(o.what << " / " << o.error_message);
+    CHECK(o.error_after == status::mismatch);
+    CHECK_THAT(o.error_message, Contains("reduce_op"));
+  }
+}
+
 TEST_CASE("process liveness probe: alive, zombie, reaped, reused pid", "[reliability][proc]") {
   using namespace collx::detail;
   const proc_identity me = self_identity();
