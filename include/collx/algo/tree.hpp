@@ -39,6 +39,10 @@
 // rank's scratch buffer (prims.buffer(rank)), so its chunks are also at most
 // buffer_elems().
 //
+// On 2 ranks the rooted pair is one tree twice (twin_trees): broadcast and
+// reduce then run ring's chain, one message per chunk instead of one per
+// half on the same connection.
+//
 // Determinism: every element's final value is computed once, at the root of
 // its tree, in an order fixed by the tree shape, then copied down; all_reduce
 // results are therefore bitwise identical on every rank and across calls.
@@ -121,9 +125,10 @@ struct tree {
     return t;
   }
 
-  /// Whether the two trees of collective c on P ranks are the same tree (run
-  /// then as ring's chain, whose cost terms equal the pair's). The rooted pair is on P = 2 (both are root →
-  /// the other rank); from P = 3 the root's child differs (tree 0: the highest power of two below P, tree 1:
+  /// Whether the two trees of collective c on P ranks are the same tree, run
+  /// then as ring's chain (its cost terms equal the pair's). Only the rooted
+  /// pair on P = 2 is (both trees are root → the other rank): from P = 3 the
+  /// root's child differs (tree 0: the highest power of two below P, tree 1:
   /// label 1), and the unrooted pair's roots differ for every P ≥ 2.
   COLLX_HOST_DEVICE static constexpr bool twin_trees(coll c, int P) {
     return c != coll::all_reduce && P == 2;
