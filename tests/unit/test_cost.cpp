@@ -95,7 +95,7 @@ class counting_prims {
   counting_prims(network& net, int rank) : net_(net), rank_(rank) {}
 
   std::size_t max_chunk() const { return net_.chunk; }
-  double sent = 0, reduced = 0, peer_bytes = 0, staged = 0;  // bytes
+  double sent = 0, reduced = 0, peer_bytes = 0, staged = 0, local = 0;  // bytes
   double across = 0;  // bytes sent to ranks of other nodes (network::node_ranks)
   int clock = 0, barriers = 0;
   int messages = 0;                  // sent to other ranks
@@ -134,6 +134,7 @@ class counting_prims {
   status local_copy(const T* src, T* dst, std::size_t n, bool) {
     peer_bytes += bytes((peer(src) ? n : 0) + (peer(dst) ? n : 0));
     if (!peer(src) && !peer(dst) && (own(src) || own(dst))) staged += bytes(n);
+    if (!peer(src) && !peer(dst) && !own(src) && !own(dst)) local += bytes(n);
     return status::ok;
   }
   T* buffer(int q) { return reinterpret_cast<T*>(net_.buffers[static_cast<std::size_t>(q)].data()); }
@@ -200,6 +201,7 @@ class counting_prims {
     }
     const bool loopback = to == rank_;
     if (!loopback) sent += bytes(n), ++messages;
+    else local += bytes(n);  // into the loopback FIFO
     const bool crosses = net_.node_ranks > 0 && to / net_.node_ranks != rank_ / net_.node_ranks;
     if (crosses) across += bytes(n);
     {
@@ -232,6 +234,7 @@ class counting_prims {
       return status::mismatch;
     }
     if (dst != nullptr && !m.payload.empty()) std::memcpy(dst, m.payload.data(), m.payload.size());
+    if (from == rank_) local += bytes(n);  // out of the loopback FIFO
     clock = m.stamp > clock ? m.stamp : clock;
     if (node_clock < m.node) node_clock = m.node;
     return status::ok;
@@ -345,7 +348,7 @@ int check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40, bool singl
     INFO("unconsumed messages " << k.first << " -> " << k.second);
     CHECK(q.empty());
   }
-  double sent = 0, reduced = 0, peer_bytes = 0, staged = 0;
+  double sent = 0, reduced = 0, peer_bytes = 0, staged = 0, local = 0;
   int steps = 0, barriers = 0, messages = 0;
   for (auto& p : prims) {
     messages = std::max(messages, p.messages);
@@ -353,6 +356,7 @@ int check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40, bool singl
     reduced = std::max(reduced, p.reduced);
     peer_bytes = std::max(peer_bytes, p.peer_bytes);
     staged = std::max(staged, p.staged);
+    local = std::max(local, p.local);
     steps = std::max(steps, p.clock);
     barriers = std::max(barriers, p.barriers);
   }
@@ -365,6 +369,11 @@ int check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40, bool singl
   CHECK(double(barriers) == model.barriers);
   CHECK(near(peer_bytes, model.peer_bytes));
   CHECK(near(staged, model.staged_bytes));
+  // One rank: every variant makes the same copy (cost() states nothing).
+  if (P > 1) {
+    INFO("local bytes: counted " << local << ", cost() " << model.local_bytes << " of " << bytes);
+    CHECK(near(local, model.local_bytes));
+  }
   // Across nodes: the most bytes one node sends to the others, where stated.
   if (model.node_bytes >= 0) {
     REQUIRE(node_ranks > 0);

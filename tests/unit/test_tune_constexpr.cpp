@@ -29,10 +29,15 @@ constexpr variant_choice v(algo_id a, proto_id p) { return {a, p}; }
 static_assert(pick(coll::all_reduce, 2, 8) == v(algo_id::direct, proto_id::ll));
 static_assert(pick(coll::all_reduce, 2, 1024) == v(algo_id::direct, proto_id::simple));
 static_assert(pick(coll::all_reduce, 2, 1 << 20) == v(algo_id::rhd, proto_id::simple));
-// P = 4: direct two-shot from one Simple chunk (256 KiB by default) up.
+// P = 4: rhd once bytes count. Direct two-shot, one step fewer, also passes
+// its own block through its loopback FIFO (local_bytes: in and out), which
+// costs more than the step at 4 MiB.
 static_assert(pick(coll::all_reduce, 4, 8) == v(algo_id::direct, proto_id::ll));
 static_assert(pick(coll::all_reduce, 4, 64 << 10) == v(algo_id::rhd, proto_id::simple));
-static_assert(pick(coll::all_reduce, 4, 4 << 20) == v(algo_id::direct, proto_id::simple));
+static_assert(pick(coll::all_reduce, 4, 4 << 20) == v(algo_id::rhd, proto_id::simple));
+static_assert(tune::predict_us<algo::direct, proto::simple>(tune::shm_host, {coll::all_reduce, 4, 4 << 20}) -
+                  tune::predict_us<algo::rhd, proto::simple>(tune::shm_host, {coll::all_reduce, 4, 4 << 20}) <
+              2.0 * (4 << 20) / 4 / tune::shm_host.copy_gbps / 1e3);
 // Oversubscribed: a step is a context switch, the fewest steps win.
 static_assert(pick(coll::all_reduce, 4, 8, {}, true) == v(algo_id::direct, proto_id::simple));
 
@@ -154,7 +159,8 @@ static_assert(tune::fill_bytes({.steps = 1, .bytes_sent = 4096}, 65536) == 4096)
 static_assert(tune::fill_bytes({.steps = 2, .bytes_sent = 2 << 20}, 65536) == 2 * 65536);
 static_assert(tune::fill_bytes({.steps = 0, .bytes_sent = 0}, 65536) == 0);
 // So one-shot direct/Simple at 4 KiB on 2 ranks takes twice its bytes' time
-// over the link, and direct/LL does not.
+// over the link, and direct/LL does not (both also copy their own input
+// through the loopback FIFO: local_bytes, in and out).
 constexpr tune::problem at_4k{coll::all_reduce, 2, 4096};
 constexpr tune::profile no_latency = [] {
   tune::profile m = tune::shm_host;
@@ -164,9 +170,11 @@ constexpr tune::profile no_latency = [] {
   return m;
 }();
 static_assert(tune::predict_us<algo::direct, proto::simple>(no_latency, at_4k) ==
-              2 * 4096 / no_latency.gbps(no_latency.intra, proto::channel_of<proto::simple>) / 1e3);
+              2 * 4096 / no_latency.gbps(no_latency.intra, proto::channel_of<proto::simple>) / 1e3 +
+                  2 * 4096 / no_latency.copy_gbps / 1e3);
 static_assert(tune::predict_us<algo::direct, proto::ll>(no_latency, at_4k) ==
-              (4096 + 8) / no_latency.gbps(no_latency.intra, proto::channel_of<proto::ll>) / 1e3);
+              (4096 + 8) / no_latency.gbps(no_latency.intra, proto::channel_of<proto::ll>) / 1e3 +
+                  2 * 4096 / no_latency.copy_gbps / 1e3);
 
 // A kernel's variant as types, for a compile-time problem.
 using small_v = tune::best_t<coll::all_reduce, 8, 2, tune::shm_host, transport::shm>;

@@ -35,7 +35,9 @@ struct bruck {
     if (P <= 1 || !implements(c)) return {0, 0, 0};
     int steps = 0;
     for (int d = 1; d < P; d *= 2) ++steps;
-    return {double(steps), bytes * (P - 1) / P, 0};
+    cost_terms t{double(steps), bytes * (P - 1) / P, 0};
+    t.local_bytes = bytes / P;  // the own block, copied into place first
+    return t;
   }
 
   /// May be split into stripes (blocks addressed by a.block()).

@@ -48,7 +48,9 @@ struct bruck_a2a {
     for (int bit = 1; bit < P; bit <<= 1)
       for (int i = bit; i < P; ++i)
         if (i & bit) ++exchanges;
-    return {exchanges, exchanges * bytes / P, 0};
+    cost_terms t{exchanges, exchanges * bytes / P, 0};
+    t.local_bytes = bytes;  // the blocks rotated into place
+    return t;
   }
 
   /// May be split into stripes (blocks addressed by a.block()).

@@ -18,7 +18,13 @@
 //   staged_bytes   the most bytes any one rank copies within its own memory to
 //                  stage data through its registered buffer.
 // Either way:
-//   bytes_reduced  the most bytes any one rank combines with received data (γ).
+//   bytes_reduced  the most bytes any one rank combines with received data (γ);
+//   local_bytes    the most bytes any one rank copies within its own memory in
+//                  a pass of their own, outside any transfer: its own block
+//                  placed into recv by a separate copy (once), a message
+//                  through its loopback FIFO (twice: in and out). A copy fused
+//                  with a send (copy_send writes the FIFO and recv from one
+//                  read) or with a reduction costs nothing here.
 // Across nodes (cost_context::node_ranks: ranks placed node by node):
 //   node_bytes     the most bytes the ranks of one node send to ranks of other
 //                  nodes, together; < 0 where an algorithm does not state it
@@ -30,9 +36,10 @@
 //                  inter-node α; < 0 where not stated (the model then takes
 //                  the steps of the schedule on one rank per node).
 // A message a rank sends itself (through its loopback FIFO) is a local copy:
-// it carries its sender's stamp unchanged and is not a sent byte. Other copies
-// within a rank's own memory count only where they are staging, so with one
-// rank every term is 0. The tuner (tune/model.hpp) prices each term with a
+// it carries its sender's stamp unchanged and is not a sent byte (it is
+// local_bytes). Copies through a rank's registered buffer are staging; other
+// copies within its own memory are local_bytes. With one rank every term is 0
+// (every variant makes the same copy). The tuner (tune/model.hpp) prices each term with a
 // transport's measured parameters and knows no algorithm.
 #pragma once
 
@@ -49,6 +56,7 @@ struct cost_terms {
   double steps = 0, bytes_sent = 0, bytes_reduced = 0;
   double barriers = 0, peer_bytes = 0, staged_bytes = 0;
   double node_bytes = -1, node_steps = -1;
+  double local_bytes = 0;
 };
 
 /// What a cost may depend on besides (collective, P, bytes): how the call

@@ -72,23 +72,30 @@ struct basic_direct {
     const double p = P, f = (p - 1) / p;
     // Across nodes each rank sends to its P − L peers on other nodes what it
     // sends to every peer: node_bytes = L · (P − L) / (P − 1) · bytes_sent.
-    auto across = [&](cost_terms t) {
+    // local: the own block copied into place (once) or through the loopback
+    // FIFO (twice).
+    auto across = [&](cost_terms t, double local) {
       if (placed_in_nodes(P, x)) t.node_bytes = x.node_ranks * (p - x.node_ranks) / (p - 1) * t.bytes_sent;
+      t.local_bytes = local;
       return t;
     };
     switch (c) {
       case coll::all_reduce: {
         const bool one = Shot == shot::one || (Shot == shot::automatic && bytes <= x.chunk_bytes);
-        return across(one ? cost_terms{1, (p - 1) * bytes, (p - 1) * bytes}
-                          : cost_terms{2, 2 * f * bytes, f * bytes});
+        return one ? across({1, (p - 1) * bytes, (p - 1) * bytes}, 2 * bytes)
+                   : across({2, 2 * f * bytes, f * bytes}, 2 * bytes / p);
       }
-      case coll::all_gather: return across({1, f * bytes, 0});
-      case coll::reduce_scatter: return across({1, f * bytes, f * bytes});
-      case coll::all_to_all: return across({1, f * bytes, 0});
+      case coll::all_gather: return across({1, f * bytes, 0}, bytes / p);
+      case coll::reduce_scatter: return across({1, f * bytes, f * bytes}, 2 * bytes / p);
+      case coll::all_to_all: return across({1, f * bytes, 0}, bytes / p);
       // Equal blocks: a round of count headers, then (if there is data) a
       // round of data calls, which each rank sends after it received the
       // headers of its own round.
-      case coll::all_to_allv: return {bytes > 0 ? 2.0 : 1.0, f * bytes + (p - 1) * header_bytes, 0};
+      case coll::all_to_allv: {
+        cost_terms t{bytes > 0 ? 2.0 : 1.0, f * bytes + (p - 1) * header_bytes, 0};
+        t.local_bytes = bytes / p;
+        return t;
+      }
       // The benchmark's pattern: one message of `bytes` to one peer and one
       // from another, header round then data round.
       case coll::send_recv: return {bytes > 0 ? 2.0 : 1.0, bytes + header_bytes, 0};

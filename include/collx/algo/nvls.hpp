@@ -106,6 +106,7 @@ struct nvls {
   /// peers' buffers (the switch channel's P-1 copies). staged_bytes: copies
   /// into and out of the own registered buffer, none with single copy, which
   /// reads peers' user buffers in place. bytes_reduced: bytes combined.
+  /// local_bytes: copies from the own send to the own recv.
   COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes,
                                                      const cost_context& x = {}) {
     if (P <= 1 || !implements(c)) return {};
@@ -133,6 +134,10 @@ struct nvls {
         break;
     }
     t.staged_bytes = x.single_copy ? 0 : staged;
+    // Copies between the own user buffers: the broadcast root's send into its
+    // recv; with single copy, the own block of an all_gather or all_to_all.
+    if (c == coll::broadcast) t.local_bytes = bytes;
+    else if (x.single_copy && (c == coll::all_gather || c == coll::all_to_all)) t.local_bytes = bytes / P;
     return t;
   }
 

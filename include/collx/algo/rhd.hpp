@@ -100,7 +100,9 @@ struct rhd {
       sent = s > sent ? s : sent;
       reduced = red > reduced ? red : reduced;
     }
-    return {steps, sent, reduced};
+    cost_terms t{steps, sent, reduced};
+    if (c == coll::all_gather) t.local_bytes = bytes / P;  // the own block, copied into place first
+    return t;
   }
 
   static constexpr int max_cost_ranks = 4096;
