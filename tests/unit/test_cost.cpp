@@ -95,7 +95,24 @@ class counting_prims {
   counting_prims(network& net, int rank) : net_(net), rank_(rank) {}
 
   std::size_t max_chunk() const { return net_.chunk; }
-  double sent = 0, reduced = 0, peer_bytes = 0, staged = 0, local = 0;  // bytes
+  double sent = 0, reduced = 0, peer_bytes = 0, staged = 0;  // bytes
+  double loopback = 0;  // bytes through the own loopback FIFO, in and out
+  int received = 0;     // messages from other ranks
+  // Copies between the own user buffers, with the messages sent and received before each.
+  struct own_copy {
+    int sent_before, received_before;
+    double bytes;
+  };
+  std::vector<own_copy> own_copies;
+  /// local_bytes (algo/cost.hpp): the loopback bytes, and the own copies not
+  /// hidden by a wait, i.e. all but those made after the rank's first send
+  /// and before its last receive (the peers are writing meanwhile).
+  double local() const {
+    double b = loopback;
+    for (const own_copy& c : own_copies)
+      if (!(c.sent_before > 0 && c.received_before < received)) b += c.bytes;
+    return b;
+  }
   double across = 0;  // bytes sent to ranks of other nodes (network::node_ranks)
   int clock = 0, barriers = 0;
   int messages = 0;                  // sent to other ranks
@@ -134,7 +151,8 @@ class counting_prims {
   status local_copy(const T* src, T* dst, std::size_t n, bool) {
     peer_bytes += bytes((peer(src) ? n : 0) + (peer(dst) ? n : 0));
     if (!peer(src) && !peer(dst) && (own(src) || own(dst))) staged += bytes(n);
-    if (!peer(src) && !peer(dst) && !own(src) && !own(dst)) local += bytes(n);
+    if (!peer(src) && !peer(dst) && !own(src) && !own(dst))
+      own_copies.push_back({messages, received, bytes(n)});
     return status::ok;
   }
   T* buffer(int q) { return reinterpret_cast<T*>(net_.buffers[static_cast<std::size_t>(q)].data()); }
@@ -201,7 +219,7 @@ class counting_prims {
     }
     const bool loopback = to == rank_;
     if (!loopback) sent += bytes(n), ++messages;
-    else local += bytes(n);  // into the loopback FIFO
+    else this->loopback += bytes(n);  // into the loopback FIFO
     const bool crosses = net_.node_ranks > 0 && to / net_.node_ranks != rank_ / net_.node_ranks;
     if (crosses) across += bytes(n);
     {
@@ -234,7 +252,8 @@ class counting_prims {
       return status::mismatch;
     }
     if (dst != nullptr && !m.payload.empty()) std::memcpy(dst, m.payload.data(), m.payload.size());
-    if (from == rank_) local += bytes(n);  // out of the loopback FIFO
+    if (from == rank_) loopback += bytes(n);  // out of the loopback FIFO
+    else ++received;
     clock = m.stamp > clock ? m.stamp : clock;
     if (node_clock < m.node) node_clock = m.node;
     return status::ok;
@@ -356,7 +375,7 @@ int check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40, bool singl
     reduced = std::max(reduced, p.reduced);
     peer_bytes = std::max(peer_bytes, p.peer_bytes);
     staged = std::max(staged, p.staged);
-    local = std::max(local, p.local);
+    local = std::max(local, p.local());
     steps = std::max(steps, p.clock);
     barriers = std::max(barriers, p.barriers);
   }

@@ -24,7 +24,9 @@
 //                  placed into recv by a separate copy (once), a message
 //                  through its loopback FIFO (twice: in and out). A copy fused
 //                  with a send (copy_send writes the FIFO and recv from one
-//                  read) or with a reduction costs nothing here.
+//                  read) or with a reduction costs nothing here, nor does one
+//                  made while the rank waits for its peers (after its first
+//                  send, before its last receive).
 // Across nodes (cost_context::node_ranks: ranks placed node by node):
 //   node_bytes     the most bytes the ranks of one node send to ranks of other
 //                  nodes, together; < 0 where an algorithm does not state it

@@ -72,8 +72,9 @@ struct basic_direct {
     const double p = P, f = (p - 1) / p;
     // Across nodes each rank sends to its P − L peers on other nodes what it
     // sends to every peer: node_bytes = L · (P − L) / (P − 1) · bytes_sent.
-    // local: the own block copied into place (once) or through the loopback
-    // FIFO (twice).
+    // local: the own block through the loopback FIFO (twice, in and out).
+    // all_gather and all_to_all copy it into place piece by piece while the
+    // peers write (not counted).
     auto across = [&](cost_terms t, double local) {
       if (placed_in_nodes(P, x)) t.node_bytes = x.node_ranks * (p - x.node_ranks) / (p - 1) * t.bytes_sent;
       t.local_bytes = local;
@@ -85,9 +86,9 @@ struct basic_direct {
         return one ? across({1, (p - 1) * bytes, (p - 1) * bytes}, 2 * bytes)
                    : across({2, 2 * f * bytes, f * bytes}, 2 * bytes / p);
       }
-      case coll::all_gather: return across({1, f * bytes, 0}, bytes / p);
+      case coll::all_gather: return across({1, f * bytes, 0}, 0);
       case coll::reduce_scatter: return across({1, f * bytes, f * bytes}, 2 * bytes / p);
-      case coll::all_to_all: return across({1, f * bytes, 0}, bytes / p);
+      case coll::all_to_all: return across({1, f * bytes, 0}, 0);
       // Equal blocks: a round of count headers, then (if there is data) a
       // round of data calls, which each rank sends after it received the
       // headers of its own round.
@@ -198,13 +199,17 @@ struct basic_direct {
   /// block q arrives at recv + begin(q). The own block is already in place.
   template <class Prims, class T, class Begin, class Len>
   COLLX_HOST_DEVICE static status ag_phase(Prims& p, const schedule_args<T>& a, Begin begin, Len len,
-                                           const T* own, std::size_t longest) {
+                                           const T* own, std::size_t longest, T* place = nullptr) {
     const int P = a.nranks, r = a.rank;
     const std::size_t chunk = p.max_chunk();
     const std::size_t mine = len(r);
     for (std::size_t off = 0; off < longest; off += chunk) {
-      if (off < mine)
-        for (int k = 1; k < P; ++k) COLLX_TRY(p.send((r + k) % P, own + off, min(chunk, mine - off)));
+      if (off < mine) {
+        const std::size_t n = min(chunk, mine - off);
+        for (int k = 1; k < P; ++k) COLLX_TRY(p.send((r + k) % P, own + off, n));
+        // The own block's piece into place, while the peers write what comes next.
+        if (place != nullptr) COLLX_TRY(p.local_copy(own + off, place + off, n, false));
+      }
       for (int k = 1; k < P; ++k) {
         const int q = (r - k + P) % P;
         const std::size_t lq = len(q);
@@ -240,24 +245,25 @@ struct basic_direct {
     const std::size_t c = a.count;
     const std::size_t s = a.block();
     T* mine = a.recv + at(a.rank, s);
-    if (c > 0) COLLX_TRY(p.local_copy(a.send, mine, c, false));  // nothing to do in place
-    if (a.nranks == 1) return status::ok;
+    if (a.nranks == 1) return c > 0 ? p.local_copy(a.send, mine, c, false) : status::ok;
     auto begin = [&](int j) { return at(j, s); };
     auto len = [&](int) { return c; };
-    return ag_phase(p, a, begin, len, mine, c);
+    return ag_phase(p, a, begin, len, a.send, c, mine);  // nothing to copy in place
   }
 
   template <class Prims, class T>
   COLLX_HOST_DEVICE static status all_to_all(Prims& p, const schedule_args<T>& a) {
     const int P = a.nranks, r = a.rank;
     const std::size_t c = a.count, s = a.block(), chunk = p.max_chunk();
-    if (c > 0) COLLX_TRY(p.local_copy(a.send + at(r, s), a.recv + at(r, s), c, false));
+    if (P == 1) return c > 0 ? p.local_copy(a.send, a.recv, c, false) : status::ok;
     for (std::size_t off = 0; off < c; off += chunk) {
       const std::size_t n = min(chunk, c - off);
       for (int k = 1; k < P; ++k) {
         const int q = (r + k) % P;
         COLLX_TRY(p.send(q, a.send + at(q, s) + off, n));
       }
+      // The own block's piece, while the peers write what comes next.
+      COLLX_TRY(p.local_copy(a.send + at(r, s) + off, a.recv + at(r, s) + off, n, false));
       for (int k = 1; k < P; ++k) {
         const int q = (r - k + P) % P;
         COLLX_TRY(p.recv(q, a.recv + at(q, s) + off, n));

@@ -18,8 +18,9 @@
 // local_bytes are the copies a schedule makes of its own data in a pass of
 // their own (the own block into recv before an exchange, a loopback FIFO). On
 // 2 ranks ring's all_gather, which writes its block into recv as it sends it,
-// took 938-998 µs at 16 MiB and rhd's and direct's, which copy it first,
-// 1065-1180 µs, while every other term of the two is the same.
+// took 938-998 µs at 16 MiB and rhd's and direct's, which copied it first,
+// 1065-1180 µs, while every other term of the three is the same
+// (bench/results/tuner_quality_notes.md, 2026-12-05).
 //
 // call is what every call costs whatever its schedule (argument and
 // mismatch checks, the call record, the choice); with ranks outnumbering
