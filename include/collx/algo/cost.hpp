@@ -41,8 +41,8 @@
 // it carries its sender's stamp unchanged and is not a sent byte (it is
 // local_bytes). Copies through a rank's registered buffer are staging; other
 // copies within its own memory are local_bytes. With one rank every term is 0
-// (every variant makes the same copy). The tuner (tune/model.hpp) prices each term with a
-// transport's measured parameters and knows no algorithm.
+// (every variant makes the same copy). The tuner (tune/model.hpp) prices each
+// term with a transport's measured parameters and knows no algorithm.
 #pragma once
 
 #include <collx/coll.hpp>

@@ -196,7 +196,9 @@ struct basic_direct {
   }
 
   /// All-gather by direct exchange: this rank's block `own` goes to every peer;
-  /// block q arrives at recv + begin(q). The own block is already in place.
+  /// block q arrives at recv + begin(q). The own block is already in place,
+  /// or, with `place`, is copied there piece by piece between the sends and
+  /// the receives (the copy then overlaps the wait for the peers).
   template <class Prims, class T, class Begin, class Len>
   COLLX_HOST_DEVICE static status ag_phase(Prims& p, const schedule_args<T>& a, Begin begin, Len len,
                                            const T* own, std::size_t longest, T* place = nullptr) {
