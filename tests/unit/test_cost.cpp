@@ -96,8 +96,8 @@ class counting_prims {
 
   std::size_t max_chunk() const { return net_.chunk; }
   double sent = 0, reduced = 0, peer_bytes = 0, staged = 0;  // bytes
-  double loopback = 0;  // bytes through the own loopback FIFO, in and out
-  int received = 0;     // messages from other ranks
+  double loopback_bytes = 0;                                 // through the own loopback FIFO, in and out
+  int received = 0;                                          // messages from other ranks
   // Copies between the own user buffers, with the messages sent and received before each.
   struct own_copy {
     int sent_before, received_before;
@@ -108,7 +108,7 @@ class counting_prims {
   /// hidden by a wait, i.e. all but those made after the rank's first send
   /// and before its last receive (the peers are writing meanwhile).
   double local() const {
-    double b = loopback;
+    double b = loopback_bytes;
     for (const own_copy& c : own_copies)
       if (!(c.sent_before > 0 && c.received_before < received)) b += c.bytes;
     return b;
@@ -219,7 +219,7 @@ class counting_prims {
     }
     const bool loopback = to == rank_;
     if (!loopback) sent += bytes(n), ++messages;
-    else this->loopback += bytes(n);  // into the loopback FIFO
+    else loopback_bytes += bytes(n);  // into the loopback FIFO
     const bool crosses = net_.node_ranks > 0 && to / net_.node_ranks != rank_ / net_.node_ranks;
     if (crosses) across += bytes(n);
     {
@@ -252,7 +252,7 @@ class counting_prims {
       return status::mismatch;
     }
     if (dst != nullptr && !m.payload.empty()) std::memcpy(dst, m.payload.data(), m.payload.size());
-    if (from == rank_) loopback += bytes(n);  // out of the loopback FIFO
+    if (from == rank_) loopback_bytes += bytes(n);  // out of the loopback FIFO
     else ++received;
     clock = m.stamp > clock ? m.stamp : clock;
     if (node_clock < m.node) node_clock = m.node;
