@@ -7,7 +7,10 @@
 // except where a test bounds them to check a cost that depends on the FIFO
 // geometry (cost_context::chunk_bytes).
 // A message to the sending rank itself (direct's loopback) is a local copy:
-// its stamp is the sender's own and its bytes are not sent bytes.
+// its stamp is the sender's own and its bytes are not sent bytes but local
+// bytes, in and out; so is a copy between the rank's own user buffers, unless
+// it is made while the rank waits for its peers (after its first send, before
+// its last receive).
 // Peer memory (needs_peer_memory) has its own terms: barriers, loads/stores of
 // other ranks' buffers (peer bytes) and copies into or out of the rank's own
 // registered buffer (staged bytes). Single copy (cost_context::single_copy)
