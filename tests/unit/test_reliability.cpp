@@ -265,6 +265,68 @@ TEST_CASE("the call check's chain of neighbours finds a mismatch on any one rank
   }
 }
 
+TEST_CASE("a broadcast root running ahead of a late rank still has every call compared",
+          "[reliability][mismatch]") {
+  // The last rank starts late, so the root fills its FIFO credits (and, with
+  // 64 slots, more than the call window) before the late rank publishes a
+  // call. dtype int32 against float32 moves the same bytes and stalls
+  // nothing: only the call check can find it, on a call far past the first.
+  const int P = GENERATE(2, 3);
+  const std::uint32_t slots = GENERATE(8u, 64u);
+  const int calls = 60, odd = 40;
+  comm_options o = opts();
+  o.fifo_slots = slots;
+  auto comms = communicator::create_thread_group(P, o);
+  std::vector<int> good_calls(static_cast<std::size_t>(P), 0);
+  auto out = on_threads(comms, [&](int r, communicator& c) {
+    if (r == P - 1) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (int i = 0; i < calls; ++i) {
+      std::vector<float> a(2, r == 0 ? float(i + 1) : -1.0f), b(3, -7.0f);  // b[2]: a guard
+      const dtype dt = r == P - 1 && i == odd ? dtype::int32 : dtype::float32;
+      c.broadcast(a.data(), b.data(), 2, dt, 0);
+      if (b[0] == float(i + 1) && b[1] == float(i + 1) && b[2] == -7.0f) ++good_calls[static_cast<std::size_t>(r)];
+    }
+  });
+  INFO("P " << P << ", " << slots << " slots");
+  for (std::size_t r = 0; r < out.size(); ++r) {
+    INFO("rank " << r << ": " << out[r].what << " / " << out[r].error_message);
+    CHECK(out[r].error_after == status::mismatch);
+    CHECK_THAT(out[r].error_message, Contains("dtype"));
+    CHECK(good_calls[r] >= odd);  // the calls before the mismatched one delivered the root's values
+  }
+}
+
+TEST_CASE("the call window holds ranks running ahead without a false mismatch",
+          "[reliability][mismatch]") {
+  // Roots and leaves running ahead by more calls than the window (64 slots
+  // of credit): every call completes with the right values, nothing is
+  // reported, and the window lets every rank finish.
+  const int P = 3, calls = 300;
+  comm_options o = opts();
+  o.fifo_slots = 64;
+  auto comms = communicator::create_thread_group(P, o);
+  std::vector<int> right(static_cast<std::size_t>(P), 0);
+  auto out = on_threads(comms, [&](int r, communicator& c) {
+    if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    for (int i = 0; i < calls; ++i) {
+      std::vector<float> a(2, float(r + i)), b(3, -7.0f);
+      c.broadcast(a.data(), b.data(), 2, 0);
+      bool ok = b[0] == float(i) && b[1] == float(i) && b[2] == -7.0f;
+      b.assign(3, -7.0f);
+      c.reduce(a.data(), b.data(), 2, reduce_op::sum, 2);  // rank 2 is the root; 0 and 1 run ahead
+      if (r == 2) ok = ok && b[0] == float(3 * i + 3) && b[1] == float(3 * i + 3) && b[2] == -7.0f;
+      if (ok) ++right[static_cast<std::size_t>(r)];
+    }
+  });
+  for (std::size_t r = 0; r < out.size(); ++r) {
+    INFO("rank " << r << ": " << out[r].what << " / " << out[r].error_message);
+    CHECK(out[r].code == status::ok);
+    CHECK(out[r].error_after == status::ok);
+    CHECK(right[r] == calls);
+    CHECK(comms[r].calls_issued() == std::uint64_t(2 * calls));
+  }
+}
+
 TEST_CASE("process liveness probe: alive, zombie, reaped, reused pid", "[reliability][proc]") {
   using namespace collx::detail;
   const proc_identity me = self_identity();

@@ -61,6 +61,13 @@ struct cost_terms {
   double local_bytes = 0;
 };
 
+/// Every byte the rank's memory system moves on the critical path: what it
+/// sends, reads in peers' memory, stages, copies locally and reduces. The
+/// tuner charges cache misses per touched byte (tune/model.hpp, tune/fit.hpp).
+COLLX_HOST_DEVICE constexpr double touched_bytes(const cost_terms& t) {
+  return t.bytes_sent + t.peer_bytes + t.staged_bytes + t.local_bytes + t.bytes_reduced;
+}
+
 /// What a cost may depend on besides (collective, P, bytes): how the call
 /// runs on its transport, as the tuner's problem states it. The defaults are
 /// those of the terms' definitions above (unbounded chunks, staged).

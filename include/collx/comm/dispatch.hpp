@@ -331,7 +331,7 @@ struct executor_for<exec::host> {
     }
     ex.check = &watch_tick<Transport>;
     ex.check_ctx = &s;
-    if (s.opt.check_calls && s.size > 1) {
+    if (s.opt.check_calls && s.size > 1 && s.seq >= s.probe_at) {
       auto* prev = s.view.record((s.rank + s.size - 1) % s.size);
       ex.warm = &prev->calls[s.seq % std::size(prev->calls)].seq;
     }

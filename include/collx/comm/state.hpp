@@ -71,6 +71,9 @@ struct state {
   // Reliability watch (comm/watch.hpp): this rank's call sequence, and the
   // state of the periodic check run from slow waits.
   std::uint64_t seq = 0;
+  std::uint64_t checked = 0;            // calls up to here compared with the previous rank's
+  std::uint64_t next_checked_seen = 0;  // the next rank's `checked` as last loaded
+  std::uint64_t probe_at = 0;           // the first call whose end compares again
   std::uint64_t pid_ns = 0;
   int watch_next = 0;      // next peer the periodic check looks at
   std::string watch_what;  // detail of the failure the check found

@@ -9,9 +9,25 @@
 // invalidated, the fields stored with release, then seq stored with release. A
 // peer loads seq, the fields with acquire, and seq again; a field from a newer
 // call carries the invalidation with it, so a torn entry fails the second check
-// and is never compared. Entries are kept for the last few calls (the record's
-// `calls` array), so a peer that finished a mismatched call early and moved on
-// can still be compared.
+// and is never compared.
+//
+// The call window. Rank r compares each of its calls with rank r − 1's call
+// of the same number (the chain of neighbours covers every pair), in order,
+// at the end of the call if r − 1 has published it, else later; r publishes
+// how far it got (`check.checked`). Entries are kept for the last
+// call_history (16) calls, and a rank publishes call k, overwriting call
+// k − 16, only once (1) it has compared call k − 16 itself and (2) rank
+// r + 1 has compared it too (it reads this entry). So a rank that runs ahead
+// (a broadcast root filling its FIFO credits; a reduce's leaves) is held at
+// 16 calls and every call is compared, never lost to an overwritten entry.
+// A rank that finds its previous rank behind fetches that rank's record
+// again only every 4 calls (not every call: the fetch is a cross-core miss),
+// so a mismatch on such a pair is reported by the rank behind at the end of
+// its call, and by the rank ahead at its next look after the rank behind
+// published the call (or, at the latest, before it gets 16 calls ahead). Where a
+// neighbour's record is a proxy's copy (a rank on another host, transport/
+// proxied.hpp) the window is not held (no wait on a record the network
+// fills): calls are compared while the copy still has them.
 //
 // What this catches: ranks whose n-th collective calls differ in collective,
 // count (not for all_to_allv, whose counts differ by design), dtype, op
@@ -39,6 +55,7 @@
 #include <collx/detail/proc.hpp>
 #include <collx/dtype.hpp>
 #include <collx/error.hpp>
+#include <collx/exec/host.hpp>
 #include <collx/proto/ids.hpp>
 #include <collx/reduce_op.hpp>
 #include <collx/transport/peer_read.hpp>
@@ -239,16 +256,12 @@ state<Transport>& sync_error(state<Transport>& s) {
   return s;
 }
 
-/// Publishes this call (after validation, before any byte moves). A
-/// send/recv group involves only some ranks, so it is not numbered; the
-/// counts of an all_to_allv differ between ranks by design, so only its
-/// other fields are compared.
+/// Whether rank r's record, as `s` reads it, is the one r writes (shared
+/// memory), not a copy a proxy fills: only then can a rank wait on it.
 template <class Transport>
-void begin_call(state<Transport>& s, coll c, std::size_t count, dtype dt, reduce_op op, int root,
-                variant_choice v) {
-  if (c == coll::send_recv) return;
-  if (c == coll::all_to_allv) count = 0;
-  publish_call(s.view.record(s.rank), ++s.seq, call_desc{c, dt, op, root, v.algo, v.proto, count});
+bool record_in_memory(const state<Transport>& s, int r) {
+  if constexpr (requires { s.view.through_memory(r); }) return r == s.rank || s.view.through_memory(r);
+  else return (void)s, (void)r, true;
 }
 
 /// Records why call #seq differs from `peer`'s and raises the abort word.
@@ -278,6 +291,45 @@ status compare_with(state<Transport>& s, int peer, std::uint64_t depth) {
                     b = call_desc::from(theirs.signature, theirs.count);
     if (const call_field f = differing_field(a, b); f != call_field::none)
       return report_mismatch(s, peer, seq, a, b, f);
+  }
+  return status::ok;
+}
+
+/// The call check's progress. Compares this rank's calls after s.checked
+/// with the previous rank's calls of the same numbers, in order, as far as
+/// that rank has published them, and publishes how far it got (the previous
+/// rank reads it before overwriting an entry). An entry already overwritten
+/// (only where the window does not hold: a previous rank on another host) is
+/// passed over unchecked.
+template <class Transport>
+status advance_checks(state<Transport>& s) {
+  using record = std::remove_pointer_t<decltype(s.view.record(0))>;
+  constexpr std::size_t h = history_of<record>;
+  const int prev = (s.rank + s.size - 1) % s.size;
+  auto* mine_rec = s.view.record(s.rank);
+  const record* prev_rec = s.view.record(prev);
+  std::uint64_t done = s.checked;
+  while (done < s.seq) {
+    const std::uint64_t seq = done + 1;
+    const auto& e = prev_rec->calls[seq % h];
+    const std::uint64_t published = detail::load_acquire(&e.seq);
+    if (published > seq) {  // overwritten: too late to compare
+      done = seq;
+      continue;
+    }
+    call_words mine, theirs;
+    if (published != seq || !read_words(prev_rec, seq, theirs)) break;  // not yet (or being written)
+    if (read_words(mine_rec, seq, mine) && mine != theirs) {
+      const call_desc a = call_desc::from(mine.signature, mine.count),
+                      b = call_desc::from(theirs.signature, theirs.count);
+      if (const call_field f = differing_field(a, b); f != call_field::none)
+        return report_mismatch(s, prev, seq, a, b, f);
+    }
+    done = seq;
+  }
+  if (done != s.checked) {
+    s.checked = done;
+    detail::store_release(&mine_rec->check.checked, done);
   }
   return status::ok;
 }
@@ -314,15 +366,19 @@ template <class Transport>
   throw_error(st, msg);
 }
 
-/// After a call: the previous rank's last two calls are compared with this
-/// rank's (its record is one cache line). Every rank comparing with its
-/// neighbour covers any pair that differs; the earlier call catches a
-/// neighbour that had not published the mismatched call when this one ended.
+/// After a call: the calls not yet compared with the previous rank's are
+/// compared where that rank has published them. Where it has not (it lags
+/// behind: a broadcast root running ahead), the next comparisons wait a
+/// quarter of the window instead of fetching its record at every call; the
+/// window (open_call) still has every call compared before this rank gets
+/// call_history calls ahead of it, and the lagging rank compares its own
+/// calls as it makes them.
 template <class Transport>
 void end_call(state<Transport>& s, coll c) {
-  if (c == coll::send_recv) return;
-  if (s.opt.check_calls && s.size > 1 && compare_with(s, (s.rank + s.size - 1) % s.size, 2) != status::ok)
-    fail(s, c, status::mismatch);
+  if (c == coll::send_recv || !s.opt.check_calls || s.size == 1 || s.seq < s.probe_at) return;
+  if (advance_checks(s) != status::ok) fail(s, c, status::mismatch);
+  using record = std::remove_pointer_t<decltype(s.view.record(0))>;
+  s.probe_at = s.checked == s.seq ? s.seq + 1 : s.seq + history_of<record> / 4;
 }
 
 /// The executor's periodic check (from slow waits only): up to 64 peers per
@@ -331,6 +387,10 @@ template <class Transport>
 status watch_tick(const void* ctx) {
   auto& s = *static_cast<state<Transport>*>(const_cast<void*>(ctx));
   using record = std::remove_pointer_t<decltype(s.view.record(0))>;
+  // A rank stuck in a wait still compares its calls, so a neighbour held by
+  // the window (open_call) goes on.
+  if (s.opt.check_calls && s.size > 1)
+    if (const status st = advance_checks(s); st != status::ok) return st;
   const int n = s.size < 65 ? s.size : 64;
   const auto me = static_cast<std::int32_t>(::getpid());
   for (int i = 0; i < n; ++i) {
@@ -352,6 +412,69 @@ status watch_tick(const void* ctx) {
     }
   }
   return status::ok;
+}
+
+/// Waits until publishing call s.seq + 1 may overwrite the entry of call
+/// `oldest` (= s.seq + 1 − call_history): (1) this rank has compared that
+/// call with the previous rank's, and (2) the next rank, which compares its
+/// calls with this rank's entries, has too. Both hold unless a rank runs
+/// call_history calls ahead of a neighbour; the wait then has the deadline,
+/// the abort word and the periodic check of every wait, and compares as the
+/// previous rank publishes. A neighbour whose record is a proxy's copy
+/// (another host) is not waited for: there calls are compared as long as
+/// the copy still holds them.
+template <class Transport>
+void hold_call_window(state<Transport>& s, coll c, std::uint64_t oldest) {
+  const int prev = (s.rank + s.size - 1) % s.size, next = (s.rank + 1) % s.size;
+  const bool compare_prev = s.opt.check_calls && record_in_memory(s, prev);
+  const bool guard_next = record_in_memory(s, next);
+  const std::uint64_t* next_checked = &s.view.record(next)->check.checked;
+  status found = status::ok;
+  auto ready = [&] {
+    if (compare_prev && s.checked < oldest) {
+      if ((found = advance_checks(s)) != status::ok) return true;
+      if (s.checked < oldest) return false;
+    }
+    if (guard_next && s.next_checked_seen < oldest) {
+      s.next_checked_seen = detail::load_acquire(next_checked);
+      if (s.next_checked_seen < oldest) return false;
+    }
+    return true;
+  };
+  status st = status::ok;
+  if (!ready()) {
+    exec::host ex;
+    ex.abort_word = s.view.abort_word();
+    ex.deadline_ns = 0;
+    ex.timeout_ns = static_cast<std::uint64_t>(s.opt.timeout.count()) * 1000000ull;
+    ex.spin_ns = s.spin_ns;
+    ex.check = &watch_tick<Transport>;
+    ex.check_ctx = &s;
+    st = ex.wait(ready);
+  }
+  if (found != status::ok) st = found;
+  if (st != status::ok) fail(s, c, st);
+}
+
+/// Publishes this call (after validation, before any byte moves), once the
+/// call window allows it. A send/recv group involves only some ranks, so it
+/// is not numbered; the counts of an all_to_allv differ between ranks by
+/// design, so only its other fields are compared.
+template <class Transport>
+void begin_call(state<Transport>& s, coll c, std::size_t count, dtype dt, reduce_op op, int root,
+                variant_choice v) {
+  if (c == coll::send_recv) return;
+  if (c == coll::all_to_allv) count = 0;
+  auto* me = s.view.record(s.rank);
+  // A rank that does not check lets its previous rank overwrite at will.
+  if (s.seq == 0 && !s.opt.check_calls) detail::store_release(&me->check.checked, ~std::uint64_t{0});
+  using record = std::remove_pointer_t<decltype(s.view.record(0))>;
+  constexpr std::size_t h = history_of<record>;
+  if (s.size > 1 && s.seq + 1 > h) {
+    const std::uint64_t oldest = s.seq + 1 - h;
+    if ((s.opt.check_calls && s.checked < oldest) || s.next_checked_seen < oldest) hold_call_window(s, c, oldest);
+  }
+  publish_call(me, ++s.seq, call_desc{c, dt, op, root, v.algo, v.proto, count});
 }
 
 }  // namespace collx::comm

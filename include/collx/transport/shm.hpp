@@ -87,9 +87,12 @@ struct shm_header {
   std::uint64_t single_copy_min;
 };
 
-/// Calls remembered per rank: a peer that finished a mismatched call and
-/// moved on is still compared against the call it made at each sequence.
-inline constexpr std::size_t call_history = 4;
+/// Calls remembered per rank: the window of the call check (comm/watch.hpp).
+/// A rank whose previous rank lags behind compares each call once that rank
+/// has published it, and a rank never runs this many calls ahead of the
+/// comparisons that need its entries. More than a FIFO's slots (8 by
+/// default), so a root running ahead through its credits does not meet it.
+inline constexpr std::size_t call_history = 16;
 
 /// Contention decisions rank 0 keeps for the others (comm/contention.hpp).
 inline constexpr std::size_t contention_history = 4;
@@ -107,6 +110,13 @@ struct alignas(cache_line) rank_record {
   struct alignas(64) call {
     std::uint64_t seq, signature, count;
   } calls[call_history];
+  /// The call check's progress: every call of this rank up to `checked` has
+  /// been compared with the previous rank's; ~0 on a rank that does not
+  /// check. Stored with release by this rank, loaded by the previous rank
+  /// before it overwrites an entry this rank may still need.
+  struct alignas(64) check_line {
+    std::uint64_t checked;
+  } check;
   /// How contended the CPUs are, agreed at decision points (comm/contention.hpp):
   /// rank 0 writes its decisions into `decision` (point << 16 | share in ‰,
   /// entry point % contention_history); every rank writes the share it last
@@ -121,7 +131,7 @@ struct alignas(cache_line) rank_record {
 static_assert(sizeof(rank_record) % cache_line == 0);
 
 inline constexpr std::uint64_t shm_magic = 0x636f6c6c78736d31ull;  // "collxsm1"
-inline constexpr std::uint32_t shm_version = 8;
+inline constexpr std::uint32_t shm_version = 9;
 inline constexpr std::size_t shm_page = 4096;
 
 COLLX_HOST_DEVICE constexpr std::size_t align_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
@@ -222,6 +232,13 @@ static_assert(sizeof(doorbell) == cache_line);
 struct shm_view {
   std::byte* base = nullptr;
   shm_layout layout{};
+
+  /// LL's FIFOs keep the first line of every slot side by side
+  /// (proto/line_engine.hpp): a run of one-line steps, as small calls make,
+  /// shares cache lines, so a reader behind a writer that runs ahead fetches
+  /// four steps per miss. Only where lines are stored in place: a proxy
+  /// moves a step as one run of bytes.
+  static constexpr bool packs_line_heads = true;
 
   COLLX_HOST_DEVICE shm_header* header() const { return reinterpret_cast<shm_header*>(base); }
   COLLX_HOST_DEVICE std::uint32_t* abort_word() const { return &header()->abort; }

@@ -241,7 +241,7 @@ inline profile_fit fit_once(const std::vector<timed_call>& calls, const profile&
     row[C + ch] = (t.bytes_sent + c.fill_bytes) * kb;
     row[c.single_copy ? single : peer] = t.peer_bytes * kb;
     row[copy] = (t.staged_bytes + t.local_bytes) * kb;
-    const double touched = t.bytes_sent + t.peer_bytes + t.staged_bytes + t.local_bytes + t.bytes_reduced;
+    const double touched = algo::touched_bytes(t);
     row[memory] = c.miss * touched * kb;
     row[near] = c.near_miss * touched * kb;
     const double w = c.us > 0 ? 1 / c.us : 0;  // relative residuals

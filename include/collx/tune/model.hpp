@@ -412,7 +412,7 @@ constexpr prediction price_one_node(const profile& m, const algo::cost_terms& t,
   if (t.bytes_sent > 0) r.bandwidth_us += (t.bytes_sent + s.fill_bytes) / m.gbps(m.intra, ch) / 1e3;
   r.bandwidth_us += t.peer_bytes / peer_gbps / 1e3 + t.staged_bytes / m.copy_gbps / 1e3;
   if (m.copy_gbps > 0) r.bandwidth_us += t.local_bytes / m.copy_gbps / 1e3;
-  const double touched = t.bytes_sent + t.peer_bytes + t.staged_bytes + t.local_bytes + t.bytes_reduced;
+  const double touched = algo::touched_bytes(t);
   if (miss > 0 && m.mem_gbps > 0) r.bandwidth_us += miss * touched / m.mem_gbps / 1e3;  // no rate: no term
   if (s.near_miss > 0 && m.near_gbps > 0) r.bandwidth_us += s.near_miss * touched / m.near_gbps / 1e3;
   r.bandwidth_us *= alone * per_byte;
