@@ -1,15 +1,24 @@
 #!/bin/bash
-# bench/small_ab.sh OLD_COLLX_PERF NEW_COLLX_PERF [ROUNDS] > raw.txt
-# broadcast, all_reduce and reduce, 8 B..4 KiB, 2 process ranks: two collx-perf
-# builds and Open MPI (vader, CMA), alternating in each round; results checked.
-# Run from the repository root (Open MPI runs build/cpu/bench/mpi-bench).
-# Exits 1 when a run fails or reports wrong elements (every run checks one call, -c 1).
+# bench/small_ab.sh COLLX_PERF... [ROUNDS] > raw.txt
+# broadcast, all_reduce and reduce, 8 B..4 KiB, 2 process ranks: two or more
+# collx-perf builds and Open MPI (vader, CMA), alternating in each round;
+# results checked. With two builds they are labelled old and new, else by
+# their file names. Run from the repository root (Open MPI runs
+# build/cpu/bench/mpi-bench). Exits 1 when a run fails or reports wrong
+# elements (every run checks one call, -c 1).
 set -uo pipefail
 if [ $# -lt 2 ]; then
-  sed -n '2,6p' "$0" >&2
+  sed -n '2,8p' "$0" >&2
   exit 2
 fi
-old=$1 new=$2 rounds=${3:-3}
+rounds=3
+if [[ ${!#} =~ ^[0-9]+$ ]]; then
+  rounds=${!#}
+  set -- "${@:1:$#-1}"
+fi
+builds=("$@")
+labels=()
+if [ ${#builds[@]} -eq 2 ]; then labels=(old new); else for b in "${builds[@]}"; do labels+=("$(basename "$b")"); done; fi
 out=$(mktemp)
 trap 'rm -f "$out" "$out.run"' EXIT
 failed=0
@@ -17,13 +26,14 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 MALLOC_MMAP_THR
 echo "# $(date -u +%FT%TZ) load: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq $rounds); do
   for c in broadcast all_reduce reduce; do
-    for v in old new ompi; do
+    for i in $(seq 0 ${#builds[@]}); do
+      v=${labels[$i]:-ompi}
       echo "## round $r $c $v"
-      { case $v in
-        old) $old $c -b 8 -e 4K -f 8 -n 20000 -w 500 -c 1 --procs -p 2 ;;
-        new) $new $c -b 8 -e 4K -f 8 -n 20000 -w 500 -c 1 --procs -p 2 ;;
-        ompi) mpirun.openmpi -np 2 --bind-to core --mca btl self,vader --mca btl_vader_single_copy_mechanism cma build/cpu/bench/mpi-bench $c -b 8 -e 4K -f 8 -n 20000 -w 500 -c 1 ;;
-      esac; } > "$out.run" 2>&1 || { echo "small_ab.sh: round $r $c $v failed" >&2; failed=1; }
+      if [ "$i" -lt ${#builds[@]} ]; then
+        "${builds[$i]}" $c -b 8 -e 4K -f 8 -n 20000 -w 500 -c 1 --procs -p 2
+      else
+        mpirun.openmpi -np 2 --bind-to core --mca btl self,vader --mca btl_vader_single_copy_mechanism cma build/cpu/bench/mpi-bench $c -b 8 -e 4K -f 8 -n 20000 -w 500 -c 1
+      fi > "$out.run" 2>&1 || { echo "small_ab.sh: round $r $c $v failed" >&2; failed=1; }
       grep -E "^ +[0-9]|variant" "$out.run" | tee -a "$out"
     done
   done

@@ -6,10 +6,6 @@
 // (ring/simple at ~1M for every dtype and op is in test_ring_matrix.cpp.)
 #include "../support/matrix.hpp"
 
-#include <collx/exec/host.hpp>
-#include <collx/proto/line_engine.hpp>
-#include <collx/transport/shm.hpp>
-
 #include <atomic>
 #include <cstdlib>
 #include <thread>
@@ -156,36 +152,6 @@ TEST_CASE("step counters started near the LL flag's wrap point and cleaning step
       cases.push_back(make(five_colls[i % 5], dtype::float32, reduce_op::sum, 700 + 997 * i, p, i % P));
   for (const case_desc& c : alternating(P, 120)) cases.push_back(c);
   report(run_on_threads(P, cases, o));
-}
-
-TEST_CASE("LL's packed slot heads: every line of every slot has its own place in the FIFO",
-          "[proto][layout]") {
-  // On the shm transport LL keeps each slot's first line side by side at the
-  // FIFO's start (one-line steps of consecutive calls share cache lines).
-  // The map (step, line) -> address must be one-to-one onto the FIFO's lines,
-  // whatever the geometry, and put consecutive steps' first lines in
-  // consecutive lines.
-  using engine = proto::line_engine<proto::ll_line, exec::host, transport::shm_view>;
-  STATIC_REQUIRE(engine::packed_heads);
-  STATIC_REQUIRE_FALSE(proto::line_engine<proto::ll128_line, exec::host, transport::shm_view>::packed_heads);
-  const std::uint32_t slots = GENERATE(1u, 2u, 8u, 13u), lines_per_slot = GENERATE(1u, 2u, 32u);
-  INFO(slots << " slots of " << lines_per_slot << " lines");
-  transport::fifo_ref f;
-  f.slots = slots;
-  f.slot_bytes = lines_per_slot * 16;
-  std::byte* const base = reinterpret_cast<std::byte*>(std::uintptr_t{1} << 20);
-  std::vector<int> hits(std::size_t(slots) * lines_per_slot, 0);
-  for (std::uint64_t step = 1000; step < 1000 + slots; ++step)
-    for (std::size_t j = 0; j < lines_per_slot; ++j) {
-      const std::ptrdiff_t off = engine::line_at(base, f, step, j) - base;
-      REQUIRE(off >= 0);
-      REQUIRE(off % 16 == 0);
-      REQUIRE(std::size_t(off / 16) < hits.size());
-      ++hits[std::size_t(off / 16)];
-    }
-  for (int h : hits) CHECK(h == 1);
-  for (std::uint64_t step = 1000; step + 1 < 1000 + slots; ++step)
-    if ((step + 1) % slots != 0) CHECK(engine::line_at(base, f, step + 1, 0) - engine::line_at(base, f, step, 0) == 16);
 }
 
 TEST_CASE("a receiver first at a never-written slot waits for the flag", "[proto][wrap]") {

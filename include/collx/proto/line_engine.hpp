@@ -85,28 +85,6 @@ class line_engine {
     return n <= step ? 1 : (n + step - 1) / step;
   }
 
-  /// Whether slots' first lines sit side by side at the FIFO's start (LL on a
-  /// view that asks for it: transport/shm.hpp says why), the rest of slot s
-  /// in a region of its own; otherwise slot s is one run of lines.
-  static constexpr bool packed_heads = [] {
-    if constexpr (requires { View::packs_line_heads; }) return View::packs_line_heads && Line::line_bytes == 16;
-    else return false;
-  }();
-
-  /// Where line j of the slot of `step` lies in FIFO f.
-  template <class Byte>
-  COLLX_HOST_DEVICE static Byte* line_at(Byte* buffer, const transport::fifo_ref& f, std::uint64_t step,
-                                         std::size_t j) {
-    const std::size_t s = static_cast<std::size_t>(step % f.slots);
-    if constexpr (packed_heads) {
-      if (j == 0) return buffer + s * Line::line_bytes;
-      return buffer + std::size_t(f.slots) * Line::line_bytes + s * (f.slot_bytes - Line::line_bytes) +
-             (j - 1) * Line::line_bytes;
-    } else {
-      return buffer + s * f.slot_bytes + j * Line::line_bytes;
-    }
-  }
-
   template <unsigned F, class T, class Red>
   COLLX_HOST_DEVICE status run(int from, int to, const T* src, T* dst, std::size_t n, const Red& red) {
     constexpr bool R = has(F, recv_in), S = has(F, send_out), Src = has(F, src_in), Dst = has(F, dst_out);
@@ -144,6 +122,8 @@ class line_engine {
       // A cleaning step rewrites the whole slot; the extra lines carry no payload.
       const std::size_t lines = S && Line::clean_step(sstep, S ? out->fifo.slots : 1) ? slot_lines : nlines;
       const auto rflag = Line::flag(rstep), sflag = Line::flag(sstep);
+      const std::byte* rslot = R ? in->fifo.slot(rstep) : nullptr;
+      std::byte* sslot = S ? out->fifo.slot(sstep) : nullptr;
       const T* s = Src ? src + done : nullptr;
       T* d = Dst ? dst + done : nullptr;
       if constexpr (R && requires { view_.whole_steps_from(0); }) {
@@ -171,7 +151,7 @@ class line_engine {
         if constexpr (R) {
           auto load = [&](std::size_t j) {
             const std::size_t b = (l0 + j) * payload + pb;
-            const std::byte* l = line_at<const std::byte>(in->fifo.buffer, in->fifo, rstep, l0 + j);
+            const std::byte* l = rslot + (l0 + j) * Line::line_bytes;
             std::byte* out_at = rbuf + (b - l0 * payload - pb);
             const std::size_t valid = clip(b + pe - pb, bytes) - clip(b, bytes);
             if constexpr (departing_view<View>) {
@@ -209,8 +189,7 @@ class line_engine {
         if constexpr (S) {
           for (std::size_t j = 0; j < nb; ++j) {
             const std::size_t b = (l0 + j) * payload + pb;
-            io::store(tile, line_at(out->fifo.buffer, out->fifo, sstep, l0 + j), member,
-                      sendp + (b - l0 * payload - pb),
+            io::store(tile, sslot + (l0 + j) * Line::line_bytes, member, sendp + (b - l0 * payload - pb),
                       clip(b + pe - pb, bytes) - clip(b, bytes), sflag);
           }
           // The lines are the signal: whoever wrote a batch wakes the reader

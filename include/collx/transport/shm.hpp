@@ -233,13 +233,6 @@ struct shm_view {
   std::byte* base = nullptr;
   shm_layout layout{};
 
-  /// LL's FIFOs keep the first line of every slot side by side
-  /// (proto/line_engine.hpp): a run of one-line steps, as small calls make,
-  /// shares cache lines, so a reader behind a writer that runs ahead fetches
-  /// four steps per miss. Only where lines are stored in place: a proxy
-  /// moves a step as one run of bytes.
-  static constexpr bool packs_line_heads = true;
-
   COLLX_HOST_DEVICE shm_header* header() const { return reinterpret_cast<shm_header*>(base); }
   COLLX_HOST_DEVICE std::uint32_t* abort_word() const { return &header()->abort; }
   COLLX_HOST_DEVICE rank_record* record(int rank) const {
