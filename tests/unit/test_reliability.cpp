@@ -268,12 +268,12 @@ TEST_CASE("the call check's chain of neighbours finds a mismatch on any one rank
 TEST_CASE("a broadcast root running ahead of a late rank still has every call compared",
           "[reliability][mismatch]") {
   // The last rank starts late, so the root fills its FIFO credits (and, with
-  // 64 slots, more than the call window) before the late rank publishes a
-  // call. dtype int32 against float32 moves the same bytes and stalls
+  // 128 slots, more than the call window of 64 calls) before the late rank
+  // publishes a call. dtype int32 against float32 moves the same bytes and stalls
   // nothing: only the call check can find it, on a call far past the first.
   const int P = GENERATE(2, 3);
-  const std::uint32_t slots = GENERATE(8u, 64u);
-  const int calls = 60, odd = 40;
+  const std::uint32_t slots = GENERATE(8u, 128u);
+  const int calls = 200, odd = 150;
   comm_options o = opts();
   o.fifo_slots = slots;
   auto comms = communicator::create_thread_group(P, o);
@@ -298,12 +298,12 @@ TEST_CASE("a broadcast root running ahead of a late rank still has every call co
 
 TEST_CASE("the call window holds ranks running ahead without a false mismatch",
           "[reliability][mismatch]") {
-  // Roots and leaves running ahead by more calls than the window (64 slots
-  // of credit): every call completes with the right values, nothing is
+  // Roots and leaves running ahead by more calls than the window (128 slots
+  // of credit against a window of 64 calls): every call completes with the right values, nothing is
   // reported, and the window lets every rank finish.
   const int P = 3, calls = 300;
   comm_options o = opts();
-  o.fifo_slots = 64;
+  o.fifo_slots = 128;
   auto comms = communicator::create_thread_group(P, o);
   std::vector<int> right(static_cast<std::size_t>(P), 0);
   auto out = on_threads(comms, [&](int r, communicator& c) {

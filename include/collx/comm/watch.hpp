@@ -15,16 +15,16 @@
 // of the same number (the chain of neighbours covers every pair), in order,
 // at the end of the call if r − 1 has published it, else later; r publishes
 // how far it got (`check.checked`). Entries are kept for the last
-// call_history (16) calls, and a rank publishes call k, overwriting call
-// k − 16, only once (1) it has compared call k − 16 itself and (2) rank
+// call_history (64) calls, and a rank publishes call k, overwriting call
+// k − 64, only once (1) it has compared call k − 64 itself and (2) rank
 // r + 1 has compared it too (it reads this entry). So a rank that runs ahead
 // (a broadcast root filling its FIFO credits; a reduce's leaves) is held at
-// 16 calls and every call is compared, never lost to an overwritten entry.
+// 64 calls and every call is compared, never lost to an overwritten entry.
 // A rank that finds its previous rank behind fetches that rank's record
-// again only every 4 calls (not every call: the fetch is a cross-core miss),
+// again only every 16 calls (not every call: the fetch is a cross-core miss),
 // so a mismatch on such a pair is reported by the rank behind at the end of
 // its call, and by the rank ahead at its next look after the rank behind
-// published the call (or, at the latest, before it gets 16 calls ahead). Where a
+// published the call (or, at the latest, before it gets 64 calls ahead). Where a
 // neighbour's record is a proxy's copy (a rank on another host, transport/
 // proxied.hpp) the window is not held (no wait on a record the network
 // fills): calls are compared while the copy still has them.

@@ -153,16 +153,22 @@ class proxy_base {
   }
 
   /// The oldest call record this rank published and has not forwarded yet:
-  /// true with its (seq, signature, count), or false.
+  /// true with its (seq, signature, count), or false. The next one is
+  /// normally in its own entry; only where the rank overwrote it before it
+  /// was forwarded (more than call_history calls ahead of this proxy) are
+  /// the entries searched for the oldest left.
   bool next_call(std::uint64_t& seq, std::uint64_t& sig, std::uint64_t& count) {
     const transport::rank_record* me = v_.record(self_);
-    std::uint64_t best = 0;
-    std::size_t at = 0;
-    for (std::size_t k = 0; k < transport::call_history; ++k) {
-      const std::uint64_t q = detail::load_acquire(&me->calls[k].seq);
-      if (q > calls_sent_ && (best == 0 || q < best)) best = q, at = k;
+    const std::uint64_t want = calls_sent_ + 1;
+    std::uint64_t best = detail::load_acquire(&me->calls[want % transport::call_history].seq);
+    std::size_t at = want % transport::call_history;
+    if (best < want) return false;  // not published yet (or being written)
+    if (best > want) {              // overwritten: the oldest still there
+      for (std::size_t k = 0; k < transport::call_history; ++k) {
+        const std::uint64_t q = detail::load_acquire(&me->calls[k].seq);
+        if (q > calls_sent_ && q < best) best = q, at = k;
+      }
     }
-    if (best == 0) return false;
     const auto& e = me->calls[at];
     sig = detail::load_acquire(&e.signature);
     count = detail::load_acquire(&e.count);
@@ -171,12 +177,11 @@ class proxy_base {
     return true;
   }
 
-  /// Whether this rank published a call record not forwarded yet.
+  /// Whether this rank published a call record not forwarded yet (its next
+  /// call's entry holds that call or a later one).
   bool call_unsent() const {
     const auto* me = v_.record(self_);
-    for (std::size_t k = 0; k < transport::call_history; ++k)
-      if (detail::load_acquire(&me->calls[k].seq) > calls_sent_) return true;
-    return false;
+    return detail::load_acquire(&me->calls[(calls_sent_ + 1) % transport::call_history].seq) > calls_sent_;
   }
 
   /// A call record of the previous rank: stored as that rank would store it

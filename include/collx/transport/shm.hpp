@@ -90,9 +90,10 @@ struct shm_header {
 /// Calls remembered per rank: the window of the call check (comm/watch.hpp).
 /// A rank whose previous rank lags behind compares each call once that rank
 /// has published it, and a rank never runs this many calls ahead of the
-/// comparisons that need its entries. More than a FIFO's slots (8 by
-/// default), so a root running ahead through its credits does not meet it.
-inline constexpr std::size_t call_history = 16;
+/// comparisons that need its entries. Eight times a FIFO's default slots, so
+/// a root running ahead through its credits does not meet it; 16 made small
+/// broadcasts slower (bench/results/call_window_2026-12-05.md). 4 KiB per rank.
+inline constexpr std::size_t call_history = 64;
 
 /// Contention decisions rank 0 keeps for the others (comm/contention.hpp).
 inline constexpr std::size_t contention_history = 4;
