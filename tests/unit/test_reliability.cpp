@@ -284,7 +284,8 @@ TEST_CASE("a broadcast root running ahead of a late rank still has every call co
       std::vector<float> a(2, r == 0 ? float(i + 1) : -1.0f), b(3, -7.0f);  // b[2]: a guard
       const dtype dt = r == P - 1 && i == odd ? dtype::int32 : dtype::float32;
       c.broadcast(a.data(), b.data(), 2, dt, 0);
-      if (b[0] == float(i + 1) && b[1] == float(i + 1) && b[2] == -7.0f) ++good_calls[static_cast<std::size_t>(r)];
+      if (b[0] == float(i + 1) && b[1] == float(i + 1) && b[2] == -7.0f)
+        ++good_calls[static_cast<std::size_t>(r)];
     }
   });
   INFO("P " << P << ", " << slots << " slots");
@@ -296,8 +297,7 @@ TEST_CASE("a broadcast root running ahead of a late rank still has every call co
   }
 }
 
-TEST_CASE("the call window holds ranks running ahead without a false mismatch",
-          "[reliability][mismatch]") {
+TEST_CASE("the call window holds ranks running ahead without a false mismatch", "[reliability][mismatch]") {
   // Roots and leaves running ahead by more calls than the window (128 slots
   // of credit against a window of 64 calls): every call completes with the right values, nothing is
   // reported, and the window lets every rank finish.

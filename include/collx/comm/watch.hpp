@@ -472,7 +472,8 @@ void begin_call(state<Transport>& s, coll c, std::size_t count, dtype dt, reduce
   constexpr std::size_t h = history_of<record>;
   if (s.size > 1 && s.seq + 1 > h) {
     const std::uint64_t oldest = s.seq + 1 - h;
-    if ((s.opt.check_calls && s.checked < oldest) || s.next_checked_seen < oldest) hold_call_window(s, c, oldest);
+    if ((s.opt.check_calls && s.checked < oldest) || s.next_checked_seen < oldest)
+      hold_call_window(s, c, oldest);
   }
   publish_call(me, ++s.seq, call_desc{c, dt, op, root, v.algo, v.proto, count});
 }
