@@ -241,7 +241,10 @@ def main():
             out.append(ratio_all(pl, ("gloo-ring", "gloo-hd"), 0, 1 << 62, 3.0,
                                  "busbw >= 3x Gloo (the faster of ring_chunked and halving_doubling) at every size"))
         else:
-            out.append(ratio_all(pl, "ompi", MIB, 1 << 62, 1.0, f"{coll} busbw >= Open MPI at every size >= 1 MiB"))
+            out.append(ratio_all(pl, "ompi", 256 * KIB, 64 * MIB, 1.5,
+                                 f"{coll} busbw >= 1.5x Open MPI at every size 256 KiB-64 MiB"))
+            out.append(latency_le(pl, "ompi", [s for s in sizes if s < 256 * KIB], 1.0,
+                                  f"{coll} latency <= Open MPI at every size below 256 KiB"))
         return out
 
     # ---- plot ----
