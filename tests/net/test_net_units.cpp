@@ -348,6 +348,25 @@ TEST_CASE("proxy: the previous rank's call records land in its record, in order 
   REQUIRE(decode(b, f).empty());
   CHECK((f.kind == frame_kind::call && f.step == 1 && f.bytes == call_bytes));
   CHECK((frame_detail::get64(b + frame_bytes) == 42 && frame_detail::get64(b + frame_bytes + 8) == 9));
+  // A rank that got call_history calls ahead of its proxy overwrote call 2:
+  // the proxy goes on with the oldest call left (3), then the next ones in order.
+  constexpr std::uint64_t h = transport::call_history;
+  for (std::uint64_t k = 2; k <= h + 2; ++k) {
+    auto& e = q.v.record(0)->calls[k % h];
+    detail::store_relaxed(&e.seq, std::uint64_t{0});
+    detail::store_release(&e.signature, 1000 + k);
+    detail::store_release(&e.count, k);
+    detail::store_release(&e.seq, k);
+  }
+  REQUIRE(::write(q.px->wake_fd(), &one, sizeof one) == sizeof one);
+  for (std::uint64_t want : {std::uint64_t{3}, std::uint64_t{4}}) {
+    REQUIRE(q.within([&] { return ::recv(q.peer.get(), b, sizeof b, MSG_PEEK) == ssize_t(sizeof b); }));
+    REQUIRE(::recv(q.peer.get(), b, sizeof b, 0) == ssize_t(sizeof b));
+    REQUIRE(decode(b, f).empty());
+    CHECK((f.kind == frame_kind::call && f.step == want));
+    CHECK((frame_detail::get64(b + frame_bytes) == 1000 + want &&
+           frame_detail::get64(b + frame_bytes + 8) == want));
+  }
 }
 
 TEST_CASE("proxy: hostile or truncated bytes fail the communicator, write nothing, never hang",

@@ -250,7 +250,8 @@ struct basic_direct {
     if (a.nranks == 1) return c > 0 ? p.local_copy(a.send, mine, c, false) : status::ok;
     auto begin = [&](int j) { return at(j, s); };
     auto len = [&](int) { return c; };
-    return ag_phase(p, a, begin, len, a.send, c, mine);  // nothing to copy in place
+    return ag_phase(p, a, begin, len, a.send, c,
+                    a.send == mine ? nullptr : mine);  // in place: nothing to copy
   }
 
   template <class Prims, class T>

@@ -356,7 +356,7 @@ template <class Algo, class Proto, coll C, class Elem, class Transport, class Ex
 void launch_variant(state<Transport>& s, proto_id pid, const call_args& a, const extra_args& extra,
                     Detail mismatch_detail) {
   s.last = variant_choice{Algo::id, pid};
-  begin_call(s, C, a.count, a.dt, a.op, a.root, s.last);
+  begin_call(s, C, a.count, a.dt, a.op, a.root, s.last, [&] { return executor_for<exec::host>::make(s); });
   const Exec ex = executor_for<Exec>::make(s);
   const int channel = proto::channel_of_id(pid);
   status st = status::ok;

@@ -55,7 +55,6 @@
 #include <collx/detail/proc.hpp>
 #include <collx/dtype.hpp>
 #include <collx/error.hpp>
-#include <collx/exec/host.hpp>
 #include <collx/proto/ids.hpp>
 #include <collx/reduce_op.hpp>
 #include <collx/transport/peer_read.hpp>
@@ -370,7 +369,7 @@ template <class Transport>
 /// compared where that rank has published them. Where it has not (it lags
 /// behind: a broadcast root running ahead), the next comparisons wait a
 /// quarter of the window instead of fetching its record at every call; the
-/// window (open_call) still has every call compared before this rank gets
+/// window (begin_call) still has every call compared before this rank gets
 /// call_history calls ahead of it, and the lagging rank compares its own
 /// calls as it makes them.
 template <class Transport>
@@ -381,6 +380,10 @@ void end_call(state<Transport>& s, coll c) {
   s.probe_at = s.checked == s.seq ? s.seq + 1 : s.seq + history_of<record> / 4;
 }
 
+/// Calls of each peer the periodic check compares: the ones a stalled call
+/// can disagree with (the window compares every call with the previous rank's).
+inline constexpr std::uint64_t watch_depth = 4;
+
 /// The executor's periodic check (from slow waits only): up to 64 peers per
 /// tick, rotating, are compared for mismatched calls and probed for death.
 template <class Transport>
@@ -388,7 +391,7 @@ status watch_tick(const void* ctx) {
   auto& s = *static_cast<state<Transport>*>(const_cast<void*>(ctx));
   using record = std::remove_pointer_t<decltype(s.view.record(0))>;
   // A rank stuck in a wait still compares its calls, so a neighbour held by
-  // the window (open_call) goes on.
+  // the window (begin_call) goes on.
   if (s.opt.check_calls && s.size > 1)
     if (const status st = advance_checks(s); st != status::ok) return st;
   const int n = s.size < 65 ? s.size : 64;
@@ -397,7 +400,7 @@ status watch_tick(const void* ctx) {
     const int peer = s.watch_next;
     s.watch_next = (s.watch_next + 1) % s.size;
     if (peer == s.rank) continue;
-    if (const status st = compare_with(s, peer, history_of<record>); st != status::ok) return st;
+    if (const status st = compare_with(s, peer, watch_depth); st != status::ok) return st;
     const record* rec = s.view.record(peer);
     detail::proc_identity id;
     id.pid = detail::load_acquire(&rec->pid);
@@ -418,16 +421,17 @@ status watch_tick(const void* ctx) {
 /// `oldest` (= s.seq + 1 − call_history): (1) this rank has compared that
 /// call with the previous rank's, and (2) the next rank, which compares its
 /// calls with this rank's entries, has too. Both hold unless a rank runs
-/// call_history calls ahead of a neighbour; the wait then has the deadline,
-/// the abort word and the periodic check of every wait, and compares as the
-/// previous rank publishes. A neighbour whose record is a proxy's copy
-/// (another host) is not waited for: there calls are compared as long as
-/// the copy still holds them.
-template <class Transport>
-void hold_call_window(state<Transport>& s, coll c, std::uint64_t oldest) {
+/// call_history calls ahead of a neighbour; the wait is then the executor's
+/// from `make_exec()` (the communicator's host executor: deadline, abort
+/// word, periodic check), and compares as the previous rank publishes. A
+/// neighbour whose record is a proxy's copy (another host) is never waited
+/// for: there calls are compared as long as the copy still holds them.
+template <class Transport, class MakeExec>
+void hold_call_window(state<Transport>& s, coll c, std::uint64_t oldest, const MakeExec& make_exec) {
   const int prev = (s.rank + s.size - 1) % s.size, next = (s.rank + 1) % s.size;
   const bool compare_prev = s.opt.check_calls && record_in_memory(s, prev);
-  const bool guard_next = record_in_memory(s, next);
+  // Nothing to guard through memory: never look again.
+  if (!record_in_memory(s, next)) s.next_checked_seen = ~std::uint64_t{0};
   const std::uint64_t* next_checked = &s.view.record(next)->check.checked;
   status found = status::ok;
   auto ready = [&] {
@@ -435,34 +439,25 @@ void hold_call_window(state<Transport>& s, coll c, std::uint64_t oldest) {
       if ((found = advance_checks(s)) != status::ok) return true;
       if (s.checked < oldest) return false;
     }
-    if (guard_next && s.next_checked_seen < oldest) {
+    if (s.next_checked_seen < oldest) {
       s.next_checked_seen = detail::load_acquire(next_checked);
       if (s.next_checked_seen < oldest) return false;
     }
     return true;
   };
-  status st = status::ok;
-  if (!ready()) {
-    exec::host ex;
-    ex.abort_word = s.view.abort_word();
-    ex.deadline_ns = 0;
-    ex.timeout_ns = static_cast<std::uint64_t>(s.opt.timeout.count()) * 1000000ull;
-    ex.spin_ns = s.spin_ns;
-    ex.check = &watch_tick<Transport>;
-    ex.check_ctx = &s;
-    st = ex.wait(ready);
-  }
+  status st = ready() ? status::ok : make_exec().wait(ready);
   if (found != status::ok) st = found;
   if (st != status::ok) fail(s, c, st);
 }
 
 /// Publishes this call (after validation, before any byte moves), once the
-/// call window allows it. A send/recv group involves only some ranks, so it
-/// is not numbered; the counts of an all_to_allv differ between ranks by
-/// design, so only its other fields are compared.
-template <class Transport>
+/// call window allows it (hold_call_window; `make_exec` makes the executor
+/// of its wait). A send/recv group involves only some ranks, so it is not
+/// numbered; the counts of an all_to_allv differ between ranks by design, so
+/// only its other fields are compared.
+template <class Transport, class MakeExec>
 void begin_call(state<Transport>& s, coll c, std::size_t count, dtype dt, reduce_op op, int root,
-                variant_choice v) {
+                variant_choice v, const MakeExec& make_exec) {
   if (c == coll::send_recv) return;
   if (c == coll::all_to_allv) count = 0;
   auto* me = s.view.record(s.rank);
@@ -472,8 +467,9 @@ void begin_call(state<Transport>& s, coll c, std::size_t count, dtype dt, reduce
   constexpr std::size_t h = history_of<record>;
   if (s.size > 1 && s.seq + 1 > h) {
     const std::uint64_t oldest = s.seq + 1 - h;
-    if ((s.opt.check_calls && s.checked < oldest) || s.next_checked_seen < oldest)
-      hold_call_window(s, c, oldest);
+    if ((s.opt.check_calls && s.checked < oldest && record_in_memory(s, (s.rank + s.size - 1) % s.size)) ||
+        s.next_checked_seen < oldest)
+      hold_call_window(s, c, oldest, make_exec);
   }
   publish_call(me, ++s.seq, call_desc{c, dt, op, root, v.algo, v.proto, count});
 }
