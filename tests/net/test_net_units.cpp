@@ -19,6 +19,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -827,7 +828,17 @@ TEST_CASE("net::init_rank: tree and rhd all_reduce keep their large transfers in
   std::vector<net_matrix::tally> t(static_cast<std::size_t>(P));
   std::vector<std::uint64_t> steps(static_cast<std::size_t>(P)), rhd_steps(static_cast<std::size_t>(P));
   constexpr std::size_t big = 1 << 20;
+  // A proxy counts a step when it queues it, which may be after its rank
+  // returned; once every rank has returned from a call, each has received
+  // every step, so each was counted. The ranks meet before reading a count.
+  std::atomic<int> met{0};
+  auto meet = [&](int k) {  // the k-th meeting of the P ranks; a deadline, not a hang
+    met.fetch_add(1);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (met.load() < k * P && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  };
   const auto o = net_matrix::run_ranks(P, [&](int r) {
+    int meetings = 0;
     net::net_options so = job.so;
     so.host = "tree-host-" + std::to_string(r / L);
     net_communicator c = net::init_rank(P, job.id, r, job.opt, so);
@@ -837,9 +848,13 @@ TEST_CASE("net::init_rank: tree and rhd all_reduce keep their large transfers in
         std::vector<float> x(n);
         for (std::size_t i = 0; i < n; ++i) x[i] = float(net_matrix::input(r, i));
         net_matrix::guarded<float> y(n);
+        if (n == big) meet(++meetings);
         const std::uint64_t before = net::steps_over_network(c);
         c.all_reduce(x.data(), y.data(), n, reduce_op::sum, v);
-        if (n == big) (v.algo == algo_id::tree ? steps : rhd_steps)[r] = net::steps_over_network(c) - before;
+        if (n == big) {
+          meet(++meetings);
+          (v.algo == algo_id::tree ? steps : rhd_steps)[r] = net::steps_over_network(c) - before;
+        }
         bool ok = y.guards_intact(n);
         for (std::size_t i = 0; i < n && ok; ++i) {
           double want = 0;

@@ -151,7 +151,8 @@ class counting_prims {
   // Peer memory: loads from and stores to another rank's buffer are peer
   // bytes, a copy between the own registered buffer and other own memory is
   // staging, a barrier is a barrier (no message, no step).
-  status local_copy(const T* src, T* dst, std::size_t n, bool) {
+  status local_copy(const T* src, T* dst, std::size_t n, bool finish) {
+    if (src == dst && !finish) return status::ok;  // in place: nothing moves (prims.hpp)
     peer_bytes += bytes((peer(src) ? n : 0) + (peer(dst) ? n : 0));
     if (!peer(src) && !peer(dst) && (own(src) || own(dst))) staged += bytes(n);
     if (!peer(src) && !peer(dst) && !own(src) && !own(dst))
@@ -301,10 +302,12 @@ struct rank_io {
 
 /// Runs A's schedule of C on P ranks and checks each counted term against
 /// A::cost(C, P, bytes, x); chunk_elems bounds max_chunk() (x.chunk_bytes).
+/// in_place (all_gather): every rank's send is its own block of recv.
 /// Returns the most messages one rank sent.
 template <class A, coll C>
 int check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40, bool single_copy = false,
-               bool loadable = true, std::size_t peer_buffer_bytes = 0, int node_ranks = 0) {
+               bool loadable = true, std::size_t peer_buffer_bytes = 0, int node_ranks = 0,
+               bool in_place = false) {
   // With several segments, per-rank slices are cut per segment: their sizes
   // round differently from the whole call's, by under P elements a segment.
   const double slack = peer_buffer_bytes > 0 ? 1e-3 : 0;
@@ -334,6 +337,8 @@ int check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40, bool singl
   x.peer_buffer_bytes = double(peer_buffer_bytes);
   if (chunk_elems < (std::size_t(1) << 40)) x.chunk_bytes = double(chunk_elems) * sizeof(T);
   x.node_ranks = node_ranks;
+  x.in_place = in_place;
+  REQUIRE((!in_place || C == coll::all_gather));
   std::vector<counting_prims<T>> prims;
   for (int r = 0; r < P; ++r) prims.emplace_back(net, r).set_user_sizes(send_n, recv_n);
   std::vector<rank_io<T>> io;
@@ -357,7 +362,8 @@ int check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40, bool singl
   for (int r = 0; r < P; ++r)
     threads.emplace_back([&, r] {
       auto& b = io[static_cast<std::size_t>(r)];
-      schedule_args<T> a{b.send.data(), b.recv.data(), count, root, r, P, &b.layout, &b.plan, &b.report};
+      const T* send = in_place ? b.recv.data() + static_cast<std::size_t>(r) * count : b.send.data();
+      schedule_args<T> a{send, b.recv.data(), count, root, r, P, &b.layout, &b.plan, &b.report};
       a.node_ranks = node_ranks;
       st[static_cast<std::size_t>(r)] = A::template run<C>(prims[static_cast<std::size_t>(r)], a);
     });
@@ -452,6 +458,25 @@ TEST_CASE("cost(): every term matches the real schedules", "[cost]") {
   // direct's all_reduce flavours; the registered `direct` is one-shot with unbounded chunks.
   check_algorithm<algo::direct_one_shot>(P);
   check_algorithm<algo::direct_two_shot>(P);
+}
+
+TEST_CASE("cost(): all_gather in place leaves the own block's copy out, as its schedules do", "[cost]") {
+  const int P = GENERATE(2, 3, 4, 5, 8);
+  []<class... As>(int p, type_list<As...>) {
+    (
+        [&] {
+          if constexpr (As::implements(coll::all_gather))
+            check_cost<As, coll::all_gather>(p, std::size_t(1) << 40, false, true, 0, 0, true);
+        }(),
+        ...);
+  }(P, algorithms{});
+  for (const bool loadable : {true, false})
+    check_cost<algo::nvls, coll::all_gather>(P, std::size_t(1) << 40, true, loadable, 0, 0, true);
+  // Single copy in place reads the peers' blocks and copies nothing of its own.
+  constexpr double b = 1 << 20;
+  static_assert(algo::nvls::cost(coll::all_gather, 4, b, {.single_copy = true}).local_bytes == b / 4);
+  static_assert(
+      algo::nvls::cost(coll::all_gather, 4, b, {.single_copy = true, .in_place = true}).local_bytes == 0);
 }
 
 TEST_CASE("cost(): the tree and rhd across nodes match their schedules", "[cost]") {

@@ -12,11 +12,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 using namespace collx;
@@ -330,6 +333,84 @@ TEST_CASE("active profile: the communicator's automatic choice follows the loade
   CHECK(y[0] == 1.0f);
   std::remove(path.c_str());
   std::remove(bad.c_str());
+}
+
+TEST_CASE("all_gather in place: the choice prices it, and ranks that differ in it are told why",
+          "[tune][profile][mismatch]") {
+  // Cheap peer reads and a slow local copy: single copy (nvls) is the
+  // fastest all_gather only where it has no own block to copy, in place.
+  tune::profile_doc d = sample_doc();
+  d.model = tune::shm_host;
+  d.model.single_copy_gbps = 20;
+  d.model.copy_gbps = 0.5;
+  const std::string path = temp_path("in_place");
+  tune::save_profile(d, path);
+  const std::size_t n = std::size_t{1} << 20;  // floats per rank
+  tune::problem q{coll::all_gather, 2, double(2 * n * sizeof(float)), true, false};
+  q.in_place = true;
+  REQUIRE(tune::fastest<transport::shm>(d.model, q).algo == algo_id::nvls);
+  q.in_place = false;
+  REQUIRE(tune::fastest<transport::shm>(d.model, q).algo != algo_id::nvls);
+  // in_place[r]: rank r passes its block of recv as send.
+  auto run = [&](std::vector<bool> in_place) {
+    comm_options o;
+    o.tune_file = path;
+    o.timeout = std::chrono::milliseconds(20000);
+    auto comms = communicator::create_thread_group(2, o);
+    std::vector<variant_choice> seen(2);
+    std::vector<int> wrong(2, 0);
+    std::vector<std::string> err(2);
+    std::vector<status> code(2, status::ok);
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < 2; ++r)
+      ranks.emplace_back([&, r] {                      // no Catch2 assertion here: it is not thread-safe
+        std::vector<float> x(n), y(2 * n + 1, -1.0f);  // y[2n]: a guard
+        for (std::size_t i = 0; i < n; ++i) x[i] = float(r * 7 + int(i % 5));
+        float* mine = y.data() + std::size_t(r) * n;
+        if (in_place[std::size_t(r)]) std::copy(x.begin(), x.end(), mine);
+        try {
+          comms[r].all_gather(in_place[std::size_t(r)] ? mine : x.data(), y.data(), n);
+          seen[std::size_t(r)] = comms[r].last_variant();
+          for (int q2 = 0; q2 < 2; ++q2)
+            for (std::size_t i = 0; i < n; ++i)
+              wrong[std::size_t(r)] += y[std::size_t(q2) * n + i] != float(q2 * 7 + int(i % 5));
+          wrong[std::size_t(r)] += y[2 * n] != -1.0f;
+        } catch (const collx::error& e) {
+          code[std::size_t(r)] = e.code();
+          err[std::size_t(r)] = e.what();
+        }
+      });
+    for (auto& t : ranks) t.join();
+    return std::tuple{seen, wrong, err, code};
+  };
+  {
+    auto [seen, wrong, err, code] = run({true, true});
+    for (int r = 0; r < 2; ++r) {
+      INFO("rank " << r << ": " << err[std::size_t(r)]);
+      CHECK(code[std::size_t(r)] == status::ok);
+      CHECK(wrong[std::size_t(r)] == 0);
+      CHECK(seen[std::size_t(r)].algo == algo_id::nvls);
+    }
+  }
+  {
+    auto [seen, wrong, err, code] = run({false, false});
+    for (int r = 0; r < 2; ++r) {
+      INFO("rank " << r << ": " << err[std::size_t(r)]);
+      CHECK(code[std::size_t(r)] == status::ok);
+      CHECK(wrong[std::size_t(r)] == 0);
+      CHECK(seen[std::size_t(r)].algo != algo_id::nvls);
+    }
+  }
+  {
+    // One rank in place: the choices differ; both ranks fail with a mismatch
+    // (no hang), and the rank that found it says why.
+    auto [seen, wrong, err, code] = run({true, false});
+    INFO("rank 0: " << err[0] << "\nrank 1: " << err[1]);
+    CHECK(code[0] == status::mismatch);
+    CHECK(code[1] == status::mismatch);
+    CHECK((err[0] + err[1]).find("in place on every rank or on none") != std::string::npos);
+  }
+  std::remove(path.c_str());
 }
 
 TEST_CASE("active profile: COLLX_TUNE_FILE, then the default location, then the preset", "[tune][profile]") {

@@ -31,12 +31,13 @@ struct bruck {
 
   /// α-β-γ terms for `bytes` (P blocks) on P ranks. steps: ⌈log2 P⌉ rounds,
   /// each one hop; every rank sends P-1 blocks; nothing is reduced.
-  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes, const cost_context& = {}) {
+  COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes,
+                                                     const cost_context& x = {}) {
     if (P <= 1 || !implements(c)) return {0, 0, 0};
     int steps = 0;
     for (int d = 1; d < P; d *= 2) ++steps;
     cost_terms t{double(steps), bytes * (P - 1) / P, 0};
-    t.local_bytes = bytes / P;  // the own block, copied into place first
+    if (!x.in_place) t.local_bytes = bytes / P;  // the own block, copied into place first
     return t;
   }
 

@@ -86,6 +86,12 @@ struct cost_context {
   /// no node-by-node layout): topology-aware schedules are costed in the
   /// shape they run in.
   int node_ranks = 0;
+  /// The call is in place on every rank (all_gather: each rank's send is its
+  /// own block of recv): a copy of the own block into place is skipped, so
+  /// local_bytes leave it out. The dispatch states it for all_gather only,
+  /// where it moves the choice (single copy in place has nothing left to
+  /// copy of its own); other collectives' costs ignore it.
+  bool in_place = false;
 };
 
 /// Whether x places P ranks node by node on >= 2 nodes of >= 2 ranks (the

@@ -135,9 +135,11 @@ struct nvls {
     }
     t.staged_bytes = x.single_copy ? 0 : staged;
     // Copies between the own user buffers: the broadcast root's send into its
-    // recv; with single copy, the own block of an all_gather or all_to_all.
+    // recv; with single copy, the own block of an all_gather (none in place)
+    // or all_to_all.
     if (c == coll::broadcast) t.local_bytes = bytes;
-    else if (x.single_copy && (c == coll::all_gather || c == coll::all_to_all)) t.local_bytes = bytes / P;
+    else if (x.single_copy && ((c == coll::all_gather && !x.in_place) || c == coll::all_to_all))
+      t.local_bytes = bytes / P;
     return t;
   }
 

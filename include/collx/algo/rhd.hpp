@@ -101,7 +101,8 @@ struct rhd {
       reduced = red > reduced ? red : reduced;
     }
     cost_terms t{steps, sent, reduced};
-    if (c == coll::all_gather) t.local_bytes = bytes / P;  // the own block, copied into place first
+    if (c == coll::all_gather && !x.in_place)
+      t.local_bytes = bytes / P;  // the own block, copied into place first
     return t;
   }
 

@@ -249,6 +249,20 @@ bool steps_arrive_whole(const state<Transport>& s) {
   return false;
 }
 
+/// Whether the automatic choice prices the call as in place
+/// (tune::problem::in_place): all_gather whose send is this rank's block of
+/// recv. Per rank: a rank that differs may choose differently, which the call
+/// check reports (comm/watch.hpp).
+template <coll C, class Transport>
+bool priced_in_place(const state<Transport>& s, const call_args& a) {
+  if constexpr (C != coll::all_gather) {
+    return (void)s, (void)a, false;
+  } else {
+    const std::size_t block = a.count * size_of(a.dt);
+    return a.count > 0 && a.send == static_cast<const unsigned char*>(a.recv) + std::size_t(s.rank) * block;
+  }
+}
+
 /// resolve() with the model's problem for collectives that have one size on
 /// every rank, remembered per collective: the argmin costs more than a small
 /// call, and it depends only on the requested variant, the size and the
@@ -260,9 +274,10 @@ variant_choice resolve_remembered(state<Transport>& s, variant_choice v, const c
   } else {
     const double bytes = model_bytes<C>(s, a);
     const double contention = s.contention.share;
+    const bool in_place = priced_in_place<C>(s, a);
     auto& memo = s.choice_memo[static_cast<int>(C)];
-    if (memo.valid && memo.bytes == bytes && memo.contention == contention && memo.requested.algo == v.algo &&
-        memo.requested.proto == v.proto)
+    if (memo.valid && memo.bytes == bytes && memo.contention == contention && memo.in_place == in_place &&
+        memo.requested.algo == v.algo && memo.requested.proto == v.proto)
       return memo.chosen;
     // The FIFO geometry the schedules see, so that a cost that depends on it
     // (direct's one-shot when the vector fits one chunk) decides as they do.
@@ -280,12 +295,14 @@ variant_choice resolve_remembered(state<Transport>& s, variant_choice v, const c
                           tune::scheduler_slice_us(s.host_cpus),
                           peer_buffer_bytes_of(s.view),
                           tune::granule_table_of([&](int ch) { return s.view.fifo_slot_bytes(ch); }, whole),
-                          whole};
+                          whole,
+                          in_place};
     memo.valid = false;
     memo.requested = v;
     memo.chosen = resolve<Transport, Exec>(s, C, v, &q);
     memo.bytes = bytes;
     memo.contention = contention;
+    memo.in_place = in_place;
     memo.valid = true;
     return memo.chosen;
   }
@@ -356,7 +373,8 @@ template <class Algo, class Proto, coll C, class Elem, class Transport, class Ex
 void launch_variant(state<Transport>& s, proto_id pid, const call_args& a, const extra_args& extra,
                     Detail mismatch_detail) {
   s.last = variant_choice{Algo::id, pid};
-  begin_call(s, C, a.count, a.dt, a.op, a.root, s.last, [&] { return executor_for<exec::host>::make(s); });
+  begin_call(s, C, a.count, a.dt, a.op, a.root, s.last, priced_in_place<C>(s, a),
+             [&] { return executor_for<exec::host>::make(s); });
   const Exec ex = executor_for<Exec>::make(s);
   const int channel = proto::channel_of_id(pid);
   status st = status::ok;

@@ -48,6 +48,7 @@ struct state {
     variant_choice requested{}, chosen{};
     double bytes = 0;
     double contention = 0;
+    bool in_place = false;
   };
   remembered_choice choice_memo[coll_count];
   /// Contention as the ranks agreed it (comm/contention.hpp): the weight of

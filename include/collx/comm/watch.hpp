@@ -78,6 +78,13 @@ struct call_desc {
   algo_id algo = algo_id::ring;
   proto_id proto = proto_id::simple;
   std::uint64_t count = 0;
+  /// all_gather in place (the automatic choice prices it). Recorded, not
+  /// compared: ranks may differ in it, but where that made their automatic
+  /// choices differ, the mismatch message says so.
+  bool in_place = false;
+
+  /// The in-place bit of a signature, which comparisons mask.
+  static constexpr std::uint64_t in_place_bit = std::uint64_t{1} << 63;
 
   /// Everything but the count in one word. Fields a collective ignores are
   /// zeroed so they cannot differ.
@@ -87,7 +94,7 @@ struct call_desc {
     const std::uint64_t r = rooted ? static_cast<std::uint32_t>(root) : 0;
     return static_cast<std::uint64_t>(c) | static_cast<std::uint64_t>(dt) << 8 | o << 16 |
            static_cast<std::uint64_t>(algo) << 24 | static_cast<std::uint64_t>(proto) << 32 |
-           (r & 0xffffff) << 40;
+           (r & 0x7fffff) << 40 | (in_place && c == coll::all_gather ? in_place_bit : 0);
   }
   static call_desc from(std::uint64_t sig, std::uint64_t count) {
     call_desc d;
@@ -96,7 +103,8 @@ struct call_desc {
     d.op = static_cast<reduce_op>(sig >> 16 & 0xff);
     d.algo = static_cast<algo_id>(sig >> 24 & 0xff);
     d.proto = static_cast<proto_id>(sig >> 32 & 0xff);
-    d.root = static_cast<int>(sig >> 40 & 0xffffff);
+    d.root = static_cast<int>(sig >> 40 & 0x7fffff);
+    d.in_place = (sig & in_place_bit) != 0;
     d.count = count;
     return d;
   }
@@ -105,6 +113,7 @@ struct call_desc {
     std::string s = std::string(name(c)) + "(count " + std::to_string(count) + ", " + name(dt);
     if (is_reduction(c)) s += std::string(", ") + name(op);
     if (c == coll::broadcast || c == coll::reduce) s += ", root " + std::to_string(root);
+    if (in_place) s += ", in place";
     return s + ", " + name(algo) + "/" + name(proto) + ")";
   }
 };
@@ -130,7 +139,8 @@ inline call_field differing_field(const call_desc& a, const call_desc& b) {
   if (a.c != b.c) return call_field::collective;
   if (a.count != b.count) return call_field::count;
   if (a.dt != b.dt) return call_field::dtype;
-  if (a.signature() == b.signature()) return call_field::none;
+  if ((a.signature() | call_desc::in_place_bit) == (b.signature() | call_desc::in_place_bit))
+    return call_field::none;
   if (is_reduction(a.c) && a.op != b.op) return call_field::op;
   if (a.root != b.root) return call_field::root;
   if (a.algo != b.algo) return call_field::algorithm;
@@ -270,6 +280,9 @@ COLLX_COLD status report_mismatch(state<Transport>& s, int peer, std::uint64_t s
   s.watch_what = "call #" + std::to_string(seq) + " differs between ranks: rank " + std::to_string(s.rank) +
                  " called " + mine.str() + ", rank " + std::to_string(peer) + " called " + theirs.str() +
                  " (the " + name(f) + " differs)";
+  if (mine.in_place != theirs.in_place && (f == call_field::algorithm || f == call_field::protocol))
+    s.watch_what += "; the automatic choice differed because only one of them was in place: call " +
+                    std::string(name(mine.c)) + " in place on every rank or on none, or name the variant";
   raise_abort(s.view.header(), abort_cause{status::mismatch, f, s.rank, peer});
   return status::mismatch;
 }
@@ -457,7 +470,7 @@ void hold_call_window(state<Transport>& s, coll c, std::uint64_t oldest, const M
 /// only its other fields are compared.
 template <class Transport, class MakeExec>
 void begin_call(state<Transport>& s, coll c, std::size_t count, dtype dt, reduce_op op, int root,
-                variant_choice v, const MakeExec& make_exec) {
+                variant_choice v, bool in_place, const MakeExec& make_exec) {
   if (c == coll::send_recv) return;
   if (c == coll::all_to_allv) count = 0;
   auto* me = s.view.record(s.rank);
@@ -471,7 +484,7 @@ void begin_call(state<Transport>& s, coll c, std::size_t count, dtype dt, reduce
         s.next_checked_seen < oldest)
       hold_call_window(s, c, oldest, make_exec);
   }
-  publish_call(me, ++s.seq, call_desc{c, dt, op, root, v.algo, v.proto, count});
+  publish_call(me, ++s.seq, call_desc{c, dt, op, root, v.algo, v.proto, count, in_place});
 }
 
 }  // namespace collx::comm

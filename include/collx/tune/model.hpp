@@ -294,6 +294,9 @@ struct problem {
   /// comm/dispatch.hpp, steps_arrive_whole): every protocol's step then waits
   /// for what Simple's does (on_whole_steps).
   bool whole_steps = false;
+  /// The call is in place on every rank (algo::cost_context::in_place;
+  /// stated for all_gather).
+  bool in_place = false;
 };
 
 /// Profile m as a transport that delivers whole steps sees it: a receiver
@@ -441,7 +444,8 @@ namespace detail {
 template <class A, class Pr>
 constexpr prediction predict_on(const profile& m, const problem& q) {
   constexpr int ch = proto::channel_of<Pr>;
-  const algo::cost_context ctx{q.chunks[ch], q.single_copy, q.peer_buffer_bytes};
+  algo::cost_context ctx{q.chunks[ch], q.single_copy, q.peer_buffer_bytes};
+  ctx.in_place = q.in_place;
   const int nodes = m.nodes(q.nranks);
   // Across nodes, topology-aware schedules run in their node shape (the tree).
   algo::cost_context placed = ctx;
