@@ -353,11 +353,11 @@ TEST_CASE("proxy: the previous rank's call records land in its record, in order 
   // the proxy goes on with the oldest call left (3), then the next ones in order.
   constexpr std::uint64_t h = transport::call_history;
   for (std::uint64_t k = 2; k <= h + 2; ++k) {
-    auto& e = q.v.record(0)->calls[k % h];
-    detail::store_relaxed(&e.seq, std::uint64_t{0});
-    detail::store_release(&e.signature, 1000 + k);
-    detail::store_release(&e.count, k);
-    detail::store_release(&e.seq, k);
+    auto& entry = q.v.record(0)->calls[k % h];
+    detail::store_relaxed(&entry.seq, std::uint64_t{0});
+    detail::store_release(&entry.signature, 1000 + k);
+    detail::store_release(&entry.count, k);
+    detail::store_release(&entry.seq, k);
   }
   REQUIRE(::write(q.px->wake_fd(), &one, sizeof one) == sizeof one);
   for (std::uint64_t want : {std::uint64_t{3}, std::uint64_t{4}}) {

@@ -10,6 +10,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -86,6 +89,30 @@ TEST_CASE("sched_stat: the share of wanted CPU time spent waiting for one", "[co
   const double share = detail::waiting_share(now, later);
   CHECK(share >= 0);
   CHECK(share <= 1);
+  // Each thread reads its own counters (the file is kept open per thread),
+  // and so does a forked child, whose copy of the parent's file is not its own.
+  sched_sample other;
+  std::thread([&] { other = detail::read_sched_sample(); }).join();
+  CHECK(other.valid);
+  CHECK(other.tid != now.tid);
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    const sched_sample c = detail::read_sched_sample();
+    // Its own thread, and counters of a process that just started (the parent's ran for 5 ms).
+    const char ok = c.valid && c.tid == ::getpid() && c.run_ns < later.run_ns ? 1 : 0;
+    (void)!::write(pipe_fds[1], &ok, 1);
+    ::_exit(0);
+  }
+  char ok = 0;
+  CHECK(::read(pipe_fds[0], &ok, 1) == 1);
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+  int ws = 0;
+  ::waitpid(child, &ws, 0);
+  CHECK(ok == 1);
 }
 
 TEST_CASE("contention: shares are agreed in steps, with hysteresis", "[contention]") {

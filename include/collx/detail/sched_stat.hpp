@@ -9,9 +9,12 @@
 // I/O) adds to neither, so the share does not confuse an idle rank with a
 // contended one.
 //
-// Costs one open/read/close of a small procfs file (a few µs): callers take a
-// sample rarely. Where the kernel has no schedstat (CONFIG_SCHED_INFO off) the
-// sample is invalid and callers see an unknown share.
+// The file is opened once per thread and read again from offset 0 (procfs
+// regenerates it), so a sample costs one pread of a small procfs file instead
+// of an open/read/close (7 µs each on this project's VM, under load from the
+// other CPU: bench/results/contention_point_2026-12-05.md); callers still take
+// a sample rarely. Where the kernel has no schedstat (CONFIG_SCHED_INFO off)
+// the sample is invalid and callers see an unknown share.
 #pragma once
 
 #include <cstdint>
@@ -32,13 +35,26 @@ struct sched_sample {
 
 /// The calling thread's counters now (valid = false if unreadable).
 inline sched_sample read_sched_sample() {
+  // This thread's file, opened by this thread. A forked child's copy of the
+  // thread-local names its parent's thread (the tids differ): opened again.
+  struct thread_file {
+    int fd = -1;
+    long tid = 0;
+    ~thread_file() {
+      if (fd >= 0) ::close(fd);
+    }
+  };
+  thread_local thread_file f;
   sched_sample s;
   s.tid = ::syscall(SYS_gettid);
-  const int fd = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return s;
+  if (f.fd < 0 || f.tid != s.tid) {
+    if (f.fd >= 0) ::close(f.fd);
+    f.fd = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    f.tid = s.tid;
+    if (f.fd < 0) return s;
+  }
   char buf[128];
-  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
+  const ssize_t n = ::pread(f.fd, buf, sizeof buf - 1, 0);
   if (n <= 0) return s;
   buf[n] = '\0';
   char* end = nullptr;
