@@ -171,7 +171,7 @@ TEST_CASE("COLLX_CHECK_CALLS sets check_calls and refuses other values", "[relia
 }
 
 TEST_CASE("mismatched dtype, collective and root are reported as such", "[reliability][mismatch]") {
-  auto comms = communicator::create_thread_group(3, opts());
+  comm_options o = opts();
   std::string field;
   std::function<void(int, communicator&)> body;
   SECTION("dtype: float32 on rank 2, int32 elsewhere") {
@@ -200,6 +200,22 @@ TEST_CASE("mismatched dtype, collective and root are reported as such", "[reliab
       c.all_reduce(a.data(), b.data(), a.size(), reduce_op::sum);
     };
   }
+  SECTION("root, with the ranks that compare it running ahead") {
+    // Rank 1 (a root in its view) returns before rank 0 publishes, and rank 0
+    // (a root in its own) before rank 2 does: both put their next comparison
+    // off. The all_reduce after it ends only once every rank has begun it, so
+    // it compares at once, and finds the roots that differ. Waits spin for
+    // 5 s before the periodic check joins in, so that only the comparisons
+    // at the ends of calls can find it within the sleeps.
+    field = "root";
+    o.spin = std::chrono::seconds(5);
+    body = [](int r, communicator& c) {
+      std::vector<double> a(5000, r), b(5000);
+      std::this_thread::sleep_for(std::chrono::milliseconds(r == 0 ? 30 : r == 2 ? 60 : 0));
+      c.broadcast(a.data(), b.data(), a.size(), r == 0 ? 0 : 1);
+      c.all_reduce(a.data(), b.data(), a.size(), reduce_op::sum);
+    };
+  }
   SECTION("op: max on rank 1, sum elsewhere") {
     field = "reduce_op";
     body = [](int r, communicator& c) {
@@ -208,6 +224,7 @@ TEST_CASE("mismatched dtype, collective and root are reported as such", "[reliab
       c.all_reduce(a.data(), b.data(), a.size(), reduce_op::sum);
     };
   }
+  auto comms = communicator::create_thread_group(3, o);
   const auto t0 = std::chrono::steady_clock::now();
   auto out = on_threads(comms, body);
   INFO("field " << field);

@@ -378,16 +378,28 @@ template <class Transport>
   throw_error(st, msg);
 }
 
+/// Whether every rank has begun (and so published) a call of collective c
+/// once any rank has finished it: each rank's result depends on every
+/// rank's input (or, for barrier, on every rank's arrival).
+constexpr bool finishes_after_every_rank_began(coll c) {
+  return c == coll::all_reduce || c == coll::all_gather || c == coll::reduce_scatter ||
+         c == coll::all_to_all || c == coll::barrier;
+}
+
 /// After a call: the calls not yet compared with the previous rank's are
 /// compared where that rank has published them. Where it has not (it lags
 /// behind: a broadcast root running ahead), the next comparisons wait a
 /// quarter of the window instead of fetching its record at every call; the
 /// window (begin_call) still has every call compared before this rank gets
 /// call_history calls ahead of it, and the lagging rank compares its own
-/// calls as it makes them.
+/// calls as it makes them. A call that finishes only after every rank began
+/// it compares at once whatever the wait: the previous rank has published
+/// every call up to it, so a mismatch of a call that ran ahead (roots that
+/// differ) is found by the end of the next such call.
 template <class Transport>
 void end_call(state<Transport>& s, coll c) {
-  if (c == coll::send_recv || !s.opt.check_calls || s.size == 1 || s.seq < s.probe_at) return;
+  if (c == coll::send_recv || !s.opt.check_calls || s.size == 1) return;
+  if (s.seq < s.probe_at && !finishes_after_every_rank_began(c)) return;
   if (advance_checks(s) != status::ok) fail(s, c, status::mismatch);
   using record = std::remove_pointer_t<decltype(s.view.record(0))>;
   s.probe_at = s.checked == s.seq ? s.seq + 1 : s.seq + history_of<record> / 4;
