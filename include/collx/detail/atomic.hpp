@@ -10,6 +10,7 @@
 
 #include <collx/config.hpp>
 
+#include <cstddef>
 #include <cstdint>
 
 #if COLLX_HAS_LIBCUDACXX
@@ -67,6 +68,23 @@ COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void prefetch_for_write(const void* p) {
   asm volatile("prefetchw %0" : : "m"(*static_cast<const char*>(p)));
 #else
   __builtin_prefetch(p, 1, 3);
+#endif
+}
+
+/// The cache-line size prefetches step by (x86 and most Arm hosts; the
+/// transports separate their signals by twice this, transport/fifo.hpp).
+inline constexpr std::size_t prefetch_line = 64;
+
+/// Asks for the cache line at p to be read into this core's cache without
+/// waiting: loads issued one after another on lines another core has just
+/// written overlap their misses only as far as the core's reorder window
+/// reaches; prefetches of every line first make the misses overlap whatever
+/// work comes between the loads. Device code: nothing.
+COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void prefetch_for_read(const void* p) {
+#if COLLX_DEVICE_CODE
+  (void)p;
+#else
+  __builtin_prefetch(p, 0, 3);
 #endif
 }
 

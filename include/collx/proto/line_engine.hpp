@@ -170,6 +170,13 @@ class line_engine {
           // checked for its own flag.
           const std::size_t nr = nlines > l0 ? (nlines - l0 < nb ? nlines - l0 : nb) : 0;
           if (nr > 0) st = load(nr - 1);
+          if constexpr (group::sequential) {
+            // The batch's lines are written by now: fetch them all at once.
+            const std::byte* first = rslot + l0 * Line::line_bytes;
+            for (std::size_t b = 0; b + detail::prefetch_line < nr * Line::line_bytes;
+                 b += detail::prefetch_line)
+              detail::prefetch_for_read(first + b);
+          }
           for (std::size_t j = 0; j + 1 < nr && st == status::ok; ++j) st = load(j);
           if (st != status::ok) break;
         }
@@ -187,6 +194,15 @@ class line_engine {
           sendp = sbuf;
         }
         if constexpr (S) {
+          if constexpr (group::sequential) {
+            // Ask for every line of the batch before the first store: stores
+            // commit in order, so each line the reader still holds would
+            // otherwise hold back the next (one line: nothing to overlap).
+            std::byte* first = sslot + l0 * Line::line_bytes;
+            if (nb * Line::line_bytes > detail::prefetch_line)
+              for (std::size_t b = 0; b < nb * Line::line_bytes; b += detail::prefetch_line)
+                detail::prefetch_for_write(first + b);
+          }
           for (std::size_t j = 0; j < nb; ++j) {
             const std::size_t b = (l0 + j) * payload + pb;
             io::store(tile, sslot + (l0 + j) * Line::line_bytes, member, sendp + (b - l0 * payload - pb),

@@ -86,7 +86,9 @@ struct line_io<ll_line, Group> {
   COLLX_HOST_DEVICE static void store(const Tile&, std::byte* l, int, const std::byte* src, std::size_t valid,
                                       std::uint32_t flag) {
     std::uint64_t p = 0;
-    copy_bytes(&p, src, valid);
+    if (valid == line::payload_bytes)
+      copy_bytes(&p, src, line::payload_bytes);  // a full line: no library call
+    else copy_bytes(&p, src, valid);
     const std::uint32_t lo = static_cast<std::uint32_t>(p), hi = static_cast<std::uint32_t>(p >> 32);
 #if COLLX_DEVICE_CODE
     asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(l), "r"(lo), "r"(flag), "r"(hi),
@@ -116,7 +118,8 @@ struct line_io<ll_line, Group> {
 #endif
     if (f0 != flag || f1 != flag) return false;
     const std::uint64_t p = lo | std::uint64_t(hi) << 32;
-    copy_bytes(dst, &p, valid);
+    if (valid == line::payload_bytes) copy_bytes(dst, &p, line::payload_bytes);
+    else copy_bytes(dst, &p, valid);
     return true;
   }
 
