@@ -5,6 +5,10 @@
 //                                                  refitted to its compared measurements
 //   collx-probe-replay FIT.json JUDGE.json         fitted to FIT's measurements, judged
 //                                                  on JUDGE's (held out: another run)
+//   FIT may name several reports, comma-separated: the fit takes all of
+//   their measurements (starting from the first report's profile).
+//   --judge-profile FILE|preset:NAME               also judge that profile (a saved
+//                                                  profile, or a built-in preset) on JUDGE
 //   --worst N                                      also the N worst-explained calls
 //
 // Reads the compared measurements of `collx-probe --json` reports (every
@@ -24,6 +28,7 @@
 #include <collx/tune/explain.hpp>
 #include <collx/tune/fit.hpp>
 #include <collx/tune/json.hpp>
+#include <collx/tune/presets.hpp>
 #include <collx/tune/profile_file.hpp>
 
 #include <algorithm>
@@ -192,26 +197,59 @@ void print_profile(const tune::profile& r) {
 
 }  // namespace
 
+/// FIT's reports, merged: every measurement, the first report's profile and CPUs.
+report load_all(const std::string& list) {
+  report all;
+  bool first = true;
+  for (const std::string& path : cli::split(list)) {
+    report r = load(path);
+    if (first) all.model = r.model, all.cpus = r.cpus;
+    else if (r.cpus != all.cpus) throw std::runtime_error(path + " was measured on another number of CPUs");
+    all.calls.insert(all.calls.end(), r.calls.begin(), r.calls.end());
+    first = false;
+  }
+  return all;
+}
+
+/// A profile to judge: "preset:NAME" or a profile file.
+tune::profile profile_named(const std::string& spec) {
+  if (spec.rfind("preset:", 0) == 0) {
+    const tune::profile* p = tune::find_preset(spec.c_str() + 7);
+    if (p == nullptr) throw std::runtime_error("no preset named '" + spec.substr(7) + "'");
+    return *p;
+  }
+  const tune::profile_doc d = tune::load_profile(spec);
+  for (const std::string& w : d.warnings)
+    std::fprintf(stderr, "collx-probe-replay: warning: %s\n", w.c_str());
+  return d.model;
+}
+
+constexpr const char* usage_line =
+    "usage: collx-probe-replay FIT.json[,MORE.json...] [JUDGE.json] [--rows] [--worst N]\n"
+    "                          [--judge-profile FILE|preset:NAME]\n";
+
 int main(int argc, char** argv) {
   std::vector<std::string> files;
+  std::string other;
   int worst = 0;
   bool rows = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--worst" && i + 1 < argc) worst = std::atoi(argv[++i]);
+    else if (a == "--judge-profile" && i + 1 < argc) other = argv[++i];
     else if (a == "--rows") rows = true;
     else if (!a.empty() && a[0] != '-') files.push_back(a);
     else {
-      std::fprintf(stderr, "usage: collx-probe-replay FIT.json [JUDGE.json] [--rows] [--worst N]\n");
+      std::fprintf(stderr, "%s", usage_line);
       return 2;
     }
   }
   if (files.empty() || files.size() > 2) {
-    std::fprintf(stderr, "usage: collx-probe-replay FIT.json [JUDGE.json] [--rows] [--worst N]\n");
+    std::fprintf(stderr, "%s", usage_line);
     return 2;
   }
   try {
-    const report fit_on = load(files[0]);
+    const report fit_on = load_all(files[0]);
     const report judged = files.size() > 1 ? load(files[1]) : fit_on;
     const std::vector<tune::timed_call> calls = timed_calls(fit_on, fit_on.model);
     const tune::profile_fit f = tune::fit_profile(calls, fit_on.model);
@@ -226,6 +264,10 @@ int main(int argc, char** argv) {
     judge(("the report's profile, judged on " + (files.size() > 1 ? files[1] : files[0])).c_str(),
           fit_on.model, judged, rows);
     judge(("refitted to " + files[0] + ", judged on " + on).c_str(), f.model, judged, rows);
+    if (!other.empty()) {
+      const tune::profile p = profile_named(other);
+      judge((other + ", judged on " + (files.size() > 1 ? files[1] : files[0])).c_str(), p, judged, rows);
+    }
     if (worst > 0) {
       std::vector<std::pair<double, std::size_t>> err;
       for (std::size_t i = 0; i < calls.size(); ++i) {

@@ -40,5 +40,17 @@ got=$(sed -n '/^# the report.s profile, judged/,/^#/p' "$bad.log" | sed -n 's/.*
 [ "$got" = "$expected" ] || { echo "probe_json.sh: replay counted '$got', the report's rows '$expected'"; cat "$bad.log"; rm -f "$bad.log"; exit 1; }
 printf '{"format": "collx-probe", "compare": []}' >"$bad"
 if "$replay" "$bad" >/dev/null 2>&1; then echo "probe_json.sh: replay accepted a report without a profile"; exit 1; fi
+# Several reports to fit on: every call of each is taken (here the same report twice).
+calls=$(sed -n 's/^# .*: \([0-9]*\) measured calls.*/\1/p' "$bad.log")
+"$replay" "$out,$out" "$out" --judge-profile preset:shm_host >"$bad.log" ||
+  { echo "probe_json.sh: $replay with two reports to fit failed"; cat "$bad.log"; exit 1; }
+twice=$(sed -n 's/^# .*: \([0-9]*\) measured calls.*/\1/p' "$bad.log")
+[ -n "$calls" ] && [ "$twice" = "$((calls * 2))" ] ||
+  { echo "probe_json.sh: fitting on the report twice took '$twice' calls, once '$calls'"; cat "$bad.log"; exit 1; }
+grep -q "^# preset:shm_host, judged on" "$bad.log" && grep -A20 "^# preset:shm_host, judged on" "$bad.log" | grep -q "all: pick within" ||
+  { echo "probe_json.sh: --judge-profile printed no judgement"; cat "$bad.log"; exit 1; }
+if "$replay" "$out" --judge-profile preset:nope >"$bad.log" 2>&1 || ! grep -q "no preset named 'nope'" "$bad.log"; then
+  echo "probe_json.sh: an unknown preset to judge was not refused by name"; cat "$bad.log"; exit 1
+fi
 rm -f "$bad.log"
 echo "probe_json.sh: collx-probe-replay judged the report as its rows do ($got)"

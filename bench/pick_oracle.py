@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""How well can any fixed choice do on this machine? Judges measured picks, not the model.
+
+  bench/pick_oracle.py RUN.raw.json RUN.raw.json ... (collx-probe --json reports, 3 or more)
+
+For each report held out in turn, the pick at every (collective, ranks, size) is the variant
+with the lowest median time over the other reports (only variants measured in all of them);
+it counts as right when it is within 10 % of the fastest variant measured in the held-out
+report: the probe's pick criterion. Also: the fastest variant of one other report as the
+pick (every ordered pair). A model that prices variants from one profile cannot be expected
+to do better than the other runs' own measurements do.
+"""
+import collections
+import itertools
+import json
+import statistics
+import sys
+
+
+def load(path):
+    out = {}
+    for c in json.load(open(path))['compare']:
+        for v in c['variants']:
+            for p in v['points']:
+                if p[0] > 0 and p[1] > 0:
+                    out.setdefault((c['collective'], c['nranks'], p[0]), {})[v['variant']] = p[1]
+    return out
+
+
+def bucket(b):
+    return '8 B-4 KiB' if b <= 4096 else ('8-128 KiB' if b < 256 * 1024 else '256 KiB-64 MiB')
+
+
+def main(paths):
+    if len(paths) < 3:
+        sys.exit(__doc__)
+    runs = [load(p) for p in paths]
+    names = [p.rsplit('/', 1)[-1] for p in paths]
+    per_bucket = collections.defaultdict(lambda: [0, 0])
+    total = [0, 0]
+    print('pick = lowest median time over the other reports, judged on the held-out one (within 10 %)')
+    for y, held in enumerate(runs):
+        others = [r for i, r in enumerate(runs) if i != y]
+        right = n = 0
+        for key, measured in held.items():
+            times = collections.defaultdict(list)
+            for r in others:
+                for v, us in r.get(key, {}).items():
+                    times[v].append(us)
+            cands = {v: statistics.median(t) for v, t in times.items() if v in measured and len(t) == len(others)}
+            if not cands:
+                continue
+            pick = min(cands, key=cands.get)
+            ok = measured[pick] <= 1.1 * min(measured.values())
+            n += 1
+            right += ok
+            per_bucket[bucket(key[2])][0] += ok
+            per_bucket[bucket(key[2])][1] += 1
+        print(f'  held out {names[y]}: {right} of {n} ({100 * right / n:.0f} %)')
+        total[0] += right
+        total[1] += n
+    print(f'  all: {total[0]} of {total[1]} ({100 * total[0] / total[1]:.0f} %)')
+    for b in ['8 B-4 KiB', '8-128 KiB', '256 KiB-64 MiB']:
+        if per_bucket[b][1]:
+            k, m = per_bucket[b]
+            print(f'    {b}: {k} of {m} ({100 * k / m:.0f} %)')
+    shares = []
+    for x, y in itertools.permutations(range(len(runs)), 2):
+        right = n = 0
+        for key, measured in runs[y].items():
+            c = {v: us for v, us in runs[x].get(key, {}).items() if v in measured}
+            if not c:
+                continue
+            n += 1
+            right += measured[min(c, key=c.get)] <= 1.1 * min(measured.values())
+        shares.append(right / n)
+    print(f'pick = the fastest variant of one other report ({len(shares)} ordered pairs): '
+          f'{100 * min(shares):.0f}-{100 * max(shares):.0f} %, mean {100 * sum(shares) / len(shares):.0f} %')
+
+
+if __name__ == '__main__':
+    main(sys.argv[1:])
