@@ -48,6 +48,13 @@
 #define COLLX_HAS_LIBCUDACXX 0
 #endif
 
+namespace collx {
+/// The most ranks one communicator may have: each call's record carries a
+/// broadcast's or reduce's root in 23 bits (comm/watch.hpp), so that two
+/// roots never alias in the mismatch check. The bootstrap refuses more.
+inline constexpr int rank_limit = 1 << 23;
+}  // namespace collx
+
 #define COLLX_VERSION_MAJOR 0
 #define COLLX_VERSION_MINOR 1
 #define COLLX_VERSION_PATCH 0

@@ -573,6 +573,13 @@ TEST_CASE("bad connect arguments are refused before any byte moves", "[bootstrap
   CHECK_THROWS_WITH(bs::session::connect(id, 2, 2, 100ms), Catch::Contains("rank 2 is out of range"));
   CHECK_THROWS_WITH(bs::session::connect(id, 0, 0, 100ms), Catch::Contains("size must be at least 1"));
   CHECK_THROWS_WITH(bs::session::connect(id, 0, 1, 0ms), Catch::Contains("timeout"));
+  // A call record holds a root in 23 bits: more ranks could not be told apart in the mismatch check.
+  CHECK_THROWS_WITH(bs::session::connect(id, 0, collx::rank_limit + 1, 100ms),
+                    Catch::Contains("is over the limit of 8388608 ranks"));
+  collx::bootstrap_options too_many;
+  too_many.max_ranks = collx::rank_limit + 1;
+  CHECK_THROWS_WITH(bs::start_root("127.0.0.1", 0, bs::random_secret(), too_many),
+                    Catch::Contains("max_ranks must be in [1, 8388608], got 8388609"));
 }
 
 // ---- launcher environment ------------------------------------------------

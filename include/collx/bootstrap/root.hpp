@@ -698,7 +698,9 @@ class root_handle {
 inline root_handle start_root(const std::string& address, std::uint16_t port, const secret_bytes& secret,
                               const bootstrap_options& opt = {}) {
   require(opt.timeout.count() > 0, "start_root", "timeout must be positive");
-  require(opt.max_ranks >= 1, "start_root", "max_ranks must be at least 1");
+  require(
+      opt.max_ranks >= 1 && opt.max_ranks <= rank_limit, "start_root",
+      "max_ranks must be in [1, " + std::to_string(rank_limit) + "], got " + std::to_string(opt.max_ranks));
   socket_fd listener = listen_on(endpoint{address, port});
   const socket_address bound = local_address(listener.get());
 

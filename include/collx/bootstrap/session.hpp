@@ -52,6 +52,9 @@ class session {
   static session connect(const endpoint& root, const secret_bytes& secret, int rank, int size,
                          std::chrono::milliseconds timeout) {
     require(size >= 1, "bootstrap connect", "size must be at least 1, got " + std::to_string(size));
+    require(
+        size <= rank_limit, "bootstrap connect",
+        "size " + std::to_string(size) + " is over the limit of " + std::to_string(rank_limit) + " ranks");
     require(rank >= 0 && rank < size, "bootstrap connect",
             "rank " + std::to_string(rank) + " is out of range for size " + std::to_string(size));
     require(timeout.count() > 0, "bootstrap connect", "timeout must be positive");

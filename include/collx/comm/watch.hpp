@@ -85,6 +85,9 @@ struct call_desc {
 
   /// The in-place bit of a signature, which comparisons mask.
   static constexpr std::uint64_t in_place_bit = std::uint64_t{1} << 63;
+  /// The root's bits (40-62): every root of a communicator fits (collx::rank_limit).
+  static constexpr std::uint64_t root_mask = 0x7fffff;
+  static_assert(root_mask + 1 >= std::uint64_t(rank_limit), "a root must fit its field of the call record");
 
   /// Everything but the count in one word. Fields a collective ignores are
   /// zeroed so they cannot differ.
@@ -94,7 +97,7 @@ struct call_desc {
     const std::uint64_t r = rooted ? static_cast<std::uint32_t>(root) : 0;
     return static_cast<std::uint64_t>(c) | static_cast<std::uint64_t>(dt) << 8 | o << 16 |
            static_cast<std::uint64_t>(algo) << 24 | static_cast<std::uint64_t>(proto) << 32 |
-           (r & 0x7fffff) << 40 | (in_place && c == coll::all_gather ? in_place_bit : 0);
+           (r & root_mask) << 40 | (in_place && c == coll::all_gather ? in_place_bit : 0);
   }
   static call_desc from(std::uint64_t sig, std::uint64_t count) {
     call_desc d;
@@ -103,7 +106,7 @@ struct call_desc {
     d.op = static_cast<reduce_op>(sig >> 16 & 0xff);
     d.algo = static_cast<algo_id>(sig >> 24 & 0xff);
     d.proto = static_cast<proto_id>(sig >> 32 & 0xff);
-    d.root = static_cast<int>(sig >> 40 & 0x7fffff);
+    d.root = static_cast<int>(sig >> 40 & root_mask);
     d.in_place = (sig & in_place_bit) != 0;
     d.count = count;
     return d;
@@ -281,8 +284,9 @@ COLLX_COLD status report_mismatch(state<Transport>& s, int peer, std::uint64_t s
                  " called " + mine.str() + ", rank " + std::to_string(peer) + " called " + theirs.str() +
                  " (the " + name(f) + " differs)";
   if (mine.in_place != theirs.in_place && (f == call_field::algorithm || f == call_field::protocol))
-    s.watch_what += "; the automatic choice differed because only one of them was in place: call " +
-                    std::string(name(mine.c)) + " in place on every rank or on none, or name the variant";
+    s.watch_what += std::string("; they also differ in whether the call was in place, which the automatic ") +
+                    "choice prices: call " + name(mine.c) +
+                    " in place on every rank or on none, or name the variant";
   raise_abort(s.view.header(), abort_cause{status::mismatch, f, s.rank, peer});
   return status::mismatch;
 }
