@@ -35,6 +35,9 @@
 //   publish_user_buffers(send, recv)          store this call's addresses, then barrier()
 //   user_buffer(q, recv_side)                 q's buffer if loadable here (same process)
 //   read_user(q, recv_side, off, dst, n)      dst ← q's buffer [off, off + n), one copy
+//   user_in_place(q)                          whether q's call is in place (send == recv)
+//   can_write_user()                          whether write_user may be used (same on all ranks)
+//   write_user(q, recv_side, off, src, n)     q's buffer [off, off + n) ← src, one copy
 //
 // Workers: every call is made by every worker of the executor's group with the
 // same arguments; the group splits the elements and its leader posts.
@@ -251,6 +254,23 @@ class prims {
     if (n == 0) return status::ok;
     if (const T* src = user_buffer(q, recv_side)) return local_copy(src + off, dst, n, false);
     return view_.read_user_buffer(q, recv_side, off * sizeof(T), dst, n * sizeof(T));
+  }
+  /// Whether rank q published one buffer as its send and recv (an in-place call).
+  COLLX_HOST_DEVICE bool user_in_place(int q) const requires user_buffers {
+    return view_.user_buffers_alias(q);
+  }
+  /// Whether write_user may be used; the same on every rank.
+  COLLX_HOST_DEVICE bool can_write_user() const requires user_buffers {
+    return view_.user_buffers_writable();
+  }
+  /// Rank q's published send (or recv) buffer [off, off + n) ← src[0, n): one
+  /// copy (a store through the pointer, or one write by the transport). Only
+  /// into bytes q itself neither reads nor writes before the call's next barrier.
+  COLLX_HOST_DEVICE status write_user(int q, bool recv_side, std::size_t off, const T* src,
+                                      std::size_t n) requires user_buffers {
+    if (n == 0) return status::ok;
+    if (const T* dst = user_buffer(q, recv_side)) return local_copy(src, const_cast<T*>(dst) + off, n, false);
+    return view_.write_user_buffer(q, recv_side, off * sizeof(T), src, n * sizeof(T));
   }
 
  private:

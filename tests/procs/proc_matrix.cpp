@@ -64,12 +64,23 @@ std::map<coll, std::string> expected_algorithms() {
   return out;
 }
 
+/// Bytes an in-place single-copy broadcast root writes into each other rank's
+/// recv (algo::nvls): 1/P of the call (broadcast moves bytes, whatever the
+/// element); the others read the rest. Written where cross-memory attach may
+/// read, which the kernel permits exactly where it permits writes (the
+/// communicator probes both).
+std::uint64_t broadcast_pushed(const case_desc& c, int P) {
+  return c.kind == coll::broadcast && c.in_place ? c.count * size_of(c.dt) / static_cast<std::uint64_t>(P)
+                                                 : 0;
+}
+
 /// Bytes rank r reads from peers by cross-memory attach when nvls runs case c
 /// (every peer a separate process). Single copy from `min_bytes` on (the
 /// vector for all_reduce and broadcast, all P blocks otherwise): all_reduce
 /// reduces its slice from P-1 peers, then reads the other slices;
 /// reduce_scatter reads its block from P-1 peers; all_gather and all_to_all
-/// one block from each peer; broadcast the root's vector (not on the root).
+/// one block from each peer; broadcast the root's vector (not on the root),
+/// less what an in-place root writes.
 std::uint64_t single_copy_bytes(const case_desc& c, int r, int P, std::uint64_t min_bytes) {
   const std::uint64_t n = c.count, Pz = static_cast<std::uint64_t>(P), rz = static_cast<std::uint64_t>(r);
   const bool whole = c.kind == coll::all_reduce || c.kind == coll::broadcast;
@@ -84,10 +95,17 @@ std::uint64_t single_copy_bytes(const case_desc& c, int r, int P, std::uint64_t 
     case coll::reduce_scatter:
     case coll::all_gather:
     case coll::all_to_all: elems = (Pz - 1) * n; break;
-    case coll::broadcast: elems = r == c.root ? 0 : n; break;
+    case coll::broadcast: return r == c.root ? 0 : n * size_of(c.dt) - broadcast_pushed(c, P);
     default: break;
   }
   return elems * size_of(c.dt);
+}
+
+/// Bytes rank r writes into peers by cross-memory attach when nvls runs case
+/// c: an in-place broadcast root, its share into each of the P-1 others.
+std::uint64_t single_copy_written(const case_desc& c, int r, int P, std::uint64_t min_bytes) {
+  if (P == 1 || c.kind != coll::broadcast || r != c.root || c.count * size_of(c.dt) < min_bytes) return 0;
+  return (static_cast<std::uint64_t>(P) - 1) * broadcast_pushed(c, P);
 }
 
 /// 0 if this rank may read every peer's memory by process_vm_readv, else the
@@ -213,10 +231,12 @@ int main(int argc, char** argv) {
   auto& counters = transport::peer_read_counters;
   const std::uint64_t reads_before = counters.reads.load(), bytes_before = counters.bytes.load();
   std::uint64_t nvls_single_copy_bytes = 0;
+  std::uint64_t nvls_written = 0;
   for (const auto& c : cases) {
-    const std::uint64_t before = counters.bytes.load();
+    const std::uint64_t before = counters.bytes.load(), before_written = counters.bytes_written.load();
     std::string e = run_case(comm, c);
     const std::uint64_t read = counters.bytes.load() - before;
+    const std::uint64_t written = counters.bytes_written.load() - before_written;
     const variant_choice ran = comm.last_variant();
     if (e.empty() && c.variant.algo == algo_id::automatic) {
       if (const auto want = expected.find(c.kind); want != expected.end()) {
@@ -232,7 +252,14 @@ int main(int argc, char** argv) {
     if (e.empty() && read != want_read)
       e = c.str(P) + " — " + name(ran.algo) + " read " + std::to_string(read) +
           " bytes from peers by cross-memory attach, expected " + std::to_string(want_read);
-    if (ran.algo == algo_id::nvls) nvls_single_copy_bytes += want_read;
+    const std::uint64_t want_written =
+        single_copy && ran.algo == algo_id::nvls
+            ? single_copy_written(c, comm.rank(), P, comm.options().single_copy_min_bytes)
+            : 0;
+    if (e.empty() && written != want_written)
+      e = c.str(P) + " — " + name(ran.algo) + " wrote " + std::to_string(written) +
+          " bytes into peers by cross-memory attach, expected " + std::to_string(want_written);
+    if (ran.algo == algo_id::nvls) nvls_single_copy_bytes += want_read, nvls_written += want_written;
     if (!e.empty()) {
       ++failed;
       std::fprintf(stderr, "FAILED %s\n", e.c_str());
@@ -250,6 +277,16 @@ int main(int argc, char** argv) {
       x != nullptr && std::strcmp(x, "1") == 0 && P > 1 && nvls_single_copy_bytes == 0) {
     ++failed;
     std::fprintf(stderr, "FAILED: no nvls case read peers' buffers by cross-memory attach\n");
+  }
+  // …and an in-place broadcast root wrote its share (on some rank: the root's).
+  if (const char* x = std::getenv("COLLX_EXPECT_SINGLE_COPY_WRITES");
+      x != nullptr && std::strcmp(x, "1") == 0 && P > 1) {
+    std::uint64_t total = 0;
+    collx::all_reduce<algo::ring, proto::simple>(comm, &nvls_written, &total, 1, reduce_op::sum);
+    if (total == 0) {
+      ++failed;
+      std::fprintf(stderr, "FAILED: no in-place nvls broadcast wrote into peers by cross-memory attach\n");
+    }
   }
   std::printf("rank %d/%d: %llu reads, %llu bytes from peers by cross-memory attach\n", comm.rank(), P,
               static_cast<unsigned long long>(counters.reads.load() - reads_before),

@@ -80,7 +80,7 @@ struct network {
   int node_ranks = 0;                        // > 0: ranks placed node by node, counted across nodes
   // Single copy: whether schedules may read user buffers in place, whether
   // those are loadable (else read_user), and each rank's published buffers.
-  bool single_copy = false, loadable = true;
+  bool single_copy = false, loadable = true, writable = true;
   struct span {
     const unsigned char* lo = nullptr;
     std::size_t bytes = 0;
@@ -208,6 +208,21 @@ class counting_prims {
     peer_bytes += bytes(n);
     return status::ok;
   }
+  bool user_in_place(int q) const {
+    const auto qz = static_cast<std::size_t>(q);
+    return net_.user_send[qz].lo == net_.user_recv[qz].lo;
+  }
+  bool can_write_user() const { return net_.writable; }
+  status write_user(int q, bool recv_side, std::size_t off, const T*, std::size_t n) {
+    const auto& u = (recv_side ? net_.user_recv : net_.user_send)[static_cast<std::size_t>(q)];
+    if (q == rank_ || bytes_of(off + n) > u.bytes) {
+      error("write_user of rank " + std::to_string(q) + " [" + std::to_string(off) + ", +" +
+            std::to_string(n) + ") outside its published buffer or of itself");
+      return status::invalid_argument;
+    }
+    peer_bytes += bytes(n);
+    return status::ok;
+  }
 
  private:
   static double bytes(std::size_t n) { return double(n) * sizeof(T); }
@@ -302,7 +317,8 @@ struct rank_io {
 
 /// Runs A's schedule of C on P ranks and checks each counted term against
 /// A::cost(C, P, bytes, x); chunk_elems bounds max_chunk() (x.chunk_bytes).
-/// in_place (all_gather): every rank's send is its own block of recv.
+/// in_place: every rank's send is its own block of recv (all_gather) or its
+/// recv (broadcast).
 /// Returns the most messages one rank sent.
 template <class A, coll C>
 int check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40, bool single_copy = false,
@@ -338,7 +354,7 @@ int check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40, bool singl
   if (chunk_elems < (std::size_t(1) << 40)) x.chunk_bytes = double(chunk_elems) * sizeof(T);
   x.node_ranks = node_ranks;
   x.in_place = in_place;
-  REQUIRE((!in_place || C == coll::all_gather));
+  REQUIRE((!in_place || C == coll::all_gather || C == coll::broadcast));
   std::vector<counting_prims<T>> prims;
   for (int r = 0; r < P; ++r) prims.emplace_back(net, r).set_user_sizes(send_n, recv_n);
   std::vector<rank_io<T>> io;
@@ -362,7 +378,9 @@ int check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40, bool singl
   for (int r = 0; r < P; ++r)
     threads.emplace_back([&, r] {
       auto& b = io[static_cast<std::size_t>(r)];
-      const T* send = in_place ? b.recv.data() + static_cast<std::size_t>(r) * count : b.send.data();
+      const T* send = !in_place              ? b.send.data()
+                      : C == coll::broadcast ? b.recv.data()
+                                             : b.recv.data() + static_cast<std::size_t>(r) * count;
       schedule_args<T> a{send, b.recv.data(), count, root, r, P, &b.layout, &b.plan, &b.report};
       a.node_ranks = node_ranks;
       st[static_cast<std::size_t>(r)] = A::template run<C>(prims[static_cast<std::size_t>(r)], a);
@@ -477,6 +495,23 @@ TEST_CASE("cost(): all_gather in place leaves the own block's copy out, as its s
   static_assert(algo::nvls::cost(coll::all_gather, 4, b, {.single_copy = true}).local_bytes == b / 4);
   static_assert(
       algo::nvls::cost(coll::all_gather, 4, b, {.single_copy = true, .in_place = true}).local_bytes == 0);
+}
+
+TEST_CASE("cost(): nvls broadcast in place: the root has nothing to copy and takes a share of the reads",
+          "[cost]") {
+  const int P = GENERATE(2, 3, 4, 5, 8);
+  check_cost<algo::nvls, coll::broadcast>(P, std::size_t(1) << 40, false, true, 0, 0, true);
+  for (const bool loadable : {true, false}) {
+    INFO((loadable ? "loads (thread ranks)" : "read_user/write_user (process ranks)"));
+    check_cost<algo::nvls, coll::broadcast>(P, std::size_t(1) << 40, true, loadable, 0, 0, true);
+  }
+  constexpr double b = 1 << 20;
+  // Out of place the receivers read the whole vector while the root copies its own.
+  static_assert(algo::nvls::cost(coll::broadcast, 4, b, {.single_copy = true}).peer_bytes == b);
+  static_assert(algo::nvls::cost(coll::broadcast, 4, b, {.single_copy = true}).local_bytes == b);
+  // In place the root writes a quarter into each of the three others, which read the rest.
+  constexpr auto in = algo::nvls::cost(coll::broadcast, 4, b, {.single_copy = true, .in_place = true});
+  static_assert(in.peer_bytes == 0.75 * b && in.local_bytes == 0);
 }
 
 TEST_CASE("cost(): the tree and rhd across nodes match their schedules", "[cost]") {

@@ -87,10 +87,15 @@ struct cost_context {
   /// shape they run in.
   int node_ranks = 0;
   /// The call is in place on every rank (all_gather: each rank's send is its
-  /// own block of recv): a copy of the own block into place is skipped, so
-  /// local_bytes leave it out. The dispatch states it for all_gather only,
-  /// where it moves the choice (single copy in place has nothing left to
-  /// copy of its own); other collectives' costs ignore it.
+  /// own block of recv; broadcast: the root's send is its recv): a copy of
+  /// the own data into place is skipped, so local_bytes leave it out, and
+  /// nvls's in-place broadcast root takes a share of the copies. The dispatch
+  /// states it for all_gather only, where it moves the choice (single copy in
+  /// place has nothing left to copy of its own). Not for broadcast: only the
+  /// root's buffers matter there, and the other ranks, which must choose
+  /// alike, cannot know them when they choose (an MPI or NCCL broadcast
+  /// ignores their send buffers), so the choice prices broadcast out of
+  /// place. Other collectives' costs ignore it.
   bool in_place = false;
 };
 

@@ -51,7 +51,13 @@
 //   all_gather      publish; rank r reads every block from its owner's send;
 //                   barrier.
 //   broadcast       publish; every rank but the root reads the root's send;
-//                   barrier.
+//                   barrier. In place the root has nothing of its own to
+//                   copy, so where ranks may write into peers' buffers it
+//                   takes a share: it writes the first c/P elements of every
+//                   other rank's recv while they read the rest (each side
+//                   then copies (P-1)c/P; on 2 process ranks 1.6-2.4x less
+//                   time than the receiver reading everything at 1-16 MiB,
+//                   bench/results/broadcast_split_copy_2026-12-05.md).
 //   all_to_all      publish; rank r reads block r of every rank's send; barrier.
 //
 // The final barrier keeps a rank's buffers valid while peers still read them.
@@ -123,8 +129,9 @@ struct nvls {
       case coll::reduce_scatter:  // P blocks in
         t.peer_bytes = f * bytes, t.bytes_reduced = f * bytes, staged = bytes;
         break;
-      case coll::broadcast:  // the root's copy in; the others load it
-        t.peer_bytes = bytes, staged = bytes;
+      case coll::broadcast:  // the root's copy in; the others load it (in place with
+                             // single copy, the root writes 1/P into each of them)
+        t.peer_bytes = x.single_copy && x.in_place ? f * bytes : bytes, staged = bytes;
         break;
       case coll::all_gather:  // the own block in and out
         t.peer_bytes = f * bytes, staged = 2 * bytes / P;
@@ -135,12 +142,18 @@ struct nvls {
     }
     t.staged_bytes = x.single_copy ? 0 : staged;
     // Copies between the own user buffers: the broadcast root's send into its
-    // recv; with single copy, the own block of an all_gather (none in place)
-    // or all_to_all.
-    if (c == coll::broadcast) t.local_bytes = bytes;
+    // recv (none in place); with single copy, the own block of an all_gather
+    // (none in place) or all_to_all.
+    if (c == coll::broadcast) t.local_bytes = x.in_place ? 0 : bytes;
     else if (x.single_copy && ((c == coll::all_gather && !x.in_place) || c == coll::all_to_all))
       t.local_bytes = bytes / P;
     return t;
+  }
+
+  /// Elements of each receiver's recv an in-place single-copy broadcast root
+  /// writes: c/P, so that it copies (P-1)c/P, as every receiver does.
+  COLLX_HOST_DEVICE static constexpr std::size_t broadcast_share(std::size_t c, int P) {
+    return c / static_cast<std::size_t>(P);
   }
 
   /// Bytes a single-copy schedule reduces per step (the partial result stays in L2).
@@ -250,8 +263,16 @@ struct nvls {
     } else if constexpr (C == coll::reduce_scatter) {
       COLLX_TRY(reduce_from_peers(p, a, a.send + rz * c, rz * c, a.recv, c));
     } else if constexpr (C == coll::broadcast) {
-      if (r == a.root) COLLX_TRY(p.local_copy(a.send, a.recv, c, false));
-      else COLLX_TRY(read_whole(p, a.root, 0, a.recv, c));
+      // The root's share when it is in place (see above); the same on every
+      // rank: the root's published buffers say whether it is.
+      const std::size_t pushed = p.can_write_user() && p.user_in_place(a.root) ? broadcast_share(c, P) : 0;
+      if (r == a.root) {
+        COLLX_TRY(p.local_copy(a.send, a.recv, c, false));
+        for (int k = 1; k < P && pushed > 0; ++k)
+          COLLX_TRY(p.write_user((r + k) % P, true, 0, a.send, pushed));
+      } else {
+        COLLX_TRY(read_whole(p, a.root, pushed, a.recv + pushed, c - pushed));
+      }
     } else if constexpr (C == coll::all_to_all) {
       COLLX_TRY(p.local_copy(a.send + rz * c, a.recv + rz * c, c, false));
       for (int k = 1; k < P; ++k) {

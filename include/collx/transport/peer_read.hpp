@@ -1,4 +1,5 @@
-// collx/transport/peer_read.hpp — reading another process's memory in one copy.
+// collx/transport/peer_read.hpp — reading (and writing) another process's
+// memory in one copy.
 //
 // Single-copy collectives read a peer's user buffer during a call instead of
 // staging it through shared memory (one copy instead of two). Thread ranks of
@@ -7,7 +8,10 @@
 // copy from the peer's pages into ours. Whether the OS permits it (ptrace
 // access rules, seccomp filters in containers) is probed once when a
 // communicator is created (probe_peer_read), and the answer is shared by all
-// ranks, so every rank takes the same path.
+// ranks, so every rank takes the same path. A schedule whose work would
+// otherwise fall on the readers alone (an in-place broadcast: the root has
+// nothing to copy) also writes into peers' buffers (process_vm_writev, the
+// same permission check in the kernel, probed separately: probe_peer_write).
 //
 // Host only: device code never includes the calls below (prims guard them).
 #pragma once
@@ -42,6 +46,9 @@ inline thread_local peer_read_failure last_peer_read_failure{};
 struct peer_read_stats {
   std::atomic<std::uint64_t> reads{0};
   std::atomic<std::uint64_t> bytes{0};
+  /// The same for writes into peers' buffers (process_vm_writev).
+  std::atomic<std::uint64_t> writes{0};
+  std::atomic<std::uint64_t> bytes_written{0};
 };
 inline peer_read_stats peer_read_counters{};
 
@@ -70,11 +77,42 @@ inline status read_peer_memory(int pid, std::uintptr_t remote, void* dst, std::s
   return status::ok;
 }
 
+/// Copies `bytes` from `src` to address `remote` of process `pid`. Returns
+/// status::ok, or status::system_error with errno left set (as read_peer_memory).
+inline status write_peer_memory(int pid, std::uintptr_t remote, const void* src, std::size_t bytes) {
+  const auto* in = static_cast<const unsigned char*>(src);
+  while (bytes > 0) {
+    iovec local{const_cast<unsigned char*>(in), bytes};
+    iovec far{reinterpret_cast<void*>(remote), bytes};
+    const ssize_t put = ::process_vm_writev(static_cast<pid_t>(pid), &local, 1, &far, 1, 0);
+    if (put < 0) {
+      if (errno == EINTR) continue;
+      return status::system_error;
+    }
+    if (put == 0) {
+      errno = EFAULT;
+      return status::system_error;
+    }
+    in += put;
+    remote += static_cast<std::uintptr_t>(put);
+    bytes -= static_cast<std::size_t>(put);
+  }
+  return status::ok;
+}
+
 /// Whether this process may read process `pid`'s memory: reads 8 bytes at
 /// `remote`, which must hold `expect` there.
 inline bool probe_peer_read(int pid, std::uintptr_t remote, std::uint64_t expect) {
   std::uint64_t v = 0;
   return read_peer_memory(pid, remote, &v, sizeof v) == status::ok && v == expect;
+}
+
+/// Whether this process may write process `pid`'s memory: writes `expect`
+/// over the 8 bytes at `remote`, which already hold it (nothing changes), and
+/// reads them back.
+inline bool probe_peer_write(int pid, std::uintptr_t remote, std::uint64_t expect) {
+  return write_peer_memory(pid, remote, &expect, sizeof expect) == status::ok &&
+         probe_peer_read(pid, remote, expect);
 }
 
 }  // namespace collx::transport

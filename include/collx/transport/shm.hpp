@@ -81,7 +81,10 @@ struct shm_header {
   /// off): single-copy schedules then stage through the registered buffers.
   /// Written only while the communicator is created, before any collective.
   std::uint32_t single_copy_denied;
-  std::uint32_t reserved2;
+  /// Non-zero when some rank may not write into some peer's user buffers
+  /// (cross-memory attach writes refused at creation): single-copy schedules
+  /// then only read. Written only while the communicator is created.
+  std::uint32_t single_copy_write_denied;
   /// Calls of at least this many bytes use single-copy schedules where the
   /// algorithm has one (comm_options::single_copy_min_bytes, equal on all ranks).
   std::uint64_t single_copy_min;
@@ -327,6 +330,43 @@ struct shm_view {
     if (detail::load_relaxed(&record(q)->pid) != detail::load_relaxed(&record(self)->pid)) return nullptr;
     return reinterpret_cast<const void*>(
         static_cast<std::uintptr_t>(detail::load_relaxed(line(q, recv_side ? user_recv : user_send))));
+#endif
+  }
+  /// Whether rank q published the same address as its send and recv buffer
+  /// (an in-place call).
+  COLLX_HOST_DEVICE bool user_buffers_alias(int q) const {
+    return detail::load_relaxed(line(q, user_send)) == detail::load_relaxed(line(q, user_recv));
+  }
+  /// Whether ranks may also write into peers' published buffers (one copy
+  /// pushed instead of pulled). The same on every rank.
+  COLLX_HOST_DEVICE bool user_buffers_writable() const {
+#if COLLX_DEVICE_CODE
+    return false;
+#else
+    return detail::load_relaxed(&header()->single_copy_write_denied) == 0;
+#endif
+  }
+  /// Bytes [off, off + n) of rank q's published buffer ← src, by one
+  /// cross-memory-attach write (q runs in another process; a thread rank
+  /// stores through loadable_user_buffer instead). On failure:
+  /// status::system_error, and last_peer_read_failure names q, its pid and errno.
+  COLLX_HOST_DEVICE status write_user_buffer(int q, bool recv_side, std::size_t off, const void* src,
+                                             std::size_t n) const {
+#if COLLX_DEVICE_CODE
+    (void)q, (void)recv_side, (void)off, (void)src, (void)n;
+    return status::not_supported;
+#else
+    const std::uintptr_t at =
+        static_cast<std::uintptr_t>(detail::load_relaxed(line(q, recv_side ? user_recv : user_send)));
+    const int pid = detail::load_relaxed(&record(q)->pid);
+    const status st = write_peer_memory(pid, at + off, src, n);
+    if (st != status::ok) {
+      last_peer_read_failure = {q, pid, errno};
+    } else {
+      peer_read_counters.writes.fetch_add(1, std::memory_order_relaxed);
+      peer_read_counters.bytes_written.fetch_add(n, std::memory_order_relaxed);
+    }
+    return st;
 #endif
   }
   /// dst ← bytes [off, off + n) of rank q's published buffer, by one

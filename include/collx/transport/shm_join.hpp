@@ -68,6 +68,20 @@ inline bool can_read_peers(const shm_view& v, int rank, int nranks) {
   return true;
 }
 
+/// Whether this rank may write into the memory of every peer process: writes
+/// the segment's magic word, unchanged, through each peer's own mapping.
+inline bool can_write_peers(const shm_view& v, int rank, int nranks) {
+  const rank_record* me = v.record(rank);
+  for (int q = 0; q < nranks; ++q) {
+    const rank_record* rec = v.record(q);
+    const int pid = detail::load_acquire(&rec->pid);
+    if (q == rank || pid == me->pid) continue;
+    if (!probe_peer_write(pid, detail::load_relaxed(v.line(q, shm_view::mapping)), v.header()->magic))
+      return false;
+  }
+  return true;
+}
+
 /// What a process rank needs to agree on with the others to join.
 struct shm_join_params {
   shm_layout layout{};
@@ -126,20 +140,20 @@ std::shared_ptr<shm_segment> join_shm(Rendezvous& r, const shm_join_params& p) {
                       "': ranks on several hosts need the socket transport (collx/net.hpp: "
                       "collx::net::init_rank, collx::net::from_env)");
     if (o.nchannels != infos[0].nchannels)
-      throw_error(status::mismatch, "init: rank " + std::to_string(q) + " has " + std::to_string(o.nchannels) +
-                                        " protocol channels, rank 0 " + std::to_string(infos[0].nchannels) +
+      throw_error(status::mismatch, "init: rank " + std::to_string(q) + " has " +
+                                        std::to_string(o.nchannels) + " protocol channels, rank 0 " +
+                                        std::to_string(infos[0].nchannels) +
                                         " (ranks built with different protocol lists)");
     for (std::uint32_t c = 0; c < o.nchannels; ++c)
       if (!(o.fifo[c] == infos[0].fifo[c]))
-        throw_error(status::mismatch, "init: rank " + std::to_string(q) + " uses " +
-                                          (p.channel_names ? std::string(p.channel_names[c])
-                                                           : "channel " + std::to_string(c)) +
-                                          " FIFOs of " +
-                                          std::to_string(o.fifo[c].slots) + " × " +
-                                          std::to_string(o.fifo[c].slot_bytes) + " bytes, rank 0 " +
-                                          std::to_string(infos[0].fifo[c].slots) + " × " +
-                                          std::to_string(infos[0].fifo[c].slot_bytes) +
-                                          " (set COLLX_NSLOTS and COLLX_*BUFFSIZE alike on every rank)");
+        throw_error(status::mismatch,
+                    "init: rank " + std::to_string(q) + " uses " +
+                        (p.channel_names ? std::string(p.channel_names[c]) : "channel " + std::to_string(c)) +
+                        " FIFOs of " + std::to_string(o.fifo[c].slots) + " × " +
+                        std::to_string(o.fifo[c].slot_bytes) + " bytes, rank 0 " +
+                        std::to_string(infos[0].fifo[c].slots) + " × " +
+                        std::to_string(infos[0].fifo[c].slot_bytes) +
+                        " (set COLLX_NSLOTS and COLLX_*BUFFSIZE alike on every rank)");
     if (o.step_origin != infos[0].step_origin)
       throw_error(status::mismatch,
                   "init: rank " + std::to_string(q) + " differs from rank 0 in step_origin");
@@ -159,6 +173,8 @@ std::shared_ptr<shm_segment> join_shm(Rendezvous& r, const shm_join_params& p) {
     // rank that may not (or does not want to) makes them all stage.
     if (!p.single_copy || !can_read_peers(v, rank, nranks))
       detail::store_relaxed(&v.header()->single_copy_denied, std::uint32_t{1});
+    else if (!can_write_peers(v, rank, nranks))
+      detail::store_relaxed(&v.header()->single_copy_write_denied, std::uint32_t{1});
     r.barrier();  // the verdict is final before any collective
   } catch (...) {
     // Rank 0 may be gone: whoever knows the name removes it (unlinking twice is harmless).
