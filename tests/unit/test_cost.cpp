@@ -199,14 +199,7 @@ class counting_prims {
     return reinterpret_cast<const T*>(u.lo);
   }
   status read_user(int q, bool recv_side, std::size_t off, T*, std::size_t n) {
-    const auto& u = (recv_side ? net_.user_recv : net_.user_send)[static_cast<std::size_t>(q)];
-    if (q == rank_ || bytes_of(off + n) > u.bytes) {
-      error("read_user of rank " + std::to_string(q) + " [" + std::to_string(off) + ", +" +
-            std::to_string(n) + ") outside its published buffer or of itself");
-      return status::invalid_argument;
-    }
-    peer_bytes += bytes(n);
-    return status::ok;
+    return count_user("read_user", q, recv_side, off, n);
   }
   bool user_in_place(int q) const {
     const auto qz = static_cast<std::size_t>(q);
@@ -214,18 +207,22 @@ class counting_prims {
   }
   bool can_write_user() const { return net_.writable; }
   status write_user(int q, bool recv_side, std::size_t off, const T*, std::size_t n) {
+    return count_user("write_user", q, recv_side, off, n);
+  }
+
+ private:
+  static double bytes(std::size_t n) { return double(n) * sizeof(T); }
+  /// A read or write of q's published buffer: peer bytes, inside the buffer and of a peer.
+  status count_user(const char* what, int q, bool recv_side, std::size_t off, std::size_t n) {
     const auto& u = (recv_side ? net_.user_recv : net_.user_send)[static_cast<std::size_t>(q)];
     if (q == rank_ || bytes_of(off + n) > u.bytes) {
-      error("write_user of rank " + std::to_string(q) + " [" + std::to_string(off) + ", +" +
+      error(std::string(what) + " of rank " + std::to_string(q) + " [" + std::to_string(off) + ", +" +
             std::to_string(n) + ") outside its published buffer or of itself");
       return status::invalid_argument;
     }
     peer_bytes += bytes(n);
     return status::ok;
   }
-
- private:
-  static double bytes(std::size_t n) { return double(n) * sizeof(T); }
   void error(const std::string& e) {
     std::lock_guard lk(net_.mu);
     net_.errors.push_back("rank " + std::to_string(rank_) + ": " + e);

@@ -52,52 +52,43 @@ struct peer_read_stats {
 };
 inline peer_read_stats peer_read_counters{};
 
+/// One cross-memory-attach copy of `bytes` between `local` and address
+/// `remote` of process `pid`, by `call` (process_vm_readv or _writev). A
+/// partial copy stops at a page the kernel could not pin; it goes on from there.
+template <class Call>
+status cross_memory_copy(int pid, std::uintptr_t remote, unsigned char* local, std::size_t bytes, Call call) {
+  while (bytes > 0) {
+    iovec near{local, bytes};
+    iovec far{reinterpret_cast<void*>(remote), bytes};
+    const ssize_t done = call(static_cast<pid_t>(pid), &near, 1, &far, 1, 0);
+    if (done < 0) {
+      if (errno == EINTR) continue;
+      return status::system_error;
+    }
+    if (done == 0) {
+      errno = EFAULT;
+      return status::system_error;
+    }
+    local += done;
+    remote += static_cast<std::uintptr_t>(done);
+    bytes -= static_cast<std::size_t>(done);
+  }
+  return status::ok;
+}
+
 /// Copies `bytes` from address `remote` of process `pid` to `dst`. Returns
 /// status::ok, or status::system_error with errno left set (EPERM: not
 /// permitted; ESRCH: the process is gone; EFAULT: a bad address).
 inline status read_peer_memory(int pid, std::uintptr_t remote, void* dst, std::size_t bytes) {
-  auto* out = static_cast<unsigned char*>(dst);
-  while (bytes > 0) {
-    iovec local{out, bytes};
-    iovec far{reinterpret_cast<void*>(remote), bytes};
-    const ssize_t got = ::process_vm_readv(static_cast<pid_t>(pid), &local, 1, &far, 1, 0);
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      return status::system_error;
-    }
-    if (got == 0) {
-      errno = EFAULT;
-      return status::system_error;
-    }
-    // A partial read stops at a page the kernel could not pin; go on from there.
-    out += got;
-    remote += static_cast<std::uintptr_t>(got);
-    bytes -= static_cast<std::size_t>(got);
-  }
-  return status::ok;
+  return cross_memory_copy(pid, remote, static_cast<unsigned char*>(dst), bytes, ::process_vm_readv);
 }
 
 /// Copies `bytes` from `src` to address `remote` of process `pid`. Returns
 /// status::ok, or status::system_error with errno left set (as read_peer_memory).
 inline status write_peer_memory(int pid, std::uintptr_t remote, const void* src, std::size_t bytes) {
-  const auto* in = static_cast<const unsigned char*>(src);
-  while (bytes > 0) {
-    iovec local{const_cast<unsigned char*>(in), bytes};
-    iovec far{reinterpret_cast<void*>(remote), bytes};
-    const ssize_t put = ::process_vm_writev(static_cast<pid_t>(pid), &local, 1, &far, 1, 0);
-    if (put < 0) {
-      if (errno == EINTR) continue;
-      return status::system_error;
-    }
-    if (put == 0) {
-      errno = EFAULT;
-      return status::system_error;
-    }
-    in += put;
-    remote += static_cast<std::uintptr_t>(put);
-    bytes -= static_cast<std::size_t>(put);
-  }
-  return status::ok;
+  // process_vm_writev only reads the local side.
+  return cross_memory_copy(pid, remote, static_cast<unsigned char*>(const_cast<void*>(src)), bytes,
+                           ::process_vm_writev);
 }
 
 /// Whether this process may read process `pid`'s memory: reads 8 bytes at

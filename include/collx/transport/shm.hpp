@@ -352,42 +352,37 @@ struct shm_view {
   /// status::system_error, and last_peer_read_failure names q, its pid and errno.
   COLLX_HOST_DEVICE status write_user_buffer(int q, bool recv_side, std::size_t off, const void* src,
                                              std::size_t n) const {
-#if COLLX_DEVICE_CODE
-    (void)q, (void)recv_side, (void)off, (void)src, (void)n;
-    return status::not_supported;
-#else
-    const std::uintptr_t at =
-        static_cast<std::uintptr_t>(detail::load_relaxed(line(q, recv_side ? user_recv : user_send)));
-    const int pid = detail::load_relaxed(&record(q)->pid);
-    const status st = write_peer_memory(pid, at + off, src, n);
-    if (st != status::ok) {
-      last_peer_read_failure = {q, pid, errno};
-    } else {
-      peer_read_counters.writes.fetch_add(1, std::memory_order_relaxed);
-      peer_read_counters.bytes_written.fetch_add(n, std::memory_order_relaxed);
-    }
-    return st;
-#endif
+    return user_buffer_copy(q, recv_side, off, const_cast<void*>(src), n, true);
   }
   /// dst ← bytes [off, off + n) of rank q's published buffer, by one
   /// cross-memory-attach read. On failure: status::system_error, and
   /// last_peer_read_failure names q, its pid and errno.
   COLLX_HOST_DEVICE status read_user_buffer(int q, bool recv_side, std::size_t off, void* dst,
                                             std::size_t n) const {
+    return user_buffer_copy(q, recv_side, off, dst, n, false);
+  }
+
+ private:
+  /// One copy between `local` and bytes [off, off + n) of rank q's published
+  /// buffer, counted in peer_read_counters.
+  COLLX_HOST_DEVICE status user_buffer_copy(int q, bool recv_side, std::size_t off, void* local,
+                                            std::size_t n, bool write) const {
 #if COLLX_DEVICE_CODE
-    (void)q, (void)recv_side, (void)off, (void)dst, (void)n;
+    (void)q, (void)recv_side, (void)off, (void)local, (void)n, (void)write;
     return status::not_supported;
 #else
     const std::uintptr_t at =
         static_cast<std::uintptr_t>(detail::load_relaxed(line(q, recv_side ? user_recv : user_send)));
     const int pid = detail::load_relaxed(&record(q)->pid);
-    const status st = read_peer_memory(pid, at + off, dst, n);
+    const status st =
+        write ? write_peer_memory(pid, at + off, local, n) : read_peer_memory(pid, at + off, local, n);
     if (st != status::ok) {
       last_peer_read_failure = {q, pid, errno};
-    } else {
-      peer_read_counters.reads.fetch_add(1, std::memory_order_relaxed);
-      peer_read_counters.bytes.fetch_add(n, std::memory_order_relaxed);
+      return st;
     }
+    (write ? peer_read_counters.writes : peer_read_counters.reads).fetch_add(1, std::memory_order_relaxed);
+    (write ? peer_read_counters.bytes_written : peer_read_counters.bytes)
+        .fetch_add(n, std::memory_order_relaxed);
     return st;
 #endif
   }

@@ -294,8 +294,8 @@ struct problem {
   /// comm/dispatch.hpp, steps_arrive_whole): every protocol's step then waits
   /// for what Simple's does (on_whole_steps).
   bool whole_steps = false;
-  /// The call is in place on every rank (algo::cost_context::in_place;
-  /// stated for all_gather).
+  /// The call is in place on every rank (algo::cost_context::in_place; the
+  /// dispatch states it for all_gather only, collx-explain --in-place for any).
   bool in_place = false;
 };
 
