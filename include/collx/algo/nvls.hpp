@@ -55,9 +55,9 @@
 //                   copy, so where ranks may write into peers' buffers it
 //                   takes a share: it writes the first c/P elements of every
 //                   other rank's recv while they read the rest (each side
-//                   then copies (P-1)c/P; on 2 process ranks 1.6-2.4x less
-//                   time than the receiver reading everything at 1-16 MiB,
-//                   bench/results/broadcast_split_copy_2026-12-05.md).
+//                   then copies (P-1)c/P; on 2 process ranks 1.4-3.5x less
+//                   time than the receiver reading everything at 256 KiB-64
+//                   MiB, bench/results/broadcast_split_copy_2026-12-05.md).
 //   all_to_all      publish; rank r reads block r of every rank's send; barrier.
 //
 // The final barrier keeps a rank's buffers valid while peers still read them.
