@@ -171,7 +171,9 @@ class line_engine {
           const std::size_t nr = nlines > l0 ? (nlines - l0 < nb ? nlines - l0 : nb) : 0;
           if (nr > 0) st = load(nr - 1);
           if constexpr (group::sequential) {
-            // The batch's lines are written by now: fetch them all at once.
+            // The batch's lines are written by now (x86 makes a core's stores
+            // visible in order; elsewhere a prefetch may only come early, and
+            // every line's flag is still checked): fetch them all at once.
             const std::byte* first = rslot + l0 * Line::line_bytes;
             for (std::size_t b = 0; b + detail::prefetch_line < nr * Line::line_bytes;
                  b += detail::prefetch_line)

@@ -53,31 +53,18 @@ inline void publish_identity(const shm_view& v, int rank) {
   detail::store_release(&rec->pid, id.pid);
 }
 
-/// Whether this rank may read the memory of every peer process (cross-memory
-/// attach): reads the segment header through each peer's own mapping.
-inline bool can_read_peers(const shm_view& v, int rank, int nranks) {
+/// Whether `probe` (probe_peer_read or probe_peer_write) succeeds on every
+/// peer process: it reads, or writes unchanged, the segment header's magic
+/// word through each peer's own mapping (thread ranks of this process skip).
+template <class Probe>
+bool can_reach_peers(const shm_view& v, int rank, int nranks, Probe probe) {
   const rank_record* me = v.record(rank);
   for (int q = 0; q < nranks; ++q) {
     const rank_record* rec = v.record(q);
     const int pid = detail::load_acquire(&rec->pid);
     if (q == rank || pid == me->pid) continue;                           // a thread rank of this process
     if (detail::load_relaxed(&rec->pid_ns) != me->pid_ns) return false;  // its pid means nothing here
-    if (!probe_peer_read(pid, detail::load_relaxed(v.line(q, shm_view::mapping)), v.header()->magic))
-      return false;
-  }
-  return true;
-}
-
-/// Whether this rank may write into the memory of every peer process: writes
-/// the segment's magic word, unchanged, through each peer's own mapping.
-inline bool can_write_peers(const shm_view& v, int rank, int nranks) {
-  const rank_record* me = v.record(rank);
-  for (int q = 0; q < nranks; ++q) {
-    const rank_record* rec = v.record(q);
-    const int pid = detail::load_acquire(&rec->pid);
-    if (q == rank || pid == me->pid) continue;
-    if (!probe_peer_write(pid, detail::load_relaxed(v.line(q, shm_view::mapping)), v.header()->magic))
-      return false;
+    if (!probe(pid, detail::load_relaxed(v.line(q, shm_view::mapping)), v.header()->magic)) return false;
   }
   return true;
 }
@@ -171,9 +158,9 @@ std::shared_ptr<shm_segment> join_shm(Rendezvous& r, const shm_join_params& p) {
     r.barrier();  // every rank has mapped the segment and published its identity
     // Single copy needs every rank to read every other process's memory; any
     // rank that may not (or does not want to) makes them all stage.
-    if (!p.single_copy || !can_read_peers(v, rank, nranks))
+    if (!p.single_copy || !can_reach_peers(v, rank, nranks, probe_peer_read))
       detail::store_relaxed(&v.header()->single_copy_denied, std::uint32_t{1});
-    else if (!can_write_peers(v, rank, nranks))
+    else if (!can_reach_peers(v, rank, nranks, probe_peer_write))
       detail::store_relaxed(&v.header()->single_copy_write_denied, std::uint32_t{1});
     r.barrier();  // the verdict is final before any collective
   } catch (...) {
