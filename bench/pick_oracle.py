@@ -64,7 +64,7 @@ def main(paths):
         if per_bucket[b][1]:
             k, m = per_bucket[b]
             print(f'    {b}: {k} of {m} ({100 * k / m:.0f} %)')
-    shares = []
+    shares = {}
     for x, y in itertools.permutations(range(len(runs)), 2):
         right = n = 0
         for key, measured in runs[y].items():
@@ -73,9 +73,34 @@ def main(paths):
                 continue
             n += 1
             right += measured[min(c, key=c.get)] <= 1.1 * min(measured.values())
-        shares.append(right / n)
-    print(f'pick = the fastest variant of one other report ({len(shares)} ordered pairs): '
-          f'{100 * min(shares):.0f}-{100 * max(shares):.0f} %, mean {100 * sum(shares) / len(shares):.0f} %')
+        shares[x, y] = (right, n)
+    pct = [r / n for r, n in shares.values()]
+    print(f'pick = the fastest variant of one other report ({len(pct)} ordered pairs): '
+          f'{100 * min(pct):.0f}-{100 * max(pct):.0f} %, mean {100 * sum(pct) / len(pct):.0f} %')
+    # Does the machine's state explain the disagreement? Each report's median
+    # core-to-core line latency puts it in the near or the far state; a pick
+    # taken from a report in the same state should then do better.
+    lat = [line_latency(p) for p in paths]
+    if all(v is not None for v in lat):
+        state = ['far' if v > 3 * min(lat) else 'near' for v in lat]
+        print('picks from one report (row) judged on another (column), within 10 %; '
+              'line latency median, ns, and state:')
+        print('  ' + ' ' * 24 + ''.join(f'{names[y][:10]:>12}' for y in range(len(runs))))
+        for x in range(len(runs)):
+            cells = ''.join(f'{"-" if x == y else f"{shares[x, y][0]}/{shares[x, y][1]}":>12}'
+                            for y in range(len(runs)))
+            print(f'  {names[x][:12]:<12} {lat[x]:5.0f} {state[x]:<5}{cells}')
+        for same in (True, False):
+            sel = [shares[k] for k in shares if (state[k[0]] == state[k[1]]) == same]
+            if sel:
+                r, n = sum(a for a, _ in sel), sum(b for _, b in sel)
+                print(f'  {"same" if same else "different"} state: {r} of {n} ({100 * r / n:.0f} %) '
+                      f'over {len(sel)} pairs')
+
+
+def line_latency(path):
+    m = json.load(open(path)).get('measure', {}).get('line_latency_ns', {})
+    return m.get('median')
 
 
 if __name__ == '__main__':
