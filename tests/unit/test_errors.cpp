@@ -37,6 +37,16 @@ TEST_CASE("bad arguments are rejected with the argument named", "[errors]") {
   SECTION("count overflow") {
     CHECK_THROWS_WITH(c.all_reduce(a.data(), b.data(), SIZE_MAX / 2, reduce_op::sum), Contains("count"));
     CHECK_THROWS_WITH(c.all_gather(a.data(), b.data(), SIZE_MAX / 4), Contains("overflows"));
+    // Byte counts that wrap around to a small number: 2^62 + 1 floats on 2
+    // ranks are 2^65 + 8 bytes, 8 modulo 2^64.
+    const std::size_t wraps = (std::size_t{1} << 62) + 1;
+    CHECK_THROWS_WITH(c.all_gather(a.data(), b.data(), wraps), Contains("overflows"));
+    CHECK_THROWS_WITH(c.all_reduce(a.data(), b.data(), wraps, reduce_op::sum), Contains("overflows"));
+    CHECK_THROWS_WITH(c.send(a.data(), wraps, 1), Contains("overflows"));
+    // One element past the addressable range (PTRDIFF_MAX bytes) of 2 × count floats.
+    const auto limit = static_cast<std::size_t>(PTRDIFF_MAX);
+    CHECK_THROWS_WITH(c.all_gather(a.data(), b.data(), limit / 8 + 1), Contains("overflows"));
+    CHECK(b == canary);
   }
   SECTION("root out of range") {
     CHECK_THROWS_WITH(c.broadcast(a.data(), b.data(), 4, 2), Contains("root 2 is out of range"));

@@ -85,6 +85,15 @@ inline void check_dtype(dtype dt, const char* cn) {
   });
 }
 
+/// Whether count × unit bytes fit the addressable range (ptrdiff_t). One
+/// multiplication with an overflow flag: this runs on every call, and a
+/// 64-bit division costs more than the rest of a call's checks.
+inline bool bytes_addressable(std::size_t count, std::size_t unit) {
+  std::size_t bytes = 0;
+  return !__builtin_mul_overflow(count, unit, &bytes) &&
+         bytes <= static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max());
+}
+
 /// A collective's arguments (all but all_to_allv and send/recv).
 template <class Transport>
 void validate(state<Transport>& s, coll c, const void* send, const void* recv, std::size_t count, dtype dt,
@@ -108,8 +117,7 @@ void validate(state<Transport>& s, coll c, const void* send, const void* recv, s
     });
   // Element counts of each buffer, refusing products that overflow.
   const std::size_t esz = size_of(dt), P = static_cast<std::size_t>(s.size);
-  const std::size_t limit = static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max());
-  require(count <= limit / esz / P, cn, [&] {
+  require(bytes_addressable(count, esz * P), cn, [&] {
     return std::string("count " + std::to_string(count) + " overflows the addressable byte range");
   });
   std::size_t send_elems = count, recv_elems = count;
@@ -230,8 +238,7 @@ void validate_p2p(state<Transport>& s, const char* cn, const void* buf, std::siz
   require(peer >= 0 && peer < s.size, cn, [&] {
     return "peer " + std::to_string(peer) + " is out of range for " + std::to_string(s.size) + " ranks";
   });
-  const std::size_t limit = static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max());
-  require(count <= limit / size_of(dt), cn,
+  require(bytes_addressable(count, size_of(dt)), cn,
           [&] { return "count " + std::to_string(count) + " overflows the addressable byte range"; });
   require(count == 0 || buf != nullptr, cn,
           [&] { return "buffer is null with count " + std::to_string(count); });

@@ -332,6 +332,18 @@ struct shm_view {
         static_cast<std::uintptr_t>(detail::load_relaxed(line(q, recv_side ? user_recv : user_send))));
 #endif
   }
+  /// Rank q's published recv buffer if rank `self` can store to it directly
+  /// (both run in one process), else nullptr. A peer's send buffer is never
+  /// writable: that rank passed it as const.
+  COLLX_HOST_DEVICE void* storable_user_recv(int self, int q) const {
+#if COLLX_DEVICE_CODE
+    (void)self, (void)q;
+    return nullptr;
+#else
+    if (detail::load_relaxed(&record(q)->pid) != detail::load_relaxed(&record(self)->pid)) return nullptr;
+    return reinterpret_cast<void*>(static_cast<std::uintptr_t>(detail::load_relaxed(line(q, user_recv))));
+#endif
+  }
   /// Whether rank q published the same address as its send and recv buffer
   /// (an in-place call).
   COLLX_HOST_DEVICE bool user_buffers_alias(int q) const {
@@ -346,36 +358,40 @@ struct shm_view {
     return detail::load_relaxed(&header()->single_copy_write_denied) == 0;
 #endif
   }
-  /// Bytes [off, off + n) of rank q's published buffer ← src, by one
+  /// Bytes [off, off + n) of rank q's published recv buffer ← src, by one
   /// cross-memory-attach write (q runs in another process; a thread rank
-  /// stores through loadable_user_buffer instead). On failure:
+  /// stores through storable_user_recv instead). On failure:
   /// status::system_error, and last_peer_read_failure names q, its pid and errno.
-  COLLX_HOST_DEVICE status write_user_buffer(int q, bool recv_side, std::size_t off, const void* src,
-                                             std::size_t n) const {
-    return user_buffer_copy(q, recv_side, off, const_cast<void*>(src), n, true);
+  COLLX_HOST_DEVICE status write_user_recv(int q, std::size_t off, const void* src, std::size_t n) const {
+#if COLLX_DEVICE_CODE
+    (void)q, (void)off, (void)src, (void)n;
+    return status::not_supported;
+#else
+    const int pid = detail::load_relaxed(&record(q)->pid);
+    return counted(q, pid, write_peer_memory(pid, published_address(q, true) + off, src, n), n, true);
+#endif
   }
   /// dst ← bytes [off, off + n) of rank q's published buffer, by one
   /// cross-memory-attach read. On failure: status::system_error, and
   /// last_peer_read_failure names q, its pid and errno.
   COLLX_HOST_DEVICE status read_user_buffer(int q, bool recv_side, std::size_t off, void* dst,
                                             std::size_t n) const {
-    return user_buffer_copy(q, recv_side, off, dst, n, false);
+#if COLLX_DEVICE_CODE
+    (void)q, (void)recv_side, (void)off, (void)dst, (void)n;
+    return status::not_supported;
+#else
+    const int pid = detail::load_relaxed(&record(q)->pid);
+    return counted(q, pid, read_peer_memory(pid, published_address(q, recv_side) + off, dst, n), n, false);
+#endif
   }
 
  private:
-  /// One copy between `local` and bytes [off, off + n) of rank q's published
-  /// buffer, counted in peer_read_counters.
-  COLLX_HOST_DEVICE status user_buffer_copy(int q, bool recv_side, std::size_t off, void* local,
-                                            std::size_t n, bool write) const {
-#if COLLX_DEVICE_CODE
-    (void)q, (void)recv_side, (void)off, (void)local, (void)n, (void)write;
-    return status::not_supported;
-#else
-    const std::uintptr_t at =
-        static_cast<std::uintptr_t>(detail::load_relaxed(line(q, recv_side ? user_recv : user_send)));
-    const int pid = detail::load_relaxed(&record(q)->pid);
-    const status st =
-        write ? write_peer_memory(pid, at + off, local, n) : read_peer_memory(pid, at + off, local, n);
+  std::uintptr_t published_address(int q, bool recv_side) const {
+    return static_cast<std::uintptr_t>(detail::load_relaxed(line(q, recv_side ? user_recv : user_send)));
+  }
+  /// A cross-memory-attach copy's outcome, counted in peer_read_counters
+  /// (or, on failure, recorded in last_peer_read_failure).
+  static status counted(int q, int pid, status st, std::size_t n, bool write) {
     if (st != status::ok) {
       last_peer_read_failure = {q, pid, errno};
       return st;
@@ -384,7 +400,6 @@ struct shm_view {
     (write ? peer_read_counters.bytes_written : peer_read_counters.bytes)
         .fetch_add(n, std::memory_order_relaxed);
     return st;
-#endif
   }
 };
 
