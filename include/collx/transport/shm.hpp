@@ -386,6 +386,7 @@ struct shm_view {
   }
 
  private:
+#if !COLLX_DEVICE_CODE
   std::uintptr_t published_address(int q, bool recv_side) const {
     return static_cast<std::uintptr_t>(detail::load_relaxed(line(q, recv_side ? user_recv : user_send)));
   }
@@ -401,6 +402,7 @@ struct shm_view {
         .fetch_add(n, std::memory_order_relaxed);
     return st;
   }
+#endif
 };
 
 /// Compile-time capabilities of a transport (collx/concepts.hpp), read
