@@ -37,7 +37,7 @@
 //   read_user(q, recv_side, off, dst, n)      dst ← q's buffer [off, off + n), one copy
 //   user_in_place(q)                          whether q's call is in place (send == recv)
 //   can_write_user()                          whether write_user may be used (same on all ranks)
-//   write_user(q, recv_side, off, src, n)     q's recv buffer [off, off + n) ← src, one copy
+//   write_user(q, off, src, n)                q's recv buffer [off, off + n) ← src, one copy
 //
 // Workers: every call is made by every worker of the executor's group with the
 // same arguments; the group splits the elements and its leader posts.
@@ -266,10 +266,9 @@ class prims {
   /// Rank q's published recv buffer [off, off + n) ← src[0, n): one copy (a
   /// store through the pointer, or one write by the transport). Only into
   /// bytes q itself neither reads nor writes before the call's next barrier.
-  /// A peer's send buffer is read-only (status::invalid_argument).
-  COLLX_HOST_DEVICE status write_user(int q, bool recv_side, std::size_t off, const T* src,
+  /// There is no write into a peer's send buffer: that rank passed it as const.
+  COLLX_HOST_DEVICE status write_user(int q, std::size_t off, const T* src,
                                       std::size_t n) requires user_buffers {
-    if (!recv_side) return status::invalid_argument;
     if (n == 0) return status::ok;
     if (void* dst = view_.storable_user_recv(rank_, q))
       return local_copy(src, static_cast<T*>(dst) + off, n, false);

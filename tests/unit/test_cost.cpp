@@ -206,8 +206,8 @@ class counting_prims {
     return net_.user_send[qz].lo == net_.user_recv[qz].lo;
   }
   bool can_write_user() const { return net_.writable; }
-  status write_user(int q, bool recv_side, std::size_t off, const T*, std::size_t n) {
-    return count_user("write_user", q, recv_side, off, n);
+  status write_user(int q, std::size_t off, const T*, std::size_t n) {
+    return count_user("write_user", q, true, off, n);
   }
 
  private:

@@ -268,8 +268,7 @@ struct nvls {
       const std::size_t pushed = p.can_write_user() && p.user_in_place(a.root) ? broadcast_share(c, P) : 0;
       if (r == a.root) {
         COLLX_TRY(p.local_copy(a.send, a.recv, c, false));
-        for (int k = 1; k < P && pushed > 0; ++k)
-          COLLX_TRY(p.write_user((r + k) % P, true, 0, a.send, pushed));
+        for (int k = 1; k < P && pushed > 0; ++k) COLLX_TRY(p.write_user((r + k) % P, 0, a.send, pushed));
       } else {
         COLLX_TRY(read_whole(p, a.root, pushed, a.recv + pushed, c - pushed));
       }

@@ -327,9 +327,7 @@ struct shm_view {
     (void)self, (void)q, (void)recv_side;
     return nullptr;
 #else
-    if (detail::load_relaxed(&record(q)->pid) != detail::load_relaxed(&record(self)->pid)) return nullptr;
-    return reinterpret_cast<const void*>(
-        static_cast<std::uintptr_t>(detail::load_relaxed(line(q, recv_side ? user_recv : user_send))));
+    return same_process(self, q) ? reinterpret_cast<const void*>(published_address(q, recv_side)) : nullptr;
 #endif
   }
   /// Rank q's published recv buffer if rank `self` can store to it directly
@@ -340,8 +338,7 @@ struct shm_view {
     (void)self, (void)q;
     return nullptr;
 #else
-    if (detail::load_relaxed(&record(q)->pid) != detail::load_relaxed(&record(self)->pid)) return nullptr;
-    return reinterpret_cast<void*>(static_cast<std::uintptr_t>(detail::load_relaxed(line(q, user_recv))));
+    return same_process(self, q) ? reinterpret_cast<void*>(published_address(q, true)) : nullptr;
 #endif
   }
   /// Whether rank q published the same address as its send and recv buffer
@@ -387,6 +384,9 @@ struct shm_view {
 
  private:
 #if !COLLX_DEVICE_CODE
+  bool same_process(int self, int q) const {
+    return detail::load_relaxed(&record(q)->pid) == detail::load_relaxed(&record(self)->pid);
+  }
   std::uintptr_t published_address(int q, bool recv_side) const {
     return static_cast<std::uintptr_t>(detail::load_relaxed(line(q, recv_side ? user_recv : user_send)));
   }
