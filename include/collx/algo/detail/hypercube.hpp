@@ -62,24 +62,27 @@ struct hypercube {
 
 /// How far paced() may send ahead of what it received, per direction: `chunk`
 /// elements (half a FIFO) in at most `steps` FIFO steps (half the slots; one
-/// step holds chunk / steps elements). Both limits matter: many small pieces
-/// (a block per piece) take a step each. short_steps: the most steps a call
-/// shorter than one step may take (a proxied transport cuts such calls into
-/// up to 4 steps to pipeline them).
+/// step holds `step` = chunk / steps elements, a piece's largest size). Both
+/// limits matter: many small pieces (a block per piece) take a step each.
+/// short_steps: the most steps a call shorter than one step may take (a
+/// proxied transport cuts such calls into up to 4 steps to pipeline them).
 struct pace {
-  std::size_t chunk = 1, steps = 1, short_steps = 1;
+  std::size_t chunk = 1, steps = 1, step = 1, short_steps = 1;
 };
 template <class Prims>
 COLLX_HOST_DEVICE pace pace_of(const Prims& p) {
   // Primitives without FIFO slots (an instrumented test harness) limit elements only.
   if constexpr (requires { p.max_round_steps(); }) {
-    pace pc{p.max_chunk(), p.max_round_steps(), 1};
-    const std::size_t step = pc.chunk / pc.steps;
+    pace pc{p.max_chunk(), p.max_round_steps(), 1, 1};
+    pc.step = pc.chunk / pc.steps > 0 ? pc.chunk / pc.steps : 1;
     if constexpr (requires { p.steps_of(std::size_t{}); })
-      if (step > 1) pc.short_steps = p.steps_of(step - 1);
+      if (pc.step > 1) pc.short_steps = p.steps_of(pc.step - 1);
     return pc;
   } else {
-    return {p.max_chunk(), p.max_chunk(), 1};
+    // No step limit: a piece may fill the whole window (it was one element
+    // per piece here, millions of messages through a counting harness).
+    const std::size_t chunk = p.max_chunk() > 0 ? p.max_chunk() : 1;
+    return {chunk, ~std::size_t{0}, chunk, 1};
   }
 }
 
@@ -102,7 +105,7 @@ COLLX_HOST_DEVICE pace pace_of(const Prims& p) {
 template <class SendFn, class RecvFn>
 COLLX_HOST_DEVICE status paced(span out, span in, pace pc, std::size_t unit, SendFn&& send_fn,
                                RecvFn&& recv_fn) {
-  const std::size_t step = pc.chunk / pc.steps > 0 ? pc.chunk / pc.steps : 1;
+  const std::size_t step = pc.step > 0 ? pc.step : 1;
   auto piece = [&](std::size_t x, std::size_t lo, std::size_t hi) {
     std::size_t n = hi - x;
     const std::size_t to_step = step - (x - lo) % step;
