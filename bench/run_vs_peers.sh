@@ -10,7 +10,8 @@
 #                         [--timing mean|median]
 #
 #   --coll      all_reduce (default), all_gather, reduce_scatter, broadcast,
-#               all_to_all (Gloo: all_reduce only; skipped otherwise)
+#               reduce, all_to_all, all_to_allv, send_recv, barrier (Gloo:
+#               all_reduce only; skipped otherwise)
 #   --procs     ranks P (default 2); more than the CPUs runs oversubscribed
 #   --minbytes / --maxbytes   the sweep, factor 2 (default 8 .. 64M)
 #   --repeats   runs of every library (default 5); the tables are medians
@@ -96,7 +97,8 @@ done
 positive() { case "$2" in ''|*[!0-9]*) die "$1 needs a positive integer" ;; esac; [ "$2" -gt 0 ] || die "$1 needs a positive integer"; }
 positive --procs "$procs"; positive --repeats "$repeats"; positive --iters "$iters"; positive --timeout "$run_timeout"
 case "$warmup" in ''|*[!0-9]*) die "--warmup needs an integer >= 0" ;; esac
-case "$coll" in all_reduce|all_gather|reduce_scatter|broadcast|all_to_all) ;; *) die "unknown --coll '$coll'" ;; esac
+case "$coll" in all_reduce|all_gather|reduce_scatter|broadcast|reduce|all_to_all|all_to_allv|send_recv|barrier) ;;
+  *) die "unknown --coll '$coll'" ;; esac
 for p in $peers; do
   case "$p" in ompi|mpich|gloo-ring|gloo-hd|copy) ;; *) die "unknown peer '$p' (ompi mpich gloo-ring gloo-hd copy)" ;; esac
 done

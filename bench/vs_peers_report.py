@@ -68,7 +68,7 @@ def parse_table(path):
 def busbw_factor(coll, P):
     if coll == "all_reduce":
         return 2 * (P - 1) / P
-    if coll in ("all_gather", "reduce_scatter", "all_to_all"):
+    if coll in ("all_gather", "reduce_scatter", "all_to_all", "all_to_allv"):
         return (P - 1) / P
     return 1.0
 

@@ -58,7 +58,8 @@ std::string joined_names() {
 
 void usage(std::FILE* f, const char* prog) {
   std::fprintf(f,
-               "usage: %s <all_reduce|all_gather|reduce_scatter|broadcast|reduce> [flags]\n"
+               "usage: %s <all_reduce|all_gather|reduce_scatter|broadcast|reduce|all_to_all|\n"
+               "           all_to_allv|send_recv|barrier> [flags]\n"
                "\n"
                "%s"
                "  -o, --op <op>              %s (default sum)\n"
@@ -82,7 +83,9 @@ void usage(std::FILE* f, const char* prog) {
                "reduce) or count*P*elt / time (all_gather, reduce_scatter, all_to_all, whose count is\n"
                "per peer); busbw = algbw * 2(P-1)/P (all_reduce), (P-1)/P (all_gather,\n"
                "reduce_scatter, all_to_all), 1 (broadcast, reduce). all_to_all has no in-place\n"
-               "form: its in-place block reads N/A.\n"
+               "form: its in-place block reads N/A. all_to_allv: equal packed blocks of count per\n"
+               "peer (as all_to_all); send_recv: count to the next rank and from the previous one\n"
+               "in one group, busbw = algbw (nccl-tests' sendrecv); barrier: one row of 0 bytes.\n"
                "#wrong = wrong elements over all ranks, checked once per size before timing;\n"
                "'Out of bounds values' = bytes written past a rank's output.\n"
                "\n"
@@ -103,6 +106,9 @@ struct caller {
   communicator& comm;
   const options& o;
   variant_choice want;
+  /// all_to_allv: equal blocks of the last count, packed (counts, displacements).
+  mutable std::size_t v_count = ~std::size_t{0};
+  mutable std::vector<std::size_t> v_counts{}, v_displs{};
 
   void operator()(const void* send, void* recv, std::size_t count) const {
     switch (o.collective) {
@@ -112,9 +118,26 @@ struct caller {
       case coll::broadcast: comm.broadcast(send, recv, count, o.type, o.root, want); break;
       case coll::reduce: comm.reduce(send, recv, count, o.type, o.op, o.root, want); break;
       case coll::all_to_all: comm.all_to_all(send, recv, count, o.type, want); break;
-      case coll::all_to_allv:  // not benchmarked (perf::benchmarked)
-      case coll::send_recv:
-      case coll::barrier: break;
+      case coll::all_to_allv:
+        if (count != v_count) {
+          const auto P = static_cast<std::size_t>(comm.size());
+          v_counts.assign(P, count);
+          v_displs.resize(P);
+          for (std::size_t j = 0; j < P; ++j) v_displs[j] = j * count;
+          v_count = count;
+        }
+        comm.all_to_allv(send, v_counts.data(), v_displs.data(), recv, v_counts.data(), v_displs.data(),
+                         o.type, want);
+        break;
+      case coll::send_recv: {
+        const int P = comm.size(), r = comm.rank();
+        comm.group_start();
+        comm.send(send, count, o.type, (r + 1) % P);
+        comm.recv(recv, count, o.type, (r + P - 1) % P);
+        comm.group_end();
+        break;
+      }
+      case coll::barrier: comm.barrier(want); break;
     }
   }
 };
@@ -354,6 +377,12 @@ int main(int argc, char** argv) {
   if (!parse_id(o.proto, want.proto)) {
     std::fprintf(stderr, "%s: unknown protocol '%s'; valid names: %s\n", prog, o.proto.c_str(),
                  joined_names<proto_id>().c_str());
+    return 2;
+  }
+  if (o.collective == coll::send_recv &&
+      (want.algo != algo_id::automatic || want.proto != proto_id::automatic)) {
+    std::fprintf(stderr, "%s: send_recv takes no --algo or --proto (point to point has one schedule)\n",
+                 prog);
     return 2;
   }
 

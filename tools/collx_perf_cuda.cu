@@ -109,8 +109,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s: only float32 sum is supported for now\n", argv[0]);
     return 2;
   }
-  if (o.collective == coll::all_to_all) {
-    std::fprintf(stderr, "%s: all_to_all is not supported here yet\n", argv[0]);
+  if (o.collective == coll::all_to_all || o.collective == coll::all_to_allv ||
+      o.collective == coll::send_recv || o.collective == coll::barrier) {
+    std::fprintf(stderr, "%s: %s is not supported here yet\n", argv[0], name(o.collective));
     return 2;
   }
   if ((o.algo != "auto" || o.proto != "auto") && o.collective != coll::all_reduce) {

@@ -54,15 +54,21 @@ namespace collx::perf {
 // Names
 // ---------------------------------------------------------------------------
 
-/// The collectives the benchmark measures (all_to_allv, send_recv and barrier
-/// have no single count argument to sweep).
-inline bool benchmarked(coll c) {
-  return c == coll::all_reduce || c == coll::all_gather || c == coll::reduce_scatter ||
-         c == coll::broadcast || c == coll::reduce || c == coll::all_to_all;
+/// The collectives the benchmark measures: every one. all_to_allv runs with
+/// equal blocks of `count` elements per peer, packed (OSU's osu_alltoallv);
+/// send_recv is nccl-tests' sendrecv: `count` elements to the next rank and
+/// from the previous one, in one group; barrier has no size (one row of 0
+/// bytes, whatever the sweep).
+inline constexpr bool benchmarked(coll) { return true; }
+
+/// Whether the collective has an in-place form (the all-to-alls have none, as
+/// NCCL's; a send_recv's two buffers are distinct; a barrier moves nothing).
+inline bool has_in_place(coll c) {
+  return c != coll::all_to_all && c != coll::all_to_allv && c != coll::send_recv && c != coll::barrier;
 }
 
-/// Whether the collective has an in-place form (all_to_all has none, as NCCL's).
-inline bool has_in_place(coll c) { return c != coll::all_to_all; }
+/// Whether the collective's count is per peer and both buffers hold P blocks.
+inline bool per_peer_blocks(coll c) { return c == coll::all_to_all || c == coll::all_to_allv; }
 
 inline bool parse_coll(std::string_view s, coll& out) {
   for (int i = 0; i < coll_count; ++i) {
@@ -221,7 +227,8 @@ inline parse_outcome parse_command_line(int argc, char** argv, options& o, flag_
       if (have_coll) return fail("unexpected argument '" + arg + "'");
       if (!parse_coll(arg, o.collective))
         return fail("unknown collective '" + arg +
-                    "' (all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all)");
+                    "' (all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, "
+                    "all_to_allv, send_recv, barrier)");
       have_coll = true;
       continue;
     }
@@ -329,7 +336,8 @@ inline parse_outcome parse_command_line(int argc, char** argv, options& o, flag_
   }
   if (!have_coll)
     return fail(
-        "missing the collective (all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all)");
+        "missing the collective (all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, "
+        "all_to_allv, send_recv, barrier)");
   if (o.min_bytes > o.max_bytes)
     return fail("minbytes (" + std::to_string(o.min_bytes) + ") is larger than maxbytes (" +
                 std::to_string(o.max_bytes) + ")");
@@ -340,6 +348,7 @@ inline parse_outcome parse_command_line(int argc, char** argv, options& o, flag_
 
 /// The sizes of the sweep: min, min·f, … ≤ max (or min, min+i, … with -f 1).
 inline std::vector<std::size_t> sweep_sizes(const options& o) {
+  if (o.collective == coll::barrier) return {0};  // no size: one row
   std::vector<std::size_t> sizes;
   for (std::size_t s = o.min_bytes; s <= o.max_bytes;) {
     sizes.push_back(s);
@@ -379,6 +388,7 @@ inline coll_counts counts_for(coll c, std::size_t bytes, std::size_t elt, int nr
       k.recv_inplace = k.recv;
       break;
     case coll::all_to_all:  // count per peer; both buffers hold P blocks
+    case coll::all_to_allv:
       k.param = count / P;
       k.send = k.recv = k.param * P;
       break;
@@ -393,10 +403,10 @@ inline double busbw_factor(coll c, int nranks) {
     case coll::all_reduce: return 2 * (P - 1) / P;
     case coll::all_gather:
     case coll::reduce_scatter:
-    case coll::all_to_all: return (P - 1) / P;
+    case coll::all_to_all:
+    case coll::all_to_allv: return (P - 1) / P;
     case coll::broadcast:
     case coll::reduce:
-    case coll::all_to_allv:
     case coll::send_recv:
     case coll::barrier: return 1;
   }
@@ -407,7 +417,7 @@ inline double busbw_factor(coll c, int nranks) {
 inline std::pair<double, double> bandwidth(coll c, std::size_t param, std::size_t elt, double seconds,
                                            int nranks) {
   double bytes = static_cast<double>(param) * static_cast<double>(elt);
-  if (c == coll::all_gather || c == coll::reduce_scatter || c == coll::all_to_all) bytes *= nranks;
+  if (c == coll::all_gather || c == coll::reduce_scatter || per_peer_blocks(c)) bytes *= nranks;
   const double alg = seconds > 0 ? bytes / 1.0e9 / seconds : 0.0;
   return {alg, alg * busbw_factor(c, nranks)};
 }
@@ -790,12 +800,14 @@ std::pair<long long, long long> check_result(const data_spec& s, const coll_coun
         wrong += count_wrong_copied<T>(s, out + static_cast<std::size_t>(q) * k.send, k.send, q, 0);
       break;
     case coll::all_to_all:  // block q is rank q's send block `rank`
+    case coll::all_to_allv:
       for (int q = 0; q < s.nranks; ++q)
         wrong += count_wrong_copied<T>(s, out + static_cast<std::size_t>(q) * k.param, k.param, q,
                                        static_cast<std::size_t>(rank) * k.param);
       break;
-    case coll::all_to_allv:  // not benchmarked
-    case coll::send_recv:
+    case coll::send_recv:  // the previous rank's input
+      wrong = count_wrong_copied<T>(s, out, k.recv, (rank + s.nranks - 1) % s.nranks, 0);
+      break;
     case coll::barrier: break;
   }
   const long long oob = count_clobbered(recvbuf + p.guard_off, guard_bytes);

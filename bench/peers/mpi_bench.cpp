@@ -11,9 +11,10 @@
 // iterations, then the mean of -n timed iterations, the maximum over ranks)
 // and correctness check as collx-perf (tools/perf_common.hpp), so the two
 // tables compare line by line. The collectives map to MPI_Allreduce,
-// MPI_Allgather, MPI_Reduce_scatter_block, MPI_Bcast, MPI_Reduce and
-// MPI_Alltoall; in place means MPI_IN_PLACE (all_to_all has no in-place
-// block, as in collx-perf). MPI has no 16-bit/8-bit floats and no avg: those are
+// MPI_Allgather, MPI_Reduce_scatter_block, MPI_Bcast, MPI_Reduce,
+// MPI_Alltoall, MPI_Alltoallv (equal packed blocks), MPI_Sendrecv (to the next
+// rank, from the previous) and MPI_Barrier; in place means MPI_IN_PLACE (the
+// last four have no in-place block, as in collx-perf). MPI has no 16-bit/8-bit floats and no avg: those are
 // refused. Exit status: 0 ok, 1 wrong results, 2 bad command line.
 #include "perf_common.hpp"
 
@@ -34,6 +35,7 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 namespace {
 
@@ -43,8 +45,8 @@ using perf::options;
 void usage(std::FILE* f, const char* prog) {
   std::fprintf(
       f,
-      "usage: mpirun -np <P> %s <all_reduce|all_gather|reduce_scatter|broadcast|reduce|all_to_all>\n"
-      "       [flags]\n"
+      "usage: mpirun -np <P> %s <all_reduce|all_gather|reduce_scatter|broadcast|reduce|all_to_all|\n"
+      "       all_to_allv|send_recv|barrier> [flags]\n"
       "\n"
       "%s"
       "  -o, --op <op>              sum prod min max band bor bxor (default sum)\n"
@@ -108,7 +110,11 @@ struct mpi_caller {
   MPI_Datatype type;
   MPI_Op op;
   int rank;
+  int nranks;
   std::size_t elt;
+  /// all_to_allv: equal blocks of the last count, packed (counts, displacements).
+  mutable int v_count = -1;
+  mutable std::vector<int> v_counts{}, v_displs{};
 
   /// One collective. send == nullptr means in place (recv holds the input, in
   /// the layout of collx-perf's in-place calls).
@@ -137,9 +143,21 @@ struct mpi_caller {
       case coll::all_to_all:
         MPI_Alltoall(send, n, type, recv, n, type, MPI_COMM_WORLD);  // never in place (perf::has_in_place)
         break;
-      case coll::all_to_allv:  // not benchmarked (perf::benchmarked)
+      case coll::all_to_allv:  // equal packed blocks, as collx-perf's
+        if (n != v_count) {
+          v_counts.assign(static_cast<std::size_t>(nranks), n);
+          v_displs.resize(static_cast<std::size_t>(nranks));
+          for (int j = 0; j < nranks; ++j) v_displs[static_cast<std::size_t>(j)] = j * n;
+          v_count = n;
+        }
+        MPI_Alltoallv(send, v_counts.data(), v_displs.data(), type, recv, v_counts.data(), v_displs.data(),
+                      type, MPI_COMM_WORLD);
+        break;
       case coll::send_recv:
-      case coll::barrier: break;
+        MPI_Sendrecv(send, n, type, (rank + 1) % nranks, 0, recv, n, type, (rank + nranks - 1) % nranks, 0,
+                     MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        break;
+      case coll::barrier: MPI_Barrier(MPI_COMM_WORLD); break;
     }
   }
 };
@@ -172,7 +190,7 @@ int run(const options& o, int rank, int P) {
   MPI_Op op = MPI_SUM;
   mpi_type(o.type, type);
   mpi_op(o.op, op);
-  mpi_driver driver{{o, type, op, rank, size_of(o.type)}};
+  mpi_driver driver{{o, type, op, rank, P, size_of(o.type)}};
   const bool print = rank == 0;
   std::FILE* out = stdout;
 
