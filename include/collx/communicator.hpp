@@ -185,9 +185,15 @@ class basic_communicator {
   template <std::signed_integral I>
   void all_to_allv(const void* send, const I* send_counts, const I* send_displs, void* recv,
                    const I* recv_counts, const I* recv_displs, dtype dt, variant_choice v = {}) {
-    const auto sc = to_sizes(send_counts, "send_counts"), sd = to_sizes(send_displs, "send_displs");
-    const auto rc = to_sizes(recv_counts, "recv_counts"), rd = to_sizes(recv_displs, "recv_displs");
-    all_to_allv(send, sc.data(), sd.data(), recv, rc.data(), rd.data(), dt, v);
+    // Converted into the communicator's scratch (no allocation once warm).
+    std::vector<std::size_t>& w = live("all_to_allv").scratch.sizes;
+    const std::size_t P = static_cast<std::size_t>(size());
+    w.resize(4 * P);
+    const std::size_t* sc = to_sizes(send_counts, "send_counts", w.data());
+    const std::size_t* sd = to_sizes(send_displs, "send_displs", w.data() + P);
+    const std::size_t* rc = to_sizes(recv_counts, "recv_counts", w.data() + 2 * P);
+    const std::size_t* rd = to_sizes(recv_displs, "recv_displs", w.data() + 3 * P);
+    all_to_allv(send, sc, sd, recv, rc, rd, dt, v);
   }
   void barrier(variant_choice v = {});
 
@@ -290,7 +296,7 @@ class basic_communicator {
     const comm::buffer_desc sb{send, send_counts, send_displs, comm::buffer_desc::unknown_length};
     const comm::buffer_desc rb{recv, recv_counts, recv_displs, comm::buffer_desc::unknown_length};
     comm::validate_v(s, sb, rb, dt);
-    const comm::byte_layout bytes(sb, rb, dt, s.size);
+    const comm::byte_layout bytes(sb, rb, dt, s.size, s.scratch.bytes);
     mismatch_report report{};
     comm::launch<Algo, Proto, coll::all_to_allv, comm::any_dtype, Transport, Exec>(
         s, comm::call_args{send, recv, 0, dt}, comm::extra_args{&bytes.layout(), nullptr, &report},
@@ -373,12 +379,12 @@ class basic_communicator {
   void post_p2p(void* buf, std::size_t count, dtype dt, int peer, bool is_send);
   static void run_group(comm::state<Transport>& s);
 
+  /// v's P entries as sizes in out[0, P), or null where v is null (validate_v
+  /// reports a null array).
   template <std::signed_integral I>
-  std::vector<std::size_t> to_sizes(const I* v, const char* what) const {
-    std::vector<std::size_t> out;
-    if (v == nullptr) return out;  // reported as a null array by validate_v
+  const std::size_t* to_sizes(const I* v, const char* what, std::size_t* out) const {
+    if (v == nullptr) return nullptr;
     const int P = size();
-    out.resize(static_cast<std::size_t>(P));
     for (int j = 0; j < P; ++j) {
       require(v[j] >= 0, "all_to_allv", [&] {
         return std::string(what) + "[" + std::to_string(j) + "] is negative (" + std::to_string(v[j]) + ")";
@@ -466,7 +472,7 @@ void basic_communicator<Transport, Exec>::run_v(const comm::buffer_desc& sb, con
                                                 dtype dt, variant_choice v) {
   comm::state<Transport>& s = live("all_to_allv");
   comm::validate_v(s, sb, rb, dt);
-  const comm::byte_layout bytes(sb, rb, dt, s.size);
+  const comm::byte_layout bytes(sb, rb, dt, s.size, s.scratch.bytes);
   mismatch_report report{};
   comm::dispatch<Transport, Exec, coll::all_to_allv, comm::any_dtype>(
       s, v, comm::call_args{sb.buf, const_cast<void*>(rb.buf), 0, dt},
@@ -502,13 +508,14 @@ void basic_communicator<Transport, Exec>::post_p2p(void* buf, std::size_t count,
 
 template <class Transport, class Exec>
 void basic_communicator<Transport, Exec>::run_group(comm::state<Transport>& s) {
-  std::vector<comm::p2p_op> ops = std::move(s.pending);
+  // The group moves to the scratch; the queue keeps the capacity of the last one.
+  std::vector<comm::p2p_op>& ops = s.scratch.ops;
+  ops.swap(s.pending);
   s.pending.clear();
   if (ops.empty()) return;
   comm::check_usable(s, "group_end", false);
-  comm::validate_group(ops, "group_end");
-  const comm::p2p_group group(ops, s.size);
-  const p2p_plan plan = group.plan();
+  comm::validate_group(ops, "group_end", s.scratch);
+  const p2p_plan plan = comm::plan_group(ops, s.size, s.scratch);
   mismatch_report report{};
   comm::dispatch<Transport, Exec, coll::send_recv, comm::any_dtype>(
       s, variant_choice{algo_id::direct, proto_id::automatic}, comm::call_args{},

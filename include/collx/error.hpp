@@ -80,6 +80,14 @@ template <class MakeDetail>
 }
 }  // namespace error_detail
 
+/// Same with a fixed message: nothing is built unless cond is false (a
+/// literal would otherwise become a std::string, a heap allocation past 15
+/// characters, at every call).
+inline void require(bool cond, const char* op, const char* detail) {
+  if (!cond) [[unlikely]]
+    throw_error(status::invalid_argument, std::string(op) + ": " + detail);
+}
+
 /// Same, with the message built only on failure (for per-call checks on hot paths).
 template <class MakeDetail>
   requires std::is_invocable_r_v<std::string, MakeDetail>

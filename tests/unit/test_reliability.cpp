@@ -229,12 +229,12 @@ TEST_CASE("mismatched dtype, collective and root are reported as such", "[reliab
   auto out = on_threads(comms, body);
   INFO("field " << field);
   int threw = 0;
-  for (auto& o : out) {
-    INFO(o.what << " / " << o.error_message);
-    CHECK(o.error_after == status::mismatch);
-    CHECK_THAT(o.error_message, Contains(field));
-    if (o.code == status::mismatch) ++threw;
-    else CHECK(o.code == status::ok);  // finished before anyone saw it; error() still reports it
+  for (auto& res : out) {
+    INFO(res.what << " / " << res.error_message);
+    CHECK(res.error_after == status::mismatch);
+    CHECK_THAT(res.error_message, Contains(field));
+    if (res.code == status::mismatch) ++threw;
+    else CHECK(res.code == status::ok);  // finished before anyone saw it; error() still reports it
   }
   CHECK(threw >= 1);
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));

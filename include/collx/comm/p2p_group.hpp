@@ -5,8 +5,8 @@
 // group_end they become a p2p_plan (coll.hpp): per peer, the messages to send
 // and the messages to receive, each in issue order, sizes in bytes. The
 // schedule (algo::direct's send_recv) matches messages between two ranks in
-// that order. The arrays live in the p2p_group object, which must outlive the
-// call that runs the plan.
+// that order. The arrays live in a peer_scratch the communicator keeps, so a
+// warm call allocates nothing; it must not change while the plan is in use.
 //
 // Nothing here checks arguments (comm/validate.hpp does) or moves data; the
 // *_detail functions turn a schedule's mismatch_report into the message of the
@@ -32,37 +32,47 @@ struct p2p_op {
   bool is_send;
 };
 
-/// The transfers of one group, bucketed by peer (counts in bytes).
-class p2p_group {
- public:
-  p2p_group(const std::vector<p2p_op>& ops, int nranks) {
-    const std::size_t P = static_cast<std::size_t>(nranks);
-    for (int side = 0; side < 2; ++side) {
-      begin_[side].assign(P + 1, 0);
-      for (const p2p_op& o : ops)
-        if (o.is_send == (side == 0)) ++begin_[side][static_cast<std::size_t>(o.peer) + 1];
-      for (std::size_t q = 0; q < P; ++q) begin_[side][q + 1] += begin_[side][q];
-      msgs_[side].resize(begin_[side][P]);
-      std::vector<std::uint32_t> fill(begin_[side].begin(), begin_[side].end() - 1);
-      for (const p2p_op& o : ops) {
-        if (o.is_send != (side == 0)) continue;
-        const std::uint32_t at = fill[static_cast<std::size_t>(o.peer)]++;
-        msgs_[side][at] = p2p_message{o.buf, o.count * size_of(o.dt)};
-      }
+/// [lo, hi) of one buffer as addresses, and which op or peer it belongs to:
+/// what the overlap checks sort (comm/validate.hpp).
+struct address_span {
+  std::uintptr_t lo, hi;
+  std::size_t owner;
+};
+
+/// Working memory of the calls with per-peer arrays (send/recv groups,
+/// all_to_allv), kept in the communicator's state between calls: once its
+/// vectors have grown to a call's size, the next such call allocates nothing.
+struct peer_scratch {
+  std::vector<p2p_op> ops;              // the group being run
+  std::vector<std::uint32_t> begin[2];  // [0] sends, [1] receives: per-peer offsets into msgs
+  std::vector<std::uint32_t> fill;      // per-peer next slot while bucketing
+  std::vector<p2p_message> msgs[2];     // bucketed by peer, issue order within a peer
+  std::vector<address_span> spans[2];   // the overlap checks' blocks
+  std::vector<std::size_t> bytes;       // an all_to_allv's layout in bytes (byte_layout)
+  std::vector<std::size_t> sizes;       // signed counts and displacements, converted
+};
+
+/// Buckets a group's transfers by peer (counts in bytes) into `w` and returns
+/// the plan the send_recv schedule reads; it points into `w`, which must not
+/// change until the call has run.
+inline p2p_plan plan_group(const std::vector<p2p_op>& ops, int nranks, peer_scratch& w) {
+  const std::size_t P = static_cast<std::size_t>(nranks);
+  for (int side = 0; side < 2; ++side) {
+    std::vector<std::uint32_t>& begin = w.begin[side];
+    begin.assign(P + 1, 0);
+    for (const p2p_op& o : ops)
+      if (o.is_send == (side == 0)) ++begin[static_cast<std::size_t>(o.peer) + 1];
+    for (std::size_t q = 0; q < P; ++q) begin[q + 1] += begin[q];
+    w.msgs[side].resize(begin[P]);
+    w.fill.assign(begin.begin(), begin.end() - 1);
+    for (const p2p_op& o : ops) {
+      if (o.is_send != (side == 0)) continue;
+      const std::uint32_t at = w.fill[static_cast<std::size_t>(o.peer)]++;
+      w.msgs[side][at] = p2p_message{o.buf, o.count * size_of(o.dt)};
     }
   }
-  p2p_group(const p2p_group&) = delete;
-  p2p_group& operator=(const p2p_group&) = delete;
-
-  /// What the send_recv schedule reads; points into this object.
-  p2p_plan plan() const {
-    return p2p_plan{msgs_[0].data(), begin_[0].data(), msgs_[1].data(), begin_[1].data()};
-  }
-
- private:
-  std::vector<std::uint32_t> begin_[2];  // [0] sends, [1] receives: per-peer offsets into msgs_
-  std::vector<p2p_message> msgs_[2];
-};
+  return p2p_plan{w.msgs[0].data(), w.begin[0].data(), w.msgs[1].data(), w.begin[1].data()};
+}
 
 /// The message of a status::mismatch a send_recv schedule reported on `rank`.
 inline std::string p2p_mismatch_detail(const mismatch_report& report, int rank) {
@@ -88,18 +98,23 @@ struct buffer_desc {
 
 /// An all_to_allv's counts and displacements in bytes: data movement runs on
 /// bytes whatever the element type.
+/// The arrays live in `storage` (a peer_scratch's `bytes`), which must not
+/// change while the layout is in use.
 class byte_layout {
  public:
-  byte_layout(const buffer_desc& sb, const buffer_desc& rb, dtype dt, int nranks)
-      : esz_(size_of(dt)), bytes_(4 * static_cast<std::size_t>(nranks)) {
+  byte_layout(const buffer_desc& sb, const buffer_desc& rb, dtype dt, int nranks,
+              std::vector<std::size_t>& storage)
+      : esz_(size_of(dt)) {
     const std::size_t P = static_cast<std::size_t>(nranks);
+    storage.resize(4 * P);
+    std::size_t* b = storage.data();
     for (std::size_t j = 0; j < P; ++j) {
-      bytes_[j] = sb.counts[j] * esz_;
-      bytes_[P + j] = sb.displs[j] * esz_;
-      bytes_[2 * P + j] = rb.counts[j] * esz_;
-      bytes_[3 * P + j] = rb.displs[j] * esz_;
+      b[j] = sb.counts[j] * esz_;
+      b[P + j] = sb.displs[j] * esz_;
+      b[2 * P + j] = rb.counts[j] * esz_;
+      b[3 * P + j] = rb.displs[j] * esz_;
     }
-    layout_ = peer_layout{bytes_.data(), bytes_.data() + P, bytes_.data() + 2 * P, bytes_.data() + 3 * P};
+    layout_ = peer_layout{b, b + P, b + 2 * P, b + 3 * P};
   }
   byte_layout(const byte_layout&) = delete;
   byte_layout& operator=(const byte_layout&) = delete;
@@ -118,7 +133,6 @@ class byte_layout {
 
  private:
   std::size_t esz_;
-  std::vector<std::size_t> bytes_;
   peer_layout layout_{};
 };
 

@@ -64,6 +64,7 @@ struct state {
   detail::pointer_memo<detail::memory_kind> host_buffers;
   int group_depth = 0;              // open group_start() calls
   std::vector<p2p_op> pending;      // transfers queued in the open group
+  peer_scratch scratch;             // per-call arrays of groups and all_to_allv, reused
   std::uint64_t spin_ns = 0;        // resolved comm_options::spin
   bool oversubscribed = false;      // more ranks than this host's online CPUs
   double cpu_share = 1;             // CPUs / ranks of this host when oversubscribed (tune::problem)

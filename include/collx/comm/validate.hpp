@@ -167,11 +167,10 @@ void validate_v(state<Transport>& s, const buffer_desc& sb, const buffer_desc& r
   check_dtype(dt, cn);
   const std::size_t esz = size_of(dt), P = static_cast<std::size_t>(s.size);
   const std::size_t limit = static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()) / esz;
-  struct block {
-    std::size_t lo, hi;
-    std::size_t peer;
-  };
-  std::vector<block> blocks[2];
+  using block = address_span;  // owner: the peer
+  std::vector<block>* blocks = s.scratch.spans;
+  blocks[0].clear();
+  blocks[1].clear();
   const buffer_desc* sides[2] = {&sb, &rb};
   const char* side_name[2] = {"send", "recv"};
   for (int side = 0; side < 2; ++side) {
@@ -215,16 +214,16 @@ void validate_v(state<Transport>& s, const buffer_desc& sb, const buffer_desc& r
   std::sort(blocks[1].begin(), blocks[1].end(), by_lo);
   for (std::size_t i = 1; i < blocks[1].size(); ++i)
     require(blocks[1][i - 1].hi <= blocks[1][i].lo, cn, [&] {
-      return "recv blocks of ranks " + std::to_string(blocks[1][i - 1].peer) + " and " +
-             std::to_string(blocks[1][i].peer) + " overlap";
+      return "recv blocks of ranks " + std::to_string(blocks[1][i - 1].owner) + " and " +
+             std::to_string(blocks[1][i].owner) + " overlap";
     });
   for (const block& x : blocks[0]) {
     // The first receive block ending after x starts is the only candidate.
     auto it = std::partition_point(blocks[1].begin(), blocks[1].end(),
                                    [&](const block& y) { return y.hi <= x.lo; });
     require(it == blocks[1].end() || it->lo >= x.hi, cn, [&] {
-      return "send block of rank " + std::to_string(x.peer) + " overlaps the recv block of rank " +
-             std::to_string(it->peer) + "; all_to_allv is out of place only";
+      return "send block of rank " + std::to_string(x.owner) + " overlaps the recv block of rank " +
+             std::to_string(it->owner) + "; all_to_allv is out of place only";
     });
   }
 }
@@ -245,31 +244,31 @@ void validate_p2p(state<Transport>& s, const char* cn, const void* buf, std::siz
   if (count > 0) check_buffer_memory(s, cn, "the", buf);
 }
 
-/// A group's buffers: a receive buffer may not overlap any other buffer of the group.
-inline void validate_group(const std::vector<p2p_op>& ops, const char* cn) {
-  struct span_ {
-    std::uintptr_t lo, hi;
-    std::size_t op;
-  };
-  std::vector<span_> recvs, all;
+/// A group's buffers: a receive buffer may not overlap any other buffer of
+/// the group. `w` is working memory (its spans).
+inline void validate_group(const std::vector<p2p_op>& ops, const char* cn, peer_scratch& w) {
+  std::vector<address_span>&recvs = w.spans[0], &all = w.spans[1];
+  recvs.clear();
+  all.clear();
   for (std::size_t i = 0; i < ops.size(); ++i) {
     if (ops[i].count == 0) continue;
     const auto lo = reinterpret_cast<std::uintptr_t>(ops[i].buf);
-    const span_ sp{lo, lo + ops[i].count * size_of(ops[i].dt), i};
+    const address_span sp{lo, lo + ops[i].count * size_of(ops[i].dt), i};
     all.push_back(sp);
     if (!ops[i].is_send) recvs.push_back(sp);
   }
-  auto by_lo = [](const span_& x, const span_& y) { return x.lo < y.lo; };
+  auto by_lo = [](const address_span& x, const address_span& y) { return x.lo < y.lo; };
   std::sort(recvs.begin(), recvs.end(), by_lo);
   auto describe = [&](std::size_t i) {
     return std::string(ops[i].is_send ? "send to " : "recv from ") + std::to_string(ops[i].peer);
   };
-  for (const span_& x : all) {
-    auto it = std::partition_point(recvs.begin(), recvs.end(), [&](const span_& y) { return y.hi <= x.lo; });
+  for (const address_span& x : all) {
+    auto it =
+        std::partition_point(recvs.begin(), recvs.end(), [&](const address_span& y) { return y.hi <= x.lo; });
     for (; it != recvs.end() && it->lo < x.hi; ++it)
-      require(it->op == x.op, cn, [&] {
-        return "the buffer of the " + describe(it->op) + " overlaps the buffer of the " + describe(x.op) +
-               " in the same group";
+      require(it->owner == x.owner, cn, [&] {
+        return "the buffer of the " + describe(it->owner) + " overlaps the buffer of the " +
+               describe(x.owner) + " in the same group";
       });
   }
 }
