@@ -76,11 +76,12 @@ struct p2p_plan {
 /// header that does not match what this rank expects). Lives in memory the
 /// whole worker group sees; the schedule's receive headers land in `header`.
 struct mismatch_report {
-  /// Scratch for incoming count headers. Consecutive headers alternate
-  /// between the two: a worker of the group may still compare one header
-  /// while a faster one already receives the next, and every receive ends
-  /// with a group sync, so no worker is ever two headers ahead.
-  std::uint64_t header[2][2] = {{0, 0}, {0, 0}};
+  /// Scratch for incoming header calls (algo::direct's message streams:
+  /// 16 bytes of counts, then a short message itself). Consecutive headers
+  /// alternate between the two: a worker of the group may still compare one
+  /// header while a faster one already receives the next, and every receive
+  /// ends with a group sync, so no worker is ever two headers ahead.
+  std::uint64_t header[2][16] = {};
   int peer = -1;    // the peer whose header disagreed
   int message = 0;  // which message of that peer (send_recv groups)
   std::uint64_t expected = 0, got = 0;

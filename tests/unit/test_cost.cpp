@@ -89,7 +89,7 @@ struct network {
 };
 
 // Element values are not modelled (the matrix tests check them), only counts
-// and stamps, except that send() of up to 64 bytes carries its data to a plain
+// and stamps, except that send() of up to 128 bytes carries its data to a plain
 // recv() (count headers must arrive).
 template <class T>
 class counting_prims {
@@ -242,7 +242,7 @@ class counting_prims {
       std::lock_guard lk(net_.mu);
       network::message m{n, loopback ? clock : clock + 1, {}, node_clock};
       if (!loopback) m.node = {node_clock.across + (crosses ? 1 : 0), node_clock.all + 1};
-      if (src != nullptr && n * sizeof(T) <= 64)
+      if (src != nullptr && n * sizeof(T) <= 128)
         m.payload.assign(reinterpret_cast<const unsigned char*>(src),
                          reinterpret_cast<const unsigned char*>(src + n));
       net_.queues[{rank_, to}].push_back(std::move(m));
@@ -320,7 +320,7 @@ struct rank_io {
 template <class A, coll C>
 int check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40, bool single_copy = false,
                bool loadable = true, std::size_t peer_buffer_bytes = 0, int node_ranks = 0,
-               bool in_place = false) {
+               bool in_place = false, std::size_t count_elems = 40320) {
   // With several segments, per-rank slices are cut per segment: their sizes
   // round differently from the whole call's, by under P elements a segment.
   const double slack = peer_buffer_bytes > 0 ? 1e-3 : 0;
@@ -329,8 +329,9 @@ int check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40, bool singl
   };
   // Barrier tokens are bytes, as the communicator runs it; the rest in 4-byte elements.
   using T = std::conditional_t<C == coll::barrier, std::uint8_t, std::uint32_t>;
-  // Divisible by 2^7 and by 1..9: halves, hypercube parts and ring chunks are exact.
-  const std::size_t count = C == coll::barrier ? 0 : 40320;
+  // 40320 by default: divisible by 2^7 and by 1..9, so halves, hypercube parts
+  // and ring chunks are exact.
+  const std::size_t count = C == coll::barrier ? 0 : count_elems;
   const std::size_t Pz = static_cast<std::size_t>(P);
   const bool blocks_in = C == coll::reduce_scatter || C == coll::all_to_all || C == coll::all_to_allv;
   const bool blocks_out = C == coll::all_gather || C == coll::all_to_all || C == coll::all_to_allv;
@@ -473,6 +474,16 @@ TEST_CASE("cost(): every term matches the real schedules", "[cost]") {
   // direct's all_reduce flavours; the registered `direct` is one-shot with unbounded chunks.
   check_algorithm<algo::direct_one_shot>(P);
   check_algorithm<algo::direct_two_shot>(P);
+}
+
+TEST_CASE("cost(): direct's short messages ride in their header calls", "[cost]") {
+  const int P = GENERATE(2, 3, 5);
+  // 4-byte elements: up to 28 fit the 112 bytes after a header's counts.
+  for (const std::size_t n : {std::size_t(1), std::size_t(28), std::size_t(29), std::size_t(300)}) {
+    INFO(n << " elements per message");
+    check_cost<algo::direct, coll::all_to_allv>(P, std::size_t(1) << 40, false, true, 0, 0, false, n);
+    check_cost<algo::direct, coll::send_recv>(P, std::size_t(1) << 40, false, true, 0, 0, false, n);
+  }
 }
 
 TEST_CASE("cost(): all_gather in place leaves the own block's copy out, as its schedules do", "[cost]") {

@@ -2,9 +2,10 @@
 // peer itself, no forwarding.
 //
 // * all_to_all, all_to_allv, send_recv: rank-rotated rounds. Each (rank, peer)
-//   direction is a stream of calls (for all_to_allv and send_recv a 16-byte
-//   count header, then the data cut into chunks of at most p.max_chunk()
-//   elements). In round j rank r makes call j of its stream to (r+k)%P for
+//   direction is a stream of calls (for all_to_allv and send_recv a 128-byte
+//   header call per message: its count, and the data itself where it fits in
+//   the other 112 bytes; else the data follows cut into chunks of at most
+//   p.max_chunk() elements). In round j rank r makes call j of its stream to (r+k)%P for
 //   k = 0..P-1, then call j of its stream from (r-k+P)%P: the pairwise schedule
 //   with the steps of a round issued back to back, so a round costs one latency
 //   instead of P-1 and no peer is the target of every rank at once.
@@ -54,9 +55,15 @@ struct basic_direct {
            c == coll::all_to_all || c == coll::all_to_allv || c == coll::send_recv || c == coll::barrier;
   }
 
-  /// Bytes of the count header that opens every message of an all_to_allv or
-  /// send_recv stream.
-  static constexpr double header_bytes = 16;
+  /// Bytes of the call that opens every message of an all_to_allv or
+  /// send_recv stream: 16 bytes of count header, then the message itself when
+  /// it fits in the rest (inline_bytes), which then takes no call of its own.
+  /// The call has one size whatever the count, so that two ranks that disagree
+  /// on a count still exchange equal calls and the receiver reports the
+  /// mismatch before it reads any data.
+  static constexpr std::size_t header_call_bytes = 128;
+  static constexpr std::size_t inline_bytes = header_call_bytes - 16;
+  static constexpr double header_bytes = header_call_bytes;
 
   /// α-β-γ terms on the critical path for `bytes` (the collective's size as
   /// nccl-tests counts it) on P ranks: steps, bytes sent per rank, bytes
@@ -89,17 +96,26 @@ struct basic_direct {
       case coll::all_gather: return across({1, f * bytes, 0}, 0);
       case coll::reduce_scatter: return across({1, f * bytes, f * bytes}, 2 * bytes / p);
       case coll::all_to_all: return across({1, f * bytes, 0}, 0);
-      // Equal blocks: a round of count headers, then (if there is data) a
-      // round of data calls, which each rank sends after it received the
-      // headers of its own round.
+      // Equal blocks: a round of header calls, then (if there is data that
+      // did not ride in them) a round of data calls, which each rank sends
+      // after it received the headers of its own round.
       case coll::all_to_allv: {
-        cost_terms t{bytes > 0 ? 2.0 : 1.0, f * bytes + (p - 1) * header_bytes, 0};
-        t.local_bytes = bytes / p;
+        const bool in_header = bytes / p <= double(inline_bytes);
+        cost_terms t{in_header ? 1.0 : 2.0, (in_header ? 0 : f * bytes) + (p - 1) * header_bytes, 0};
+        // The own block is a local copy; so is each block that rode in a
+        // header, out of it, but all those before the last receive overlap
+        // the peers' writes (cost.hpp's local_bytes): two blocks count.
+        t.local_bytes = in_header ? 2 * bytes / p : bytes / p;
         return t;
       }
       // The benchmark's pattern: one message of `bytes` to one peer and one
-      // from another, header round then data round.
-      case coll::send_recv: return {bytes > 0 ? 2.0 : 1.0, bytes + header_bytes, 0};
+      // from another, header round then data round (or the header alone).
+      case coll::send_recv: {
+        if (bytes > double(inline_bytes)) return {2, bytes + header_bytes, 0};
+        cost_terms t{1, header_bytes, 0};
+        t.local_bytes = bytes;  // copied out of the header call
+        return t;
+      }
       case coll::barrier: {  // one 1-byte token per round
         double rounds = 0;
         for (int d = 1; d < P; d *= 2) ++rounds;
@@ -288,10 +304,13 @@ struct basic_direct {
     std::size_t off = 0, n = 0;
   };
 
+  /// Call j of a stream of nmsgs messages; a message of at most in_header
+  /// elements rides in its header call.
   template <class Count>
-  COLLX_HOST_DEVICE static call locate(std::uint32_t nmsgs, Count count, std::size_t j, std::size_t chunk) {
+  COLLX_HOST_DEVICE static call locate(std::uint32_t nmsgs, Count count, std::size_t j, std::size_t chunk,
+                                       std::size_t in_header) {
     for (std::uint32_t i = 0; i < nmsgs; ++i) {
-      const std::size_t c = count(i), calls = 1 + (c + chunk - 1) / chunk;
+      const std::size_t c = count(i), calls = c <= in_header ? 1 : 1 + (c + chunk - 1) / chunk;
       if (j < calls) {
         if (j == 0) return call{call::header, i, 0, 0};
         const std::size_t off = (j - 1) * chunk;
@@ -339,7 +358,10 @@ struct basic_direct {
   template <class Prims, class T, class S>
   COLLX_HOST_DEVICE static status run_streams(Prims& p, const schedule_args<T>& a, const S& s, int first_k) {
     static_assert(16 % sizeof(T) == 0, "count headers are 16 bytes of the schedule's value type");
-    constexpr std::size_t H = 16 / sizeof(T);
+    constexpr std::size_t H = header_call_bytes / sizeof(T), in_header = inline_bytes / sizeof(T);
+    constexpr std::size_t words = header_call_bytes / 8;
+    static_assert(sizeof(mismatch_report::header[0]) == header_call_bytes,
+                  "a header buffer holds one header call");
     const int P = a.nranks, r = a.rank;
     const std::size_t chunk = p.max_chunk();
     mismatch_report* rep = a.report;
@@ -350,11 +372,17 @@ struct basic_direct {
       for (int k = first_k; k < P; ++k) {
         const int q = (r + k) % P;
         const call c = locate(
-            s.out_n(q), [&](std::uint32_t i) { return s.out_count(q, i); }, j, chunk);
+            s.out_n(q), [&](std::uint32_t i) { return s.out_count(q, i); }, j, chunk, in_header);
         if (c.kind == call::none) continue;
         any = true;
         if (c.kind == call::header) {
-          const std::uint64_t h[2] = {s.out_count(q, c.msg), s.out_n(q)};
+          std::uint64_t h[words] = {s.out_count(q, c.msg), s.out_n(q)};
+          const std::size_t n = s.out_count(q, c.msg);
+          if (n <= in_header) {  // the message rides in its header call
+            const T* src = s.out_buf(q, c.msg);
+            T* dst = reinterpret_cast<T*>(h + 2);
+            for (std::size_t i = 0; i < n; ++i) dst[i] = src[i];
+          }
           COLLX_TRY(p.send(q, reinterpret_cast<const T*>(h), H));
         } else {
           COLLX_TRY(p.send(q, s.out_buf(q, c.msg) + c.off, c.n));
@@ -363,12 +391,12 @@ struct basic_direct {
       for (int k = first_k; k < P; ++k) {
         const int q = (r - k + P) % P;
         const call c = locate(
-            s.in_n(q), [&](std::uint32_t i) { return s.in_count(q, i); }, j, chunk);
+            s.in_n(q), [&](std::uint32_t i) { return s.in_count(q, i); }, j, chunk, in_header);
         if (c.kind == call::none) continue;
         any = true;
         if (c.kind == call::header) {
-          const std::uint64_t* h = rep->header[headers++ & 1];
-          COLLX_TRY(p.recv(q, reinterpret_cast<T*>(const_cast<std::uint64_t*>(h)), H));
+          std::uint64_t* h = rep->header[headers++ & 1];
+          COLLX_TRY(p.recv(q, reinterpret_cast<T*>(h), H));
           const std::uint64_t want = s.in_count(q, c.msg), nmsgs = s.in_n(q);
           if (h[1] != nmsgs || h[0] != want) {
             // Every worker of the group writes the same values.
@@ -379,6 +407,8 @@ struct basic_direct {
             rep->got = rep->messages ? h[1] : h[0];
             return status::mismatch;
           }
+          if (want > 0 && want <= in_header)
+            COLLX_TRY(p.local_copy(reinterpret_cast<const T*>(h + 2), s.in_buf(q, c.msg), want, false));
         } else {
           COLLX_TRY(p.recv(q, s.in_buf(q, c.msg) + c.off, c.n));
         }
