@@ -1,6 +1,7 @@
 #!/bin/bash
 # bench/small_ab.sh COLLX_PERF... [ROUNDS] > raw.txt
-# broadcast, all_reduce and reduce, 8 B..4 KiB, 2 process ranks: two or more
+# broadcast, all_reduce and reduce (or the collectives in $COLLS), 8 B..4 KiB,
+# 2 process ranks: two or more
 # collx-perf builds and Open MPI (vader, CMA), alternating in each round;
 # results checked. With two builds they are labelled old and new, else by
 # their file names. Run from the repository root (Open MPI runs
@@ -8,7 +9,7 @@
 # elements (every run checks one call, -c 1).
 set -uo pipefail
 if [ $# -lt 2 ]; then
-  sed -n '2,8p' "$0" >&2
+  sed -n '2,9p' "$0" >&2
   exit 2
 fi
 rounds=3
@@ -25,7 +26,7 @@ failed=0
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 MALLOC_MMAP_THRESHOLD_=2000000000 MALLOC_TRIM_THRESHOLD_=4000000000
 echo "# $(date -u +%FT%TZ) load: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq $rounds); do
-  for c in broadcast all_reduce reduce; do
+  for c in ${COLLS:-broadcast all_reduce reduce}; do
     for i in $(seq 0 ${#builds[@]}); do
       v=${labels[$i]:-ompi}
       echo "## round $r $c $v"

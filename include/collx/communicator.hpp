@@ -29,8 +29,9 @@
 // blocks must not overlap each other; send blocks may. recv_counts[j] on rank i
 // must equal send_counts[i] on rank j: every block travels with a count header,
 // and a disagreement fails the call on the receiving rank with status::mismatch
-// naming both counts (its peers then fail with status::aborted) instead of
-// corrupting memory. Counts may also be given as int or int64 arrays, where
+// naming both counts instead of corrupting memory; its peers fail with
+// status::aborted, in this call or, where every block they received agreed
+// and they finished it (short blocks ride in their headers), in their next. Counts may also be given as int or int64 arrays, where
 // negative values are rejected; the std::span overloads also check that every
 // block lies inside the buffer and that the count arrays hold P entries.
 //
