@@ -5,8 +5,14 @@
 //   * byte counts per collective and the bus-bandwidth factors, as nccl-tests
 //     defines them (size = max(send, recv) bytes of one rank; count = the
 //     count argument of the call; algbw = count·elt·(P for all_gather and
-//     reduce_scatter) / time; busbw = algbw · 2(P−1)/P for all_reduce,
-//     (P−1)/P for all_gather and reduce_scatter, 1 for broadcast and reduce),
+//     reduce_scatter and the all-to-alls) / time; busbw = algbw · 2(P−1)/P
+//     for all_reduce, (P−1)/P for all_gather, reduce_scatter and the
+//     all-to-alls, 1 for broadcast, reduce and send_recv),
+//   * every collective is measured: all_to_allv with equal blocks of `count`
+//     elements per peer, packed (OSU's osu_alltoallv); send_recv as
+//     nccl-tests' sendrecv (`count` elements to the next rank and from the
+//     previous one, in one group); barrier as one row of 0 bytes, whatever
+//     the sweep,
 //   * the usage text of those flags and what main does with a parse outcome,
 //   * the table format (header, columns, units, time precision, the footer),
 //   * the check data: inputs are a deterministic function of (rank, element
@@ -54,13 +60,6 @@ namespace collx::perf {
 // Names
 // ---------------------------------------------------------------------------
 
-/// The collectives the benchmark measures: every one. all_to_allv runs with
-/// equal blocks of `count` elements per peer, packed (OSU's osu_alltoallv);
-/// send_recv is nccl-tests' sendrecv: `count` elements to the next rank and
-/// from the previous one, in one group; barrier has no size (one row of 0
-/// bytes, whatever the sweep).
-inline constexpr bool benchmarked(coll) { return true; }
-
 /// Whether the collective has an in-place form (the all-to-alls have none, as
 /// NCCL's; a send_recv's two buffers are distinct; a barrier moves nothing).
 inline bool has_in_place(coll c) {
@@ -73,7 +72,7 @@ inline bool per_peer_blocks(coll c) { return c == coll::all_to_all || c == coll:
 inline bool parse_coll(std::string_view s, coll& out) {
   for (int i = 0; i < coll_count; ++i) {
     const auto c = static_cast<coll>(i);
-    if (benchmarked(c) && s == name(c)) {
+    if (s == name(c)) {
       out = c;
       return true;
     }

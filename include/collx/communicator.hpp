@@ -31,9 +31,10 @@
 // and a disagreement fails the call on the receiving rank with status::mismatch
 // naming both counts instead of corrupting memory; its peers fail with
 // status::aborted, in this call or, where every block they received agreed
-// and they finished it (short blocks ride in their headers), in their next. Counts may also be given as int or int64 arrays, where
-// negative values are rejected; the std::span overloads also check that every
-// block lies inside the buffer and that the count arrays hold P entries.
+// and they finished it (short blocks ride in their headers), in their next.
+// Counts may also be given as int or int64 arrays, where negative values are
+// rejected; the std::span overloads also check that every block lies inside
+// the buffer and that the count arrays hold P entries.
 //
 // Point to point: send and recv between group_start() and group_end() are
 // queued (buffers must stay valid until group_end) and run together at
