@@ -38,6 +38,8 @@
 //   user_in_place(q)                          whether q's call is in place (send == recv)
 //   can_write_user()                          whether write_user may be used (same on all ranks)
 //   write_user(q, off, src, n)                q's recv buffer [off, off + n) ← src, one copy
+//   read_peer(q, addr, dst, n)                dst ← n elements at address addr of q's address
+//                                             space (an address q sent in a message), one copy
 //
 // Workers: every call is made by every worker of the executor's group with the
 // same arguments; the group splits the elements and its leader posts.
@@ -253,7 +255,26 @@ class prims {
                                      std::size_t n) requires user_buffers {
     if (n == 0) return status::ok;
     if (const T* src = user_buffer(q, recv_side)) return local_copy(src + off, dst, n, false);
-    return view_.read_user_buffer(q, recv_side, off * sizeof(T), dst, n * sizeof(T));
+    return split_read(dst, n, [&](std::size_t lo, T* d, std::size_t m) {
+      return view_.read_user_buffer(q, recv_side, (off + lo) * sizeof(T), d, m * sizeof(T));
+    });
+  }
+  /// Whether read_peer() may be used (the view reads addresses peers hand over).
+  static constexpr bool peer_address_reads = requires(const View& v, void* d) {
+    v.read_peer_address(0, std::uint64_t{}, d, std::size_t{});
+  };
+  /// dst[0, n) ← the n elements at address `addr` of rank q's address space,
+  /// an address q handed over in a message of this call and keeps valid until
+  /// it learns the read is done: one copy (a load through the pointer where
+  /// q runs in this process, else one read by the transport).
+  COLLX_HOST_DEVICE status read_peer(int q, std::uint64_t addr, T* dst,
+                                     std::size_t n) requires peer_address_reads {
+    if (n == 0) return status::ok;
+    if (const void* src = view_.loadable_peer_address(rank_, q, addr))
+      return local_copy(static_cast<const T*>(src), dst, n, false);
+    return split_read(dst, n, [&](std::size_t lo, T* d, std::size_t m) {
+      return view_.read_peer_address(q, addr + lo * sizeof(T), d, m * sizeof(T));
+    });
   }
   /// Whether rank q published one buffer as its send and recv (an in-place call).
   COLLX_HOST_DEVICE bool user_in_place(int q) const requires user_buffers {
@@ -276,6 +297,18 @@ class prims {
   }
 
  private:
+  /// A transport read of n elements into dst, each worker reading its share
+  /// (read(lo, dst + lo, m)); fails on every worker if it failed on any.
+  template <class Read>
+  COLLX_HOST_DEVICE status split_read(T* dst, std::size_t n, Read read) {
+    const auto g = ex_.workers();
+    const std::size_t W = static_cast<std::size_t>(g.size()), i = static_cast<std::size_t>(g.index());
+    const std::size_t lo = n * i / W, hi = n * (i + 1) / W;
+    const status st = hi > lo ? read(lo, dst + lo, hi - lo) : status::ok;
+    if (W == 1) return st;
+    return g.any(st != status::ok) ? (st != status::ok ? st : status::system_error) : status::ok;
+  }
+
   static constexpr const T* no_src = nullptr;
   static constexpr T* no_dst = nullptr;
   Exec ex_;

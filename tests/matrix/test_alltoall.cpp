@@ -407,11 +407,71 @@ TEST_CASE("all_to_allv through FIFOs of two 128-byte slots", "[direct][alltoallv
   report(run_v(P, {21, 22, 23}, 700, dtype::float32, v_api::size_t_ptr, tiny_fifos()));
 }
 
+TEST_CASE("all_to_allv: long blocks read from the sender's buffer (single copy)", "[direct][alltoallv]") {
+  // Thresholds that put a share of the random blocks on each path: in the
+  // header, through the FIFOs, read in place.
+  const int P = GENERATE(2, 3, 5, 8);
+  INFO("P = " << P);
+  for (const std::uint64_t min : {std::uint64_t(0), std::uint64_t(400)}) {
+    comm_options o = test_options();
+    o.single_copy = true;
+    o.single_copy_min_bytes = min;
+    INFO("single_copy_min_bytes = " << min);
+    report(run_v(P, {41, 42, 43}, 300, dtype::float32, v_api::size_t_ptr, o));
+    report(run_v(P, {44}, 300, dtype::int8, v_api::size_t_ptr, o));
+    report(run_v(P, {45}, 20000, dtype::float64, v_api::size_t_ptr, o));
+    report(run_v(P, {46}, 300, dtype::float16, v_api::size_t_ptr, o, 3));  // off vector alignment
+    comm_options tiny = tiny_fifos();
+    tiny.single_copy = true;
+    tiny.single_copy_min_bytes = min;
+    report(run_v(P, {47, 48}, 700, dtype::float32, v_api::size_t_ptr, tiny));
+  }
+}
+
 TEST_CASE("all_to_allv: a count that disagrees across ranks is reported, not corrupting",
           "[direct][alltoallv]") {
   const int P = 3;
   comm_options o = test_options();
   o.timeout = std::chrono::seconds(20);
+  SECTION("a block read in place") {
+    // Rank 0's block for rank 1 is read from rank 0's buffer; rank 1 posted
+    // one element more. Rank 0 then waits for rank 1's word that it has read,
+    // which never comes: the mismatch must end that wait, not the deadline.
+    comm_options sc_opt = o;
+    sc_opt.single_copy_min_bytes = 0;
+    auto comms = communicator::create_thread_group(P, sc_opt);
+    std::vector<std::string> what(P);
+    std::vector<status> code(P, status::ok);
+    std::vector<bool> untouched(P, true);
+    const std::size_t n = 5000;
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> ts;
+    for (int r = 0; r < P; ++r)
+      ts.emplace_back([&, r] {
+        std::vector<float> s(3 * (n + 8), 1.0f), d(3 * (n + 8), 0.0f);
+        std::vector<std::size_t> sc{n, n, n}, sd{0, n + 8, 2 * (n + 8)}, rc = sc, rd = sd;
+        if (r == 1) rc[0] = n + 1;
+        try {
+          comms[r].all_to_allv(s.data(), sc.data(), sd.data(), d.data(), rc.data(), rd.data());
+          comms[r].barrier();
+        } catch (const collx::error& e) {
+          what[r] = e.what();
+          code[r] = e.code();
+        }
+        if (r == 1)
+          untouched[1] = std::all_of(d.begin(), d.begin() + n + 1, [](float v) { return v == 0.0f; });
+      });
+    for (auto& t : ts) t.join();
+    CHECK(code[1] == status::mismatch);
+    CHECK_THAT(what[1], Contains("recv_counts[0] = 5001") && Contains("rank 0 sends 5000"));
+    CHECK(untouched[1]);  // nothing of the disagreeing block was read
+    for (int r : {0, 2}) {
+      INFO("rank " << r << ": " << what[r]);
+      CHECK(code[r] != status::ok);
+      CHECK(code[r] != status::timeout);
+    }
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(15));
+  }
   SECTION("between two ranks") {
     auto comms = communicator::create_thread_group(P, o);
     std::vector<std::string> what(P);

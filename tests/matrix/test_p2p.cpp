@@ -183,6 +183,32 @@ TEST_CASE("send/recv: many messages of different sizes in one group, self includ
   report(run_plan<half_t>(P, plan, 2, tiny));
 }
 
+TEST_CASE("send/recv: long messages read from the sender's buffer (single copy)", "[p2p]") {
+  // From 1 KiB up (and from 0: all but those that ride in their headers) the
+  // receiver reads the sender's buffer; messages to self stay on the loopback.
+  const int P = GENERATE(2, 3, 6);
+  INFO("P = " << P);
+  std::mt19937_64 g(77 + static_cast<std::uint64_t>(P));
+  std::vector<msg> plan;
+  for (int s = 0; s < P; ++s)
+    for (int d = 0; d < P; ++d) {
+      const int n = static_cast<int>(g() % 4);
+      for (int k = 0; k < n; ++k) plan.push_back({s, d, k, g() % 3 == 0 ? g() % 100000 : g() % 600});
+    }
+  for (const std::uint64_t min : {std::uint64_t(0), std::uint64_t(1024)}) {
+    INFO("single_copy_min_bytes = " << min);
+    comm_options o = test_options();
+    o.single_copy = true;
+    o.single_copy_min_bytes = min;
+    report(run_plan<float>(P, plan, 3, o));
+    report(run_plan<std::int8_t>(P, plan, 4, o, 5));  // off alignment
+    comm_options tiny = o;
+    tiny.fifo_slots = 2;
+    tiny.slot_bytes_of<proto::simple>() = 128;
+    report(run_plan<half_t>(P, plan, 5, tiny));
+  }
+}
+
 TEST_CASE("send/recv: only the ranks named take part; a send outside a group", "[p2p]") {
   const int P = 4;
   report(run_plan<float>(P, {{1, 3, 0, 5000}, {3, 1, 0, 7}}, 1));  // ranks 0 and 2 call nothing
@@ -228,6 +254,19 @@ TEST_CASE("send/recv: disagreeing sizes or message counts are reported", "[p2p][
     CHECK_THAT(what,
                Contains("recv #0 from rank 0") && Contains("posted 48 bytes") && Contains("sends 40 bytes"));
     CHECK(std::all_of(b.begin(), b.end(), [](float v) { return v == 0.0f; }));  // nothing was written
+  }
+  SECTION("size, of a message read in place") {
+    // Rank 0 waits for rank 1's word that it has read the message; the
+    // mismatch must end that wait, not the deadline.
+    o.single_copy_min_bytes = 0;
+    std::vector<float> big(5000, 1.0f), got(5001, 0.0f);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto [code, what] = run_pair([&](communicator& c0) { c0.send(big.data(), 5000, 1); },
+                                 [&](communicator& c1) { c1.recv(got.data(), 5001, 0); });
+    CHECK(code == status::mismatch);
+    CHECK_THAT(what, Contains("posted 20004 bytes") && Contains("sends 20000 bytes"));
+    CHECK(std::all_of(got.begin(), got.end(), [](float v) { return v == 0.0f; }));
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(15));
   }
   SECTION("number of messages") {
     auto [code, what] = run_pair(

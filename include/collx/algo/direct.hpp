@@ -5,7 +5,9 @@
 //   direction is a stream of calls (for all_to_allv and send_recv a 128-byte
 //   header call per message: its count, and the data itself where it fits in
 //   the other 112 bytes; else the data follows cut into chunks of at most
-//   p.max_chunk() elements). In round j rank r makes call j of its stream to (r+k)%P for
+//   p.max_chunk() elements, or, from the single-copy threshold where peers'
+//   memory is readable, the receiver reads it from the sender's buffer: see
+//   "message streams" below). In round j rank r makes call j of its stream to (r+k)%P for
 //   k = 0..P-1, then call j of its stream from (r-k+P)%P: the pairwise schedule
 //   with the steps of a round issued back to back, so a round costs one latency
 //   instead of P-1 and no peer is the target of every rank at once.
@@ -64,6 +66,9 @@ struct basic_direct {
   static constexpr std::size_t header_call_bytes = 128;
   static constexpr std::size_t inline_bytes = header_call_bytes - 16;
   static constexpr double header_bytes = header_call_bytes;
+  /// Bytes of the token a rank sends each peer whose messages it read in
+  /// place (single copy), so that the peer may return.
+  static constexpr std::size_t token_bytes = 16;
 
   /// α-β-γ terms on the critical path for `bytes` (the collective's size as
   /// nccl-tests counts it) on P ranks: steps, bytes sent per rank, bytes
@@ -99,8 +104,17 @@ struct basic_direct {
       // Equal blocks: a round of header calls, then (if there is data that
       // did not ride in them) a round of data calls, which each rank sends
       // after it received the headers of its own round.
+      // With single copy (x.single_copy: every block is at least the
+      // threshold) the data round becomes the receivers' reads of the
+      // senders' buffers (peer bytes), and a round of tokens follows.
       case coll::all_to_allv: {
         const bool in_header = bytes / p <= double(inline_bytes);
+        if (!in_header && x.single_copy) {
+          cost_terms t{2, (p - 1) * (header_bytes + token_bytes), 0};
+          t.peer_bytes = f * bytes;
+          t.local_bytes = bytes / p;
+          return t;
+        }
         cost_terms t{in_header ? 1.0 : 2.0, (in_header ? 0 : f * bytes) + (p - 1) * header_bytes, 0};
         // The own block is a local copy; so is each block that rode in a
         // header, out of it, but all those before the last receive overlap
@@ -111,6 +125,11 @@ struct basic_direct {
       // The benchmark's pattern: one message of `bytes` to one peer and one
       // from another, header round then data round (or the header alone).
       case coll::send_recv: {
+        if (bytes > double(inline_bytes) && x.single_copy) {
+          cost_terms t{2, header_bytes + token_bytes, 0};
+          t.peer_bytes = bytes;
+          return t;
+        }
         if (bytes > double(inline_bytes)) return {2, bytes + header_bytes, 0};
         cost_terms t{1, header_bytes, 0};
         t.local_bytes = bytes;  // copied out of the header call
@@ -297,6 +316,16 @@ struct basic_direct {
   // followed by ceil(count / chunk) data calls. The receiver compares the
   // header with what it posted and stops with status::mismatch, filling
   // a.report, before it reads any data of a message that disagrees.
+  //
+  // Single copy: where peers' memory is readable (prims::read_peer; process
+  // ranks by cross-memory attach), a message to another rank of at least
+  // single_copy_min_bytes takes no data calls: its header carries the
+  // address of the sender's buffer and the receiver reads it from there,
+  // one copy instead of two through the FIFO, with no step that needs the
+  // sender on a CPU. After its last call of the stream a rank sends one
+  // token to every peer it read from; a sender returns only when every peer
+  // it let read has sent it, so its buffers stay valid while they are read.
+  // Both ends know which messages go so from the counts they agreed on.
 
   struct call {
     enum kind_t : std::uint8_t { none, header, data } kind = none;
@@ -305,12 +334,15 @@ struct basic_direct {
   };
 
   /// Call j of a stream of nmsgs messages; a message of at most in_header
-  /// elements rides in its header call.
+  /// elements rides in its header call, one of at least read_in_place
+  /// elements is read by the receiver from the sender's buffer (the header
+  /// carries its address) and also takes no data calls.
   template <class Count>
   COLLX_HOST_DEVICE static call locate(std::uint32_t nmsgs, Count count, std::size_t j, std::size_t chunk,
-                                       std::size_t in_header) {
+                                       std::size_t in_header, std::size_t read_in_place) {
     for (std::uint32_t i = 0; i < nmsgs; ++i) {
-      const std::size_t c = count(i), calls = c <= in_header ? 1 : 1 + (c + chunk - 1) / chunk;
+      const std::size_t c = count(i);
+      const std::size_t calls = c <= in_header || c >= read_in_place ? 1 : 1 + (c + chunk - 1) / chunk;
       if (j < calls) {
         if (j == 0) return call{call::header, i, 0, 0};
         const std::size_t off = (j - 1) * chunk;
@@ -366,13 +398,17 @@ struct basic_direct {
     const std::size_t chunk = p.max_chunk();
     mismatch_report* rep = a.report;
     if (rep == nullptr) return status::invalid_argument;
+    const std::size_t single = read_in_place_elems<T>(p);
+    // Messages a rank sends itself go through its loopback FIFO.
+    auto read_in_place = [&](int q) { return q == r ? no_limit : single; };
     std::uint32_t headers = 0;  // received so far: picks the header buffer
     for (std::size_t j = 0;; ++j) {
       bool any = false;
       for (int k = first_k; k < P; ++k) {
         const int q = (r + k) % P;
         const call c = locate(
-            s.out_n(q), [&](std::uint32_t i) { return s.out_count(q, i); }, j, chunk, in_header);
+            s.out_n(q), [&](std::uint32_t i) { return s.out_count(q, i); }, j, chunk, in_header,
+            read_in_place(q));
         if (c.kind == call::none) continue;
         any = true;
         if (c.kind == call::header) {
@@ -382,6 +418,8 @@ struct basic_direct {
             const T* src = s.out_buf(q, c.msg);
             T* dst = reinterpret_cast<T*>(h + 2);
             for (std::size_t i = 0; i < n; ++i) dst[i] = src[i];
+          } else if (n >= read_in_place(q)) {  // q reads it from here
+            h[2] = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(s.out_buf(q, c.msg)));
           }
           COLLX_TRY(p.send(q, reinterpret_cast<const T*>(h), H));
         } else {
@@ -391,7 +429,8 @@ struct basic_direct {
       for (int k = first_k; k < P; ++k) {
         const int q = (r - k + P) % P;
         const call c = locate(
-            s.in_n(q), [&](std::uint32_t i) { return s.in_count(q, i); }, j, chunk, in_header);
+            s.in_n(q), [&](std::uint32_t i) { return s.in_count(q, i); }, j, chunk, in_header,
+            read_in_place(q));
         if (c.kind == call::none) continue;
         any = true;
         if (c.kind == call::header) {
@@ -409,12 +448,62 @@ struct basic_direct {
           }
           if (want > 0 && want <= in_header)
             COLLX_TRY(p.local_copy(reinterpret_cast<const T*>(h + 2), s.in_buf(q, c.msg), want, false));
+          else if (want >= read_in_place(q)) COLLX_TRY(read_peer(p, q, h[2], s.in_buf(q, c.msg), want));
         } else {
           COLLX_TRY(p.recv(q, s.in_buf(q, c.msg) + c.off, c.n));
         }
       }
-      if (!any) return status::ok;
+      if (!any) break;
     }
+    if (single == no_limit) return status::ok;
+    // The tokens: to every peer this rank read from, then from every peer
+    // that read from it (a round of its own, after the stream's last call).
+    auto reads_in_place = [&](int q, std::uint32_t nmsgs, auto count) {
+      for (std::uint32_t i = 0; i < nmsgs; ++i)
+        if (count(i) >= read_in_place(q)) return true;
+      return false;
+    };
+    constexpr std::size_t token_n = token_bytes / sizeof(T);
+    const T token[token_n] = {};
+    T got[token_n];
+    for (int k = first_k; k < P; ++k) {
+      const int q = (r - k + P) % P;
+      if (reads_in_place(q, s.in_n(q), [&](std::uint32_t i) { return s.in_count(q, i); }))
+        COLLX_TRY(p.send(q, token, token_n));
+    }
+    for (int k = first_k; k < P; ++k) {
+      const int q = (r + k) % P;
+      if (reads_in_place(q, s.out_n(q), [&](std::uint32_t i) { return s.out_count(q, i); }))
+        COLLX_TRY(p.recv(q, got, token_n));
+    }
+    return status::ok;
+  }
+
+  static constexpr std::size_t no_limit = ~std::size_t{0};
+
+  /// Elements from which a message to another rank is read in place
+  /// (single copy), or no_limit where the primitives cannot: above what
+  /// rides in a header, from the communicator's single-copy threshold.
+  template <class T, class Prims>
+  COLLX_HOST_DEVICE static std::size_t read_in_place_elems(const Prims& p) {
+    if constexpr (requires(Prims & m, T * d) {
+                    m.single_copy_min_bytes();
+                    m.read_peer(0, std::uint64_t{}, d, std::size_t{});
+                  }) {
+      const std::uint64_t bytes = p.single_copy_min_bytes();
+      if (bytes == ~std::uint64_t{0}) return no_limit;
+      const std::size_t n = static_cast<std::size_t>((bytes + sizeof(T) - 1) / sizeof(T));
+      constexpr std::size_t above_header = inline_bytes / sizeof(T) + 1;
+      return n > above_header ? n : above_header;
+    } else {
+      (void)p;
+      return no_limit;
+    }
+  }
+  template <class Prims, class T>
+  COLLX_HOST_DEVICE static status read_peer(Prims& p, int q, std::uint64_t addr, T* dst, std::size_t n) {
+    if constexpr (requires { p.read_peer(q, addr, dst, n); }) return p.read_peer(q, addr, dst, n);
+    else return (void)p, (void)q, (void)addr, (void)dst, (void)n, status::not_supported;
   }
 
   template <class Prims, class T>

@@ -377,8 +377,30 @@ struct shm_view {
     (void)q, (void)recv_side, (void)off, (void)dst, (void)n;
     return status::not_supported;
 #else
+    return read_peer_address(q, published_address(q, recv_side) + off, dst, n);
+#endif
+  }
+  /// Address `addr` of rank q's address space (one q handed over during the
+  /// call) as a pointer rank `self` can load through (both run in one
+  /// process), else nullptr: read it with read_peer_address().
+  COLLX_HOST_DEVICE const void* loadable_peer_address(int self, int q, std::uint64_t addr) const {
+#if COLLX_DEVICE_CODE
+    (void)self, (void)q, (void)addr;
+    return nullptr;
+#else
+    return same_process(self, q) ? reinterpret_cast<const void*>(static_cast<std::uintptr_t>(addr)) : nullptr;
+#endif
+  }
+  /// dst ← n bytes at address `addr` of rank q's address space, by one
+  /// cross-memory-attach read (q runs in another process). On failure:
+  /// status::system_error, and last_peer_read_failure names q, its pid and errno.
+  COLLX_HOST_DEVICE status read_peer_address(int q, std::uint64_t addr, void* dst, std::size_t n) const {
+#if COLLX_DEVICE_CODE
+    (void)q, (void)addr, (void)dst, (void)n;
+    return status::not_supported;
+#else
     const int pid = detail::load_relaxed(&record(q)->pid);
-    return counted(q, pid, read_peer_memory(pid, published_address(q, recv_side) + off, dst, n), n, false);
+    return counted(q, pid, read_peer_memory(pid, static_cast<std::uintptr_t>(addr), dst, n), n, false);
 #endif
   }
 
