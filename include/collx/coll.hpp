@@ -86,7 +86,28 @@ struct mismatch_report {
   int message = 0;  // which message of that peer (send_recv groups)
   std::uint64_t expected = 0, got = 0;
   bool messages = false;  // got/expected are message counts, not element counts
+  /// The counts agree, but the ends disagree on whether the message is read
+  /// in place (their thresholds differ: stream_read_in_place_bytes); got:
+  /// whether the sender offered it.
+  bool read_in_place = false;
 };
+
+/// Bytes from which a message of an all_to_allv or send_recv stream is read
+/// from the sender's buffer (algo::direct), given the communicator's
+/// single-copy threshold (comm_options::single_copy_min_bytes; UINT64_MAX:
+/// off) and whether the agreed contention share is above 0
+/// (comm/contention.hpp). On a quiet machine a message must be 8 times the
+/// threshold (2 MiB by default): there a cross-memory-attach read is slower
+/// than the two cache-resident copies of the pipelined FIFO path up to about
+/// that size (bench/results/p2p_single_copy_2026-12-05.md); under contention
+/// one read needs no step with the peer on a CPU, and wins from the threshold.
+/// Every rank computes the same value (both inputs are agreed).
+COLLX_HOST_DEVICE constexpr std::uint64_t stream_read_in_place_bytes(std::uint64_t single_copy_min,
+                                                                     bool contended) {
+  constexpr std::uint64_t quiet_factor = 8, off = ~std::uint64_t{0};
+  if (single_copy_min == off || contended) return single_copy_min;
+  return single_copy_min > off / quiet_factor ? off : single_copy_min * quiet_factor;
+}
 
 /// Whether L ranks per node describe M >= 2 nodes of L >= 2 ranks that P
 /// ranks fill (the layout schedule_args::node_ranks and
@@ -124,6 +145,11 @@ struct schedule_args {
   /// all_reduce: a tree across nodes with chains inside); set by the
   /// communicator from its transport view (transport/proxied.hpp).
   int node_ranks = 0;
+  /// all_to_allv and send_recv: messages of at least this many bytes to
+  /// another rank are read from the sender's buffer where the primitives can
+  /// (prims::read_peer); UINT64_MAX: never. Set by the communicator
+  /// (stream_read_in_place_bytes), the same on every rank.
+  std::uint64_t read_in_place_bytes = ~std::uint64_t{0};
 
   /// Elements between consecutive ranks' blocks.
   COLLX_HOST_DEVICE constexpr std::size_t block() const { return stride != 0 ? stride : count; }

@@ -36,6 +36,14 @@
 // rejected; the std::span overloads also check that every block lies inside
 // the buffer and that the count arrays hold P entries.
 //
+// Single copy in all_to_allv and send/recv: where peers' memory is readable
+// (single_copy_enabled()), a block or message to another rank of at least
+// options().single_copy_min_bytes (and over 112 bytes) is read by its
+// receiver straight from the sender's buffer (thread ranks: a load; process
+// ranks: process_vm_readv), one copy instead of two through shared memory.
+// The sender's call returns only once every such receiver has said it read,
+// so its buffers are never read after it returned.
+//
 // Point to point: send and recv between group_start() and group_end() are
 // queued (buffers must stay valid until group_end) and run together at
 // group_end, which returns once all of this rank's transfers are done. Any set

@@ -396,6 +396,7 @@ int check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40, bool singl
                                              : b.recv.data() + static_cast<std::size_t>(r) * count;
       schedule_args<T> a{send, b.recv.data(), count, root, r, P, &b.layout, &b.plan, &b.report};
       a.node_ranks = node_ranks;
+      if (single_copy) a.read_in_place_bytes = 0;  // direct's streams: every message that can
       st[static_cast<std::size_t>(r)] = A::template run<C>(prims[static_cast<std::size_t>(r)], a);
     });
   for (auto& t : threads) t.join();
@@ -512,6 +513,51 @@ TEST_CASE("cost(): direct reads long messages in place where single copy is on",
     // Bounded chunks change nothing: no data calls.
     check_cost<algo::direct, coll::all_to_allv>(P, 64, true, true, 0, 0, false, n);
   }
+}
+
+TEST_CASE("direct: ends whose read-in-place thresholds differ report a mismatch, not a hang", "[cost]") {
+  // Rank 0 reads messages in place from 0 bytes, rank 1 never: each receives
+  // a header whose flag disagrees with its own decision, and stops there
+  // (a wait for data calls or tokens that never come would run into the
+  // harness's 20 s deadline and report a timeout instead).
+  network net(2, 1 << 12);
+  std::vector<counting_prims<std::uint32_t>> prims;
+  for (int r = 0; r < 2; ++r) prims.emplace_back(net, r);
+  const std::size_t n = 1000;
+  std::vector<rank_io<std::uint32_t>> io;
+  io.reserve(2);
+  for (int r = 0; r < 2; ++r) {
+    auto& b = io.emplace_back(n, n);
+    b.out_msg = {b.send.data(), n};
+    b.in_msg = {b.recv.data(), n};
+    const int peer = 1 - r;
+    for (int q = 0; q <= 2; ++q) b.send_begin.push_back(q > peer ? 1 : 0);
+    b.recv_begin = b.send_begin;
+    b.plan = {&b.out_msg, b.send_begin.data(), &b.in_msg, b.recv_begin.data()};
+    net.user_send[static_cast<std::size_t>(r)] = {reinterpret_cast<const unsigned char*>(b.send.data()),
+                                                  n * sizeof(std::uint32_t)};
+  }
+  status st[2];
+  std::thread t[2];
+  for (int r = 0; r < 2; ++r)
+    t[r] = std::thread([&, r] {
+      auto& b = io[static_cast<std::size_t>(r)];
+      schedule_args<std::uint32_t> a{b.send.data(), b.recv.data(), n, 0, r, 2, nullptr, &b.plan, &b.report};
+      a.read_in_place_bytes = r == 0 ? 0 : ~std::uint64_t{0};
+      st[r] = algo::direct::run<coll::send_recv>(prims[static_cast<std::size_t>(r)], a);
+    });
+  t[0].join();
+  t[1].join();
+  for (auto& e : net.errors) UNSCOPED_INFO(e);
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r);
+    CHECK(st[r] == status::mismatch);
+    CHECK(io[static_cast<std::size_t>(r)].report.read_in_place);
+    CHECK(io[static_cast<std::size_t>(r)].report.peer == 1 - r);
+    CHECK(io[static_cast<std::size_t>(r)].report.expected == (r == 0 ? 1u : 0u));  // its own decision
+    CHECK(io[static_cast<std::size_t>(r)].report.got == (r == 0 ? 0u : 1u));       // the sender's flag
+  }
+  CHECK(prims[0].peer_bytes == 0);  // nothing was read
 }
 
 TEST_CASE("cost(): all_gather in place leaves the own block's copy out, as its schedules do", "[cost]") {

@@ -319,8 +319,10 @@ struct basic_direct {
   //
   // Single copy: where peers' memory is readable (prims::read_peer; process
   // ranks by cross-memory attach), a message to another rank of at least
-  // single_copy_min_bytes takes no data calls: its header carries the
-  // address of the sender's buffer and the receiver reads it from there,
+  // schedule_args::read_in_place_bytes takes no data calls: its header
+  // carries the address of the sender's buffer (and a flag, so that ends
+  // whose thresholds differ report a mismatch instead of waiting for calls
+  // that never come) and the receiver reads it from there,
   // one copy instead of two through the FIFO, with no step that needs the
   // sender on a CPU. After its last call of the stream a rank sends one
   // token to every peer it read from; a sender returns only when every peer
@@ -398,7 +400,7 @@ struct basic_direct {
     const std::size_t chunk = p.max_chunk();
     mismatch_report* rep = a.report;
     if (rep == nullptr) return status::invalid_argument;
-    const std::size_t single = read_in_place_elems<T>(p);
+    const std::size_t single = read_in_place_elems<T>(p, a.read_in_place_bytes);
     // Messages a rank sends itself go through its loopback FIFO.
     auto read_in_place = [&](int q) { return q == r ? no_limit : single; };
     std::uint32_t headers = 0;  // received so far: picks the header buffer
@@ -420,6 +422,7 @@ struct basic_direct {
             for (std::size_t i = 0; i < n; ++i) dst[i] = src[i];
           } else if (n >= read_in_place(q)) {  // q reads it from here
             h[2] = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(s.out_buf(q, c.msg)));
+            h[3] = 1;
           }
           COLLX_TRY(p.send(q, reinterpret_cast<const T*>(h), H));
         } else {
@@ -446,9 +449,19 @@ struct basic_direct {
             rep->got = rep->messages ? h[1] : h[0];
             return status::mismatch;
           }
+          const bool in_place = want > in_header && want >= read_in_place(q);
+          if (want > in_header && (h[3] != 0) != in_place) {
+            rep->peer = q;
+            rep->message = static_cast<int>(c.msg);
+            rep->messages = false;
+            rep->read_in_place = true;
+            rep->expected = in_place;
+            rep->got = h[3];
+            return status::mismatch;
+          }
           if (want > 0 && want <= in_header)
             COLLX_TRY(p.local_copy(reinterpret_cast<const T*>(h + 2), s.in_buf(q, c.msg), want, false));
-          else if (want >= read_in_place(q)) COLLX_TRY(read_peer(p, q, h[2], s.in_buf(q, c.msg), want));
+          else if (in_place) COLLX_TRY(read_peer(p, q, h[2], s.in_buf(q, c.msg), want));
         } else {
           COLLX_TRY(p.recv(q, s.in_buf(q, c.msg) + c.off, c.n));
         }
@@ -483,20 +496,17 @@ struct basic_direct {
 
   /// Elements from which a message to another rank is read in place
   /// (single copy), or no_limit where the primitives cannot: above what
-  /// rides in a header, from the communicator's single-copy threshold.
+  /// rides in a header, from schedule_args::read_in_place_bytes.
   template <class T, class Prims>
-  COLLX_HOST_DEVICE static std::size_t read_in_place_elems(const Prims& p) {
-    if constexpr (requires(Prims & m, T * d) {
-                    m.single_copy_min_bytes();
-                    m.read_peer(0, std::uint64_t{}, d, std::size_t{});
-                  }) {
-      const std::uint64_t bytes = p.single_copy_min_bytes();
+  COLLX_HOST_DEVICE static std::size_t read_in_place_elems(const Prims& p, std::uint64_t bytes) {
+    (void)p;
+    if constexpr (requires(Prims & m, T * d) { m.read_peer(0, std::uint64_t{}, d, std::size_t{}); }) {
       if (bytes == ~std::uint64_t{0}) return no_limit;
       const std::size_t n = static_cast<std::size_t>((bytes + sizeof(T) - 1) / sizeof(T));
       constexpr std::size_t above_header = inline_bytes / sizeof(T) + 1;
       return n > above_header ? n : above_header;
     } else {
-      (void)p;
+      (void)bytes;
       return no_limit;
     }
   }

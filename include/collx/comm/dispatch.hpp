@@ -362,6 +362,10 @@ status run_schedule(state<Transport>& s, int channel, const Exec& ex, const Red&
   prims<Proto, Exec, typename Transport::view, T, Red> p(ex, s.view, s.rank, red, channel);
   schedule_args<T> a{send, recv, count, root, s.rank, s.size, extra.layout, extra.plan, extra.report};
   if constexpr (requires { s.view.node_ranks; }) a.node_ranks = s.view.node_ranks;
+  if constexpr ((C == coll::all_to_allv || C == coll::send_recv) &&
+                requires { s.view.user_buffer_min_bytes(); })
+    a.read_in_place_bytes =
+        stream_read_in_place_bytes(s.view.user_buffer_min_bytes(), s.contention.share > 0);
   return Algo::template run<C>(p, a);
 }
 

@@ -74,10 +74,20 @@ inline p2p_plan plan_group(const std::vector<p2p_op>& ops, int nranks, peer_scra
   return p2p_plan{w.msgs[0].data(), w.begin[0].data(), w.msgs[1].data(), w.begin[1].data()};
 }
 
+/// A message whose ends disagree on reading it in place (mismatch_report::read_in_place).
+inline std::string read_in_place_detail(const mismatch_report& report, int rank) {
+  const auto q = std::to_string(report.peer), r = std::to_string(rank);
+  return "message #" + std::to_string(report.message) + " from rank " + q + ": rank " + q +
+         (report.got ? " offers it to be read in place" : " sends it through the FIFOs") + ", rank " + r +
+         (report.expected ? " reads it in place" : " expects it through the FIFOs") +
+         " (single-copy thresholds or contention settings differ between the ranks)";
+}
+
 /// The message of a status::mismatch a send_recv schedule reported on `rank`.
 inline std::string p2p_mismatch_detail(const mismatch_report& report, int rank) {
   const auto q = std::to_string(report.peer);
   const auto r = std::to_string(rank);
+  if (report.read_in_place) return read_in_place_detail(report, rank);
   if (report.messages)
     return "rank " + q + " sends " + std::to_string(report.got) + " message(s) to rank " + r +
            " in this group, rank " + r + " posted " + std::to_string(report.expected) + " recv(s) from it";
@@ -124,6 +134,7 @@ class byte_layout {
   /// The message of a status::mismatch the all_to_allv schedule reported on `rank`.
   std::string mismatch_detail(const mismatch_report& report, int rank) const {
     const auto r = std::to_string(rank), q = std::to_string(report.peer);
+    if (report.read_in_place) return read_in_place_detail(report, rank);
     if (report.peer == rank)
       return "send_counts[" + r + "] = " + std::to_string(report.got / esz_) + " but recv_counts[" + r +
              "] = " + std::to_string(report.expected / esz_) + " (the block a rank sends itself)";
