@@ -37,12 +37,14 @@
 // the buffer and that the count arrays hold P entries.
 //
 // Single copy in all_to_allv and send/recv: where peers' memory is readable
-// (single_copy_enabled()), a block or message to another rank of at least
-// options().single_copy_min_bytes (and over 112 bytes) is read by its
-// receiver straight from the sender's buffer (thread ranks: a load; process
-// ranks: process_vm_readv), one copy instead of two through shared memory.
-// The sender's call returns only once every such receiver has said it read,
-// so its buffers are never read after it returned.
+// (single_copy_enabled()), a block or message to another rank that is long
+// enough (stream_read_in_place_bytes in collx/coll.hpp: 8 times
+// options().single_copy_min_bytes on a quiet machine, the threshold itself
+// when the agreed contention share is above 0) is read by its receiver
+// straight from the sender's buffer (thread ranks: a load; process ranks:
+// process_vm_readv), one copy instead of two through shared memory. The
+// sender's call returns only once every such receiver has said it read, so
+// its buffers are never read after it returned.
 //
 // Point to point: send and recv between group_start() and group_end() are
 // queued (buffers must stay valid until group_end) and run together at

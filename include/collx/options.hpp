@@ -97,8 +97,10 @@ struct comm_options {
   /// Single copy: calls of at least single_copy_min_bytes (all_reduce: count
   /// bytes; all_gather, reduce_scatter: total bytes) let algorithms that can
   /// (nvls) read peers' user buffers in place instead of staging them through
-  /// shared memory; in all_to_allv and send/recv (algo::direct) each message
-  /// of at least single_copy_min_bytes is read from its sender's buffer. Process ranks need cross-memory
+  /// shared memory; in all_to_allv and send/recv (algo::direct) a message is
+  /// read from its sender's buffer from 8 times single_copy_min_bytes, or
+  /// from single_copy_min_bytes itself under contention
+  /// (stream_read_in_place_bytes). Process ranks need cross-memory
   /// attach, which collx probes at creation; where the OS refuses it, or any rank sets single_copy = false,
   /// every rank stages. Every rank must use the same threshold. COLLX_SINGLE_COPY=0|1,
   /// COLLX_SINGLE_COPY_MIN=<bytes>.
