@@ -206,6 +206,10 @@ status run_one(int channel, int stripe, int nstripes, const Exec& ex, const View
                const case_desc& c, T* send, T* recv, const Red& red, const peer_layout* layout = nullptr,
                const p2p_plan* plan = nullptr, mismatch_report* report = nullptr) {
   schedule_args<T> a{send, recv, c.count, c.root, rank, view.nranks(), layout, plan, report};
+  // direct's streams read long messages in place where the view allows (the
+  // single-copy runs: from the first byte over a header's).
+  if constexpr (requires { view.user_buffer_min_bytes(); })
+    a.read_in_place_bytes = view.user_buffer_min_bytes();
   status st = status::invalid_argument;
   auto go = [&]<coll C>() {
     if constexpr (A::implements(C)) st = run_stripe<A, Pr, C>(ex, view, red, channel, a, stripe, nstripes);
