@@ -109,17 +109,18 @@ struct basic_direct {
       // senders' buffers (peer bytes), and a round of tokens follows.
       case coll::all_to_allv: {
         const bool in_header = bytes / p <= double(inline_bytes);
+        // The own block is copied into place after the first sends, while
+        // the peers' headers travel (not counted, cost.hpp's local_bytes).
         if (!in_header && x.single_copy) {
           cost_terms t{2, (p - 1) * (header_bytes + token_bytes), 0};
           t.peer_bytes = f * bytes;
-          t.local_bytes = bytes / p;
           return t;
         }
         cost_terms t{in_header ? 1.0 : 2.0, (in_header ? 0 : f * bytes) + (p - 1) * header_bytes, 0};
-        // The own block is a local copy; so is each block that rode in a
-        // header, out of it, but all those before the last receive overlap
-        // the peers' writes (cost.hpp's local_bytes): two blocks count.
-        t.local_bytes = in_header ? 2 * bytes / p : bytes / p;
+        // Each block that rode in a header is copied out of it, but all
+        // those before the last receive overlap the peers' writes: one
+        // block counts.
+        t.local_bytes = in_header ? bytes / p : 0;
         return t;
       }
       // The benchmark's pattern: one message of `bytes` to one peer and one
@@ -389,8 +390,11 @@ struct basic_direct {
     }
   };
 
-  template <class Prims, class T, class S>
-  COLLX_HOST_DEVICE static status run_streams(Prims& p, const schedule_args<T>& a, const S& s, int first_k) {
+  /// Runs the streams s; own() once, after the first round's sends, so that
+  /// a copy it makes overlaps the wait for the peers' first calls.
+  template <class Prims, class T, class S, class Own>
+  COLLX_HOST_DEVICE static status run_streams(Prims& p, const schedule_args<T>& a, const S& s, int first_k,
+                                              Own own) {
     static_assert(16 % sizeof(T) == 0, "count headers are 16 bytes of the schedule's value type");
     constexpr std::size_t H = header_call_bytes / sizeof(T), in_header = inline_bytes / sizeof(T);
     constexpr std::size_t words = header_call_bytes / 8;
@@ -429,6 +433,7 @@ struct basic_direct {
           COLLX_TRY(p.send(q, s.out_buf(q, c.msg) + c.off, c.n));
         }
       }
+      if (j == 0) COLLX_TRY(own());
       for (int k = first_k; k < P; ++k) {
         const int q = (r - k + P) % P;
         const call c = locate(
@@ -529,15 +534,20 @@ struct basic_direct {
       a.report->messages = false;
       return status::mismatch;
     }
-    if (l.send_counts[r] > 0)
-      COLLX_TRY(p.local_copy(a.send + l.send_displs[r], a.recv + l.recv_displs[r], l.send_counts[r], false));
-    return run_streams(p, a, layout_streams<T>{a}, 1);
+    // The own block into place while the peers' headers are on their way.
+    auto own = [&] {
+      const std::size_t n = l.send_counts[r];
+      return n > 0 ? p.local_copy(a.send + l.send_displs[r], a.recv + l.recv_displs[r], n, false)
+                   : status::ok;
+    };
+    return run_streams(p, a, layout_streams<T>{a}, 1, own);
   }
 
   template <class Prims, class T>
   COLLX_HOST_DEVICE static status send_recv(Prims& p, const schedule_args<T>& a) {
     if (a.plan == nullptr) return status::invalid_argument;
-    return run_streams(p, a, plan_streams<T>{*a.plan}, 0);  // k = 0: messages to self use the loopback
+    // k = 0: messages to self use the loopback.
+    return run_streams(p, a, plan_streams<T>{*a.plan}, 0, [] { return status::ok; });
   }
 
   template <class Prims, class T>
