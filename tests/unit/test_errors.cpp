@@ -179,3 +179,32 @@ TEST_CASE("explicit composition and runtime variant choice", "[api]") {
                                       variant_choice{algo_id::bruck, proto_id::simple}),
                     Contains("no compiled variant"));
 }
+
+TEST_CASE("streams: where messages are read in place, and ends that disagree on it", "[errors][p2p]") {
+  constexpr std::uint64_t off = ~std::uint64_t{0};
+  static_assert(stream_read_in_place_bytes(off, false) == off &&
+                stream_read_in_place_bytes(off, true) == off);
+  static_assert(stream_read_in_place_bytes(256 * 1024, false) == 2 * 1024 * 1024);  // quiet: 8 times
+  static_assert(stream_read_in_place_bytes(256 * 1024, true) == 256 * 1024);  // contended: the threshold
+  static_assert(stream_read_in_place_bytes(0, false) == 0);
+  static_assert(stream_read_in_place_bytes(off / 4, false) == off);  // no overflow into a small threshold
+  // The receiver's report when the ends decide differently (algo::direct's header flag).
+  mismatch_report rep;
+  rep.peer = 2;
+  rep.message = 1;
+  rep.read_in_place = true;
+  rep.expected = 1;  // rank 0 reads it in place
+  rep.got = 0;       // rank 2 sends it through the FIFOs
+  CHECK_THAT(comm::p2p_mismatch_detail(rep, 0), Contains("message #1 from rank 2") &&
+                                                    Contains("rank 2 sends it through the FIFOs") &&
+                                                    Contains("rank 0 reads it in place") &&
+                                                    Contains("thresholds or contention settings differ"));
+  rep.expected = 0;
+  rep.got = 1;
+  std::vector<std::size_t> storage;
+  const std::size_t counts[3] = {100, 100, 100}, displs[3] = {0, 100, 200};
+  const comm::buffer_desc side{nullptr, counts, displs, comm::buffer_desc::unknown_length};
+  const comm::byte_layout layout(side, side, dtype::float32, 3, storage);
+  CHECK_THAT(layout.mismatch_detail(rep, 0), Contains("rank 2 offers it to be read in place") &&
+                                                 Contains("rank 0 expects it through the FIFOs"));
+}
