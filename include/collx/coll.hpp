@@ -100,7 +100,8 @@ struct mismatch_report {
 /// threshold (2 MiB by default): there a cross-memory-attach read is slower
 /// than the two cache-resident copies of the pipelined FIFO path up to about
 /// that size (bench/results/p2p_single_copy_2026-12-05.md); under contention
-/// one read needs no step with the peer on a CPU, and wins from the threshold.
+/// a read needs the peer on a CPU only for its header and its token, not at
+/// every FIFO step, and wins from the threshold.
 /// Every rank computes the same value (both inputs are agreed).
 COLLX_HOST_DEVICE constexpr std::uint64_t stream_read_in_place_bytes(std::uint64_t single_copy_min,
                                                                      bool contended) {

@@ -324,8 +324,8 @@ struct basic_direct {
   // carries the address of the sender's buffer (and a flag, so that ends
   // whose thresholds differ report a mismatch instead of waiting for calls
   // that never come) and the receiver reads it from there,
-  // one copy instead of two through the FIFO, with no step that needs the
-  // sender on a CPU. After its last call of the stream a rank sends one
+  // one copy instead of two through the FIFO, while the sender needs no
+  // CPU. After its last call of the stream a rank sends one
   // token to every peer it read from; a sender returns only when every peer
   // it let read has sent it, so its buffers stay valid while they are read.
   // Both ends know which messages go so from the counts they agreed on.
