@@ -210,6 +210,54 @@ TEST_CASE("send/recv: long messages read from the sender's buffer (single copy)"
   }
 }
 
+TEST_CASE("send/recv: a sender's buffer may be overwritten as soon as its group returns", "[p2p]") {
+  // Messages read in place: a sender returns only once its reader says it is
+  // done. Each rank overwrites its send buffer the moment group_end returns;
+  // a reader still copying would then receive the overwritten values.
+  const int P = GENERATE(2, 3);
+  comm_options o = test_options();
+  o.single_copy = true;
+  o.single_copy_min_bytes = 0;
+  auto comms = communicator::create_thread_group(P, o);
+  const std::size_t n = 50000;
+  std::vector<std::string> errs(static_cast<std::size_t>(P));
+  std::vector<std::thread> ts;
+  for (int r = 0; r < P; ++r)
+    ts.emplace_back([&, r] {
+      const int right = (r + 1) % P, left = (r + P - 1) % P;
+      std::vector<std::int32_t> out(n), in(n);
+      auto value = [](int src, int iter, std::size_t i) {
+        return static_cast<std::int32_t>(i * 31 + static_cast<std::size_t>(src * 7919 + iter));
+      };
+      for (int iter = 0; iter < 100 && errs[static_cast<std::size_t>(r)].empty(); ++iter) {
+        for (std::size_t i = 0; i < n; ++i) out[i] = value(r, iter, i);
+        communicator& c = comms[static_cast<std::size_t>(r)];
+        try {
+          c.group_start();
+          c.send(out.data(), n, right);
+          c.recv(in.data(), n, left);
+          c.group_end();
+        } catch (const std::exception& e) {
+          errs[static_cast<std::size_t>(r)] = e.what();
+          return;
+        }
+        std::fill(out.begin(), out.end(), -1);  // at once: no reader may still be copying
+        for (std::size_t i = 0; i < n; ++i)
+          if (in[i] != value(left, iter, i)) {
+            errs[static_cast<std::size_t>(r)] = "rank " + std::to_string(r) + " call " +
+                                                std::to_string(iter) + ": element " + std::to_string(i) +
+                                                " from rank " + std::to_string(left) + " is wrong";
+            break;
+          }
+      }
+    });
+  for (auto& t : ts) t.join();
+  for (const auto& e : errs) {
+    INFO(e);
+    CHECK(e.empty());
+  }
+}
+
 TEST_CASE("send/recv: only the ranks named take part; a send outside a group", "[p2p]") {
   const int P = 4;
   report(run_plan<float>(P, {{1, 3, 0, 5000}, {3, 1, 0, 7}}, 1));  // ranks 0 and 2 call nothing
