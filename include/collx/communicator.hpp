@@ -98,6 +98,7 @@
 #include <collx/exec/host.hpp>
 #include <collx/options.hpp>
 #include <collx/reduce_op.hpp>
+#include <collx/symmetric_buffer.hpp>
 #include <collx/transport/shm.hpp>
 #include <collx/transport/shm_join.hpp>
 #include <collx/transport/shm_segment.hpp>
@@ -178,6 +179,17 @@ class basic_communicator {
   bool single_copy_enabled() const {
     return live("single_copy_enabled").view.user_buffer_min_bytes() != ~std::uint64_t{0};
   }
+
+  /// Collective: every rank gets `bytes` (at least one page; sizes may
+  /// differ between ranks) of memory that every other process rank of this
+  /// host maps too, so that peers' single-copy schedules copy buffers that lie
+  /// in it with loads instead of cross-memory attach (collx/symmetric_buffer.hpp).
+  /// Ends with a barrier. Errors: status::system_error on every rank, naming
+  /// the rank and the call, where some rank could not create its part (no
+  /// memfd, no memory). A peer that may not map a rank's part (the OS's ptrace
+  /// rules, as for cross-memory attach) is no error: its calls read that part
+  /// the ordinary way (symmetric_buffer::mapped_peers says how many it mapped).
+  symmetric_buffer alloc_symmetric(std::size_t bytes) requires std::same_as<Transport, transport::shm>;
 
   // ---- collectives (type-erased: every element width compiled in) --------------
   void all_reduce(const void* send, void* recv, std::size_t count, dtype dt, reduce_op op,
@@ -432,6 +444,58 @@ basic_communicator<Transport, Exec>::basic_communicator(std::shared_ptr<void> me
   s.place_on_host(nranks);
   s.pid_ns = detail::pid_namespace_of_self();
   publish_identity(s.view, rank);  // the transport's (found by ADL): the rank's record
+}
+
+template <class Transport, class Exec>
+symmetric_buffer basic_communicator<Transport, Exec>::alloc_symmetric(
+    std::size_t bytes) requires std::same_as<Transport, transport::shm> {
+  comm::state<Transport>& s = live("alloc_symmetric");
+  symmetric_buffer out;
+  out.serial_ = s.symmetric_serial++;
+  // A rank whose part failed still joins the exchange (with no part), so that
+  // every rank learns of it and fails alike instead of waiting.
+  std::string failure;
+  try {
+    out.own_ = transport::symmetric_own::create(bytes);
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  transport::symmetric_share mine{};
+  if (out.own_.address != nullptr)
+    mine = {static_cast<std::uint64_t>(::getpid()),
+            static_cast<std::uint64_t>(out.own_.fd),
+            out.own_.inode,
+            out.own_.bytes,
+            static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(out.own_.address)),
+            out.serial_};
+  constexpr std::size_t words = sizeof(transport::symmetric_share) / sizeof(std::uint64_t);
+  std::vector<transport::symmetric_share> all(static_cast<std::size_t>(s.size));
+  // Through the FIFOs (ring/Simple): a few words need no single copy.
+  all_gather(&mine, all.data(), words, dtype::uint64, {algo_id::ring, proto_id::simple});
+  for (int q = 0; q < s.size; ++q)
+    if (all[static_cast<std::size_t>(q)].bytes == 0)
+      throw_error(status::system_error, "alloc_symmetric(" + std::to_string(bytes) + " bytes): rank " +
+                                            std::to_string(q) + " could not create its part" +
+                                            (q == s.rank ? ": " + failure : std::string()));
+  if (s.symmetric == nullptr) {
+    s.symmetric = std::make_shared<transport::symmetric_table>();
+    s.view.symmetric = s.symmetric.get();
+  }
+  out.table_ = s.symmetric;  // from here on, out's release unmaps what follows
+  for (int q = 0; q < s.size; ++q) {
+    const transport::symmetric_share& sh = all[static_cast<std::size_t>(q)];
+    if (q == s.rank || sh.pid == mine.pid) continue;  // this process loads it anyway
+    if (std::byte* local = transport::map_symmetric_share(sh)) {
+      s.symmetric->add({q, out.serial_, static_cast<std::uintptr_t>(sh.address),
+                        static_cast<std::size_t>(sh.bytes), local});
+      ++out.mapped_peers_;
+    }
+  }
+  out.bytes_ = out.own_.bytes;
+  // No rank releases its part (closing the descriptor peers fetch) before
+  // every peer has mapped it.
+  barrier();
+  return out;
 }
 
 template <class Transport, class Exec>

@@ -225,6 +225,20 @@ int main(int argc, char** argv) {
       c.variant = {algo_id::direct, proto_id::simple};
       cases.push_back(c);
     }
+  // COLLX_TEST_SYMMETRIC=1: every guarded buffer (the cases' send and recv)
+  // is symmetric memory (communicator::alloc_symmetric), so what nvls reads and
+  // writes of peers must go through the mappings, none of it by cross-memory
+  // attach. Every rank allocates the same buffers in the same order (the
+  // cases are the same on every rank), as the collective allocation needs.
+  const char* sym_env = std::getenv("COLLX_TEST_SYMMETRIC");
+  const bool symmetric = sym_env != nullptr && std::strcmp(sym_env, "1") == 0;
+  int symmetric_unmapped = 0;  // allocations some peer of another process could not map
+  if (symmetric)
+    guarded_storage() = [&comm, &symmetric_unmapped](std::size_t bytes) {
+      auto buf = std::make_shared<symmetric_buffer>(comm.alloc_symmetric(bytes));
+      if (buf->mapped_peers() != comm.size() - 1) ++symmetric_unmapped;
+      return std::shared_ptr<unsigned char>(buf, buf->as<unsigned char>());
+    };
   int failed = 0;
   const auto expected = expected_algorithms();
   std::map<coll, int> algo_checks;
@@ -233,11 +247,16 @@ int main(int argc, char** argv) {
   const std::uint64_t reads_before = counters.reads.load(), bytes_before = counters.bytes.load();
   std::uint64_t nvls_single_copy_bytes = 0;
   std::uint64_t nvls_written = 0;
+  auto& mapped = transport::symmetric_counters;
   for (const auto& c : cases) {
     const std::uint64_t before = counters.bytes.load(), before_written = counters.bytes_written.load();
+    const std::uint64_t mapped_before = mapped.bytes_read.load(),
+                        mapped_written_before = mapped.bytes_written.load();
     std::string e = run_case(comm, c);
     const std::uint64_t read = counters.bytes.load() - before;
     const std::uint64_t written = counters.bytes_written.load() - before_written;
+    const std::uint64_t mapped_read = mapped.bytes_read.load() - mapped_before;
+    const std::uint64_t mapped_written = mapped.bytes_written.load() - mapped_written_before;
     const variant_choice ran = comm.last_variant();
     if (e.empty() && c.variant.algo == algo_id::automatic) {
       if (const auto want = expected.find(c.kind); want != expected.end()) {
@@ -251,11 +270,17 @@ int main(int argc, char** argv) {
     const std::uint64_t min_bytes = comm.options().single_copy_min_bytes;
     const std::uint64_t want_read = counted ? single_copy_bytes(c, comm.rank(), P, min_bytes) : 0;
     const std::uint64_t want_written = counted ? single_copy_written(c, comm.rank(), P, min_bytes) : 0;
-    for (auto [what, got, want] :
-         {std::tuple{"read", read, want_read}, std::tuple{"wrote", written, want_written}})
+    // With symmetric buffers the same bytes move through the mappings instead.
+    const std::uint64_t cma_read = symmetric ? 0 : want_read, cma_written = symmetric ? 0 : want_written;
+    const std::uint64_t map_read = symmetric ? want_read : 0, map_written = symmetric ? want_written : 0;
+    for (auto [what, how, got, want] :
+         {std::tuple{"read", "by cross-memory attach", read, cma_read},
+          std::tuple{"wrote", "by cross-memory attach", written, cma_written},
+          std::tuple{"read", "through symmetric mappings", mapped_read, map_read},
+          std::tuple{"wrote", "through symmetric mappings", mapped_written, map_written}})
       if (e.empty() && got != want)
         e = c.str(P) + " — " + name(ran.algo) + " " + what + " " + std::to_string(got) +
-            " bytes of peers' buffers by cross-memory attach, expected " + std::to_string(want);
+            " bytes of peers' buffers " + how + ", expected " + std::to_string(want);
     if (ran.algo == algo_id::nvls) nvls_single_copy_bytes += want_read, nvls_written += want_written;
     if (!e.empty()) {
       ++failed;
@@ -283,6 +308,14 @@ int main(int argc, char** argv) {
     if (total == 0) {
       ++failed;
       std::fprintf(stderr, "FAILED: no in-place nvls broadcast wrote into peers by cross-memory attach\n");
+    }
+  }
+  if (symmetric) {
+    guarded_storage() = nullptr;
+    if (symmetric_unmapped > 0) {
+      ++failed;
+      std::fprintf(stderr, "FAILED: %d symmetric allocations were not mapped by every peer\n",
+                   symmetric_unmapped);
     }
   }
   std::printf("rank %d/%d: %llu reads, %llu bytes from peers by cross-memory attach\n", comm.rank(), P,
@@ -356,17 +389,35 @@ int main(int argc, char** argv) {
       sc[qz] = count(r, q), sd[qz] = slen, slen += sc[qz] + gap;
       rc[qz] = count(q, r), rd[qz] = rlen, rlen += rc[qz] + gap;
     }
-    std::vector<std::int32_t> send(slen, -7), recv(rlen, -9);
+    // With COLLX_TEST_SYMMETRIC=1 the send buffer is symmetric memory: what
+    // is read in place must then come through the mappings.
+    symmetric_buffer sym;
+    std::vector<std::int32_t> heap, recv(rlen, -9);
+    std::int32_t* send = nullptr;
+    if (symmetric) {
+      sym = comm.alloc_symmetric(slen * sizeof(std::int32_t));
+      send = sym.as<std::int32_t>();
+    } else {
+      heap.resize(slen);
+      send = heap.data();
+    }
+    std::fill(send, send + slen, -7);
     for (int q = 0; q < P; ++q)
       for (std::size_t i = 0; i < sc[static_cast<std::size_t>(q)]; ++i)
         send[sd[static_cast<std::size_t>(q)] + i] = value(r, q, i);
-    const std::uint64_t before = counters.bytes.load();
-    comm.all_to_allv(send.data(), sc.data(), sd.data(), recv.data(), rc.data(), rd.data());
+    const std::uint64_t before = counters.bytes.load(), mapped_before = mapped.bytes_read.load();
+    comm.all_to_allv(send, sc.data(), sd.data(), recv.data(), rc.data(), rd.data());
     std::uint64_t want = 0;
     for (int q = 0; q < P; ++q)
       if (q != r && read_in_place(rc[static_cast<std::size_t>(q)], 4))
         want += rc[static_cast<std::size_t>(q)] * 4;
-    check_stream_reads("all_to_allv", before, want);
+    check_stream_reads("all_to_allv", before, symmetric ? 0 : want);
+    if (const std::uint64_t got = mapped.bytes_read.load() - mapped_before; got != (symmetric ? want : 0)) {
+      ++failed;
+      std::fprintf(stderr, "FAILED all_to_allv: read %llu bytes through symmetric mappings, expected %llu\n",
+                   static_cast<unsigned long long>(got),
+                   static_cast<unsigned long long>(symmetric ? want : 0));
+    }
     std::vector<std::int32_t> expect(rlen, -9);
     for (int q = 0; q < P; ++q)
       for (std::size_t i = 0; i < rc[static_cast<std::size_t>(q)]; ++i)

@@ -28,7 +28,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -229,15 +231,33 @@ bool matches(const reference_element<T>& ref, reduce_op op, T got) {
 }
 
 /// A buffer with guard bytes on both sides, to catch writes outside the range.
+/// Where guarded buffers take their memory: the heap, unless a test installs
+/// another source (proc_matrix: a communicator's symmetric memory). A source
+/// returns at least the bytes asked for, owned by the pointer it returns.
+using guarded_source = std::function<std::shared_ptr<unsigned char>(std::size_t)>;
+inline guarded_source& guarded_storage() {
+  static guarded_source source;
+  return source;
+}
+
 class guarded_buffer {
  public:
   static constexpr std::size_t guard = 256;
   static constexpr unsigned char pattern = 0xA5;
 
   /// `misalign` shifts the start by that many bytes from a 64-byte boundary.
-  explicit guarded_buffer(std::size_t bytes, std::size_t misalign = 0)
-      : bytes_(bytes), misalign_(misalign), storage_(bytes + 2 * guard + 64 + misalign, pattern) {
-    auto addr = reinterpret_cast<std::uintptr_t>(storage_.data()) + guard;
+  explicit guarded_buffer(std::size_t bytes, std::size_t misalign = 0) : bytes_(bytes), misalign_(misalign) {
+    const std::size_t total = bytes + 2 * guard + 64 + misalign;
+    if (guarded_storage()) {
+      owner_ = guarded_storage()(total);
+      begin_ = owner_.get();
+    } else {
+      storage_.resize(total);
+      begin_ = storage_.data();
+    }
+    end_ = begin_ + total;
+    std::fill(begin_, end_, pattern);
+    auto addr = reinterpret_cast<std::uintptr_t>(begin_) + guard;
     addr = (addr + 63) / 64 * 64 + misalign;
     data_ = reinterpret_cast<unsigned char*>(addr);
   }
@@ -248,9 +268,9 @@ class guarded_buffer {
   }
   std::size_t bytes() const { return bytes_; }
   bool guards_intact() const {
-    for (const unsigned char* p = storage_.data(); p < data_; ++p)
+    for (const unsigned char* p = begin_; p < data_; ++p)
       if (*p != pattern) return false;
-    for (const unsigned char* p = data_ + bytes_; p < storage_.data() + storage_.size(); ++p)
+    for (const unsigned char* p = data_ + bytes_; p < end_; ++p)
       if (*p != pattern) return false;
     return true;
   }
@@ -258,6 +278,9 @@ class guarded_buffer {
  private:
   std::size_t bytes_, misalign_;
   std::vector<unsigned char> storage_;
+  std::shared_ptr<unsigned char> owner_;
+  unsigned char* begin_ = nullptr;
+  unsigned char* end_ = nullptr;
   unsigned char* data_;
 };
 

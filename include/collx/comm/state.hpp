@@ -20,6 +20,7 @@
 #include <collx/detail/sched_stat.hpp>
 #include <collx/error.hpp>
 #include <collx/options.hpp>
+#include <collx/transport/symmetric.hpp>
 
 #include <unistd.h>
 
@@ -70,6 +71,10 @@ struct state {
   double cpu_share = 1;             // CPUs / ranks of this host when oversubscribed (tune::problem)
   int host_cpus = 1;                // this host's online CPUs (tune::scheduler_slice_us)
   std::shared_ptr<void> keepalive;  // e.g. the bootstrap session of process ranks
+  /// Peers' symmetric memory this rank mapped (communicator::alloc_symmetric;
+  /// the view points at it), and the number of the next allocation.
+  std::shared_ptr<transport::symmetric_table> symmetric;
+  std::uint64_t symmetric_serial = 0;
   // Reliability watch (comm/watch.hpp): this rank's call sequence, and the
   // state of the periodic check run from slow waits.
   std::uint64_t seq = 0;

@@ -36,8 +36,10 @@
 #include <collx/transport/switch_channel.hpp>
 #if !COLLX_DEVICE_CODE
 #include <collx/transport/peer_read.hpp>
+#include <collx/transport/symmetric.hpp>
 
 #include <cerrno>
+#include <cstring>
 #endif
 
 #include <cstddef>
@@ -233,9 +235,15 @@ using detail::doorbell;
 static_assert(sizeof(doorbell) == cache_line);
 
 /// Non-owning, trivially copyable view of a mapped segment from one rank.
+class symmetric_table;
+
 struct shm_view {
   std::byte* base = nullptr;
   shm_layout layout{};
+  /// Peers' symmetric shares this rank has mapped (transport/symmetric.hpp),
+  /// or nullptr: cross-memory-attach reads and writes of a peer's address go
+  /// through the mapping where the whole range lies in one. Host only.
+  const symmetric_table* symmetric = nullptr;
 
   COLLX_HOST_DEVICE shm_header* header() const { return reinterpret_cast<shm_header*>(base); }
   COLLX_HOST_DEVICE std::uint32_t* abort_word() const { return &header()->abort; }
@@ -298,8 +306,10 @@ struct shm_view {
 
   // ---- peer user buffers (single copy) -------------------------------------------
   // Host ranks read a peer's user buffer in place: thread ranks through the
-  // pointer, process ranks by cross-memory attach, if the OS allowed it when
-  // the communicator was created (header()->single_copy_denied). Device code:
+  // pointer, process ranks through their mapping of the peer's symmetric
+  // memory where the buffer lies in it, else by cross-memory attach, if the
+  // OS allowed it when the communicator was created
+  // (header()->single_copy_denied). Device code:
   // never (a GPU would need the buffers registered; not provided).
 
   /// Smallest call in bytes from which ranks read peers' user buffers, or
@@ -355,21 +365,28 @@ struct shm_view {
     return detail::load_relaxed(&header()->single_copy_write_denied) == 0;
 #endif
   }
-  /// Bytes [off, off + n) of rank q's published recv buffer ← src, by one
-  /// cross-memory-attach write (q runs in another process; a thread rank
-  /// stores through storable_user_recv instead). On failure:
+  /// Bytes [off, off + n) of rank q's published recv buffer ← src: a copy
+  /// through the mapping where they lie in a symmetric share of q (see
+  /// `symmetric`), else one cross-memory-attach write (q runs in another
+  /// process; a thread rank stores through storable_user_recv instead). On failure:
   /// status::system_error, and last_peer_read_failure names q, its pid and errno.
   COLLX_HOST_DEVICE status write_user_recv(int q, std::size_t off, const void* src, std::size_t n) const {
 #if COLLX_DEVICE_CODE
     (void)q, (void)off, (void)src, (void)n;
     return status::not_supported;
 #else
+    const std::uintptr_t addr = published_address(q, true) + off;
+    if (std::byte* mapped = symmetric_address(q, addr, n)) {
+      std::memcpy(mapped, src, n);
+      symmetric_counters.bytes_written.fetch_add(n, std::memory_order_relaxed);
+      return status::ok;
+    }
     const int pid = detail::load_relaxed(&record(q)->pid);
-    return counted(q, pid, write_peer_memory(pid, published_address(q, true) + off, src, n), n, true);
+    return counted(q, pid, write_peer_memory(pid, addr, src, n), n, true);
 #endif
   }
-  /// dst ← bytes [off, off + n) of rank q's published buffer, by one
-  /// cross-memory-attach read. On failure: status::system_error, and
+  /// dst ← bytes [off, off + n) of rank q's published buffer, as
+  /// read_peer_address. On failure: status::system_error, and
   /// last_peer_read_failure names q, its pid and errno.
   COLLX_HOST_DEVICE status read_user_buffer(int q, bool recv_side, std::size_t off, void* dst,
                                             std::size_t n) const {
@@ -391,14 +408,20 @@ struct shm_view {
     return same_process(self, q) ? reinterpret_cast<const void*>(static_cast<std::uintptr_t>(addr)) : nullptr;
 #endif
   }
-  /// dst ← n bytes at address `addr` of rank q's address space, by one
-  /// cross-memory-attach read (q runs in another process). On failure:
+  /// dst ← n bytes at address `addr` of rank q's address space (q runs in
+  /// another process): a copy through the mapping where they lie in a
+  /// symmetric share of q, else one cross-memory-attach read. On failure:
   /// status::system_error, and last_peer_read_failure names q, its pid and errno.
   COLLX_HOST_DEVICE status read_peer_address(int q, std::uint64_t addr, void* dst, std::size_t n) const {
 #if COLLX_DEVICE_CODE
     (void)q, (void)addr, (void)dst, (void)n;
     return status::not_supported;
 #else
+    if (const std::byte* mapped = symmetric_address(q, addr, n)) {
+      std::memcpy(dst, mapped, n);
+      symmetric_counters.bytes_read.fetch_add(n, std::memory_order_relaxed);
+      return status::ok;
+    }
     const int pid = detail::load_relaxed(&record(q)->pid);
     return counted(q, pid, read_peer_memory(pid, static_cast<std::uintptr_t>(addr), dst, n), n, false);
 #endif
@@ -406,6 +429,11 @@ struct shm_view {
 
  private:
 #if !COLLX_DEVICE_CODE
+  /// Peer q's bytes [addr, addr + n) in this process, where they lie in one
+  /// symmetric share of q that this rank has mapped, else nullptr.
+  std::byte* symmetric_address(int q, std::uint64_t addr, std::size_t n) const {
+    return symmetric != nullptr ? symmetric->find(q, addr, n) : nullptr;
+  }
   bool same_process(int self, int q) const {
     return detail::load_relaxed(&record(q)->pid) == detail::load_relaxed(&record(self)->pid);
   }
