@@ -89,6 +89,9 @@ void usage(std::FILE* f, const char* prog) {
                "#wrong = wrong elements over all ranks, checked once per size before timing;\n"
                "'Out of bounds values' = bytes written past a rank's output.\n"
                "\n"
+               "COLLX_PERF_SYMMETRIC=1 takes the buffers from communicator::alloc_symmetric\n"
+               "(peers of other processes then copy them through their mappings of that memory).\n"
+               "\n"
                "Process ranks: with --procs the tool starts -p copies of itself; a copy runs as\n"
                "one rank whenever COLLX_RANK is set in its environment (so it can also be started\n"
                "by collxrun or any launcher that sets COLLX_RANK, COLLX_SIZE and COLLX_UNIQUE_ID),\n"
@@ -179,17 +182,34 @@ perf::sweep_totals run_rank(communicator& comm, const options& o, variant_choice
   // not serve the collective: a zero-count call checks everything but bytes.
   call(nullptr, nullptr, 0);
 
-  const perf::sweep_buffers bufs = perf::alloc_buffers(o, P);
+  // COLLX_PERF_SYMMETRIC=1: the buffers are symmetric memory
+  // (communicator::alloc_symmetric), which peers of other processes copy
+  // through their mappings instead of by cross-memory attach.
+  const char* sym = std::getenv("COLLX_PERF_SYMMETRIC");
+  const bool symmetric = sym != nullptr && std::strcmp(sym, "1") == 0;
+  perf::sweep_buffers heap;
+  symmetric_buffer sym_send, sym_recv;
+  std::byte *send = nullptr, *recv = nullptr;
+  if (symmetric) {
+    const perf::buffer_bytes need = perf::buffers_for(o, P);
+    sym_send = comm.alloc_symmetric(need.send);
+    sym_recv = comm.alloc_symmetric(need.recv);
+    send = sym_send.as<std::byte>(), recv = sym_recv.as<std::byte>();
+  } else {
+    heap = perf::alloc_buffers(o, P);
+    send = heap.send.get(), recv = heap.recv.get();
+  }
   std::FILE* out = stdout;
   if (print)
     perf::print_header(out, o, "collx-perf", name(o.collective), P, mode, perf::op_column(o.collective, o.op),
-                       perf::root_column(o.collective, o.root), "variant " + variant_name(want));
+                       perf::root_column(o.collective, o.root),
+                       "variant " + variant_name(want) + (symmetric ? "  buffers symmetric" : ""));
 
   std::vector<variant_span> spans;
   collx_driver driver{comm, call, spans};
   perf::sweep_totals totals;
   visit_dtype(o.type, [&]<class T>(std::type_identity<T>) {
-    totals = perf::run_sweep<T>(o, rank, P, bufs.send.get(), bufs.recv.get(), driver, print ? out : nullptr);
+    totals = perf::run_sweep<T>(o, rank, P, send, recv, driver, print ? out : nullptr);
   });
 
   if (print) {

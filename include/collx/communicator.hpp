@@ -492,9 +492,17 @@ symmetric_buffer basic_communicator<Transport, Exec>::alloc_symmetric(
     }
   }
   out.bytes_ = out.own_.bytes;
-  // No rank releases its part (closing the descriptor peers fetch) before
-  // every peer has mapped it.
-  barrier();
+  // Whether every rank mapped every part of another process. The exchange is
+  // also the barrier that keeps a rank from releasing its part (closing the
+  // descriptor peers fetch) before every peer has mapped it. Only then are
+  // calls on this memory priced as loads, alike on every rank.
+  int others = 0;
+  for (int q = 0; q < s.size; ++q) others += q != s.rank && all[static_cast<std::size_t>(q)].pid != mine.pid;
+  const std::int32_t mapped_all = out.mapped_peers_ == others ? 1 : 0;
+  std::int32_t everyone = 0;
+  all_reduce(&mapped_all, &everyone, 1, dtype::int32, reduce_op::min, {algo_id::ring, proto_id::simple});
+  if (everyone == 1)
+    s.symmetric->add_own(reinterpret_cast<std::uintptr_t>(out.own_.address), out.own_.bytes, out.serial_);
   return out;
 }
 

@@ -310,6 +310,38 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "FAILED: no in-place nvls broadcast wrote into peers by cross-memory attach\n");
     }
   }
+  // The automatic choice prices symmetric buffers as loads
+  // (tune::problem::mapped_peers): under the built-in preset (this test runs
+  // with COLLX_TUNE_FILE=builtin) an all_to_all of 1 MiB per rank runs nvls on
+  // symmetric memory and not on the heap, with the same values.
+  if (symmetric && P > 1) {
+    const std::size_t count = (std::size_t{1} << 18) / static_cast<std::size_t>(P);
+    const std::size_t total = count * static_cast<std::size_t>(P);
+    symmetric_buffer sa = comm.alloc_symmetric(total * 4), sb = comm.alloc_symmetric(total * 4);
+    std::vector<std::int32_t> ha(total), hb(total);
+    for (int kind = 0; kind < 2; ++kind) {
+      std::int32_t* a = kind == 0 ? sa.as<std::int32_t>() : ha.data();
+      std::int32_t* b = kind == 0 ? sb.as<std::int32_t>() : hb.data();
+      for (std::size_t i = 0; i < total; ++i)
+        a[i] = static_cast<std::int32_t>(i * 3 + static_cast<std::size_t>(comm.rank()));
+      std::fill(b, b + total, -1);
+      comm.all_to_all(a, b, count);
+      const variant_choice ran = comm.last_variant();
+      bool right = true;
+      for (int q = 0; q < P; ++q)
+        for (std::size_t i = 0; i < count; ++i)
+          right &= b[static_cast<std::size_t>(q) * count + i] ==
+                   static_cast<std::int32_t>((static_cast<std::size_t>(comm.rank()) * count + i) * 3 +
+                                             static_cast<std::size_t>(q));
+      const bool nvls = ran.algo == algo_id::nvls;
+      if (!right || nvls != (kind == 0)) {
+        ++failed;
+        std::fprintf(stderr, "FAILED automatic all_to_all on %s buffers: %s, ran %s\n",
+                     kind == 0 ? "symmetric" : "heap", right ? "values right" : "values wrong",
+                     name(ran.algo));
+      }
+    }
+  }
   if (symmetric) {
     guarded_storage() = nullptr;
     if (symmetric_unmapped > 0) {

@@ -204,6 +204,35 @@ static_assert(protocol_of_id(algo_id::nvls, proto_id::ll128) == proto_id::simple
 static_assert(protocol_of_id(algo_id::ring, proto_id::ll128) == proto_id::ll128);
 static_assert(std::is_same_v<protocol_of<algo::nvls, proto::ll>, proto::simple>);
 
+// Symmetric memory (tune::problem::mapped_peers): single-copy reads are a
+// memcpy through a mapping, priced at copy_gbps instead of cross-memory
+// attach's rate, and nvls wins on 2 process ranks at 1 MiB, where the preset
+// leaves it to FIFO schedules otherwise.
+constexpr tune::problem single_copy_problem(coll c, double bytes, bool mapped) {
+  tune::problem q{c, 2, bytes, true};
+  q.mapped_peers = mapped;
+  return q;
+}
+static_assert(tune::fastest<transport::shm>(tune::shm_host,
+                                            single_copy_problem(coll::all_gather, 1 << 20, true))
+                  .algo == algo_id::nvls);
+static_assert(tune::fastest<transport::shm>(tune::shm_host,
+                                            single_copy_problem(coll::all_gather, 1 << 20, false))
+                  .algo != algo_id::nvls);
+static_assert(
+    tune::predict_us<algo::nvls, proto::simple>(tune::shm_host,
+                                                single_copy_problem(coll::all_reduce, 1 << 20, true)) <
+    tune::predict_us<algo::nvls, proto::simple>(tune::shm_host,
+                                                single_copy_problem(coll::all_reduce, 1 << 20, false)));
+// Without single copy the flag changes nothing: nvls stages through its buffers.
+static_assert(tune::predict_us<algo::nvls, proto::simple>(tune::shm_host,
+                                                          [] {
+                                                            tune::problem q{coll::all_gather, 2, 1 << 20};
+                                                            q.mapped_peers = true;
+                                                            return q;
+                                                          }()) ==
+              tune::predict_us<algo::nvls, proto::simple>(tune::shm_host, {coll::all_gather, 2, 1 << 20}));
+
 constexpr int candidates(coll c) {
   int n = 0;
   tune::select_detail::for_each_variant<false>([&]<class A, class P>() {

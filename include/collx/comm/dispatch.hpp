@@ -263,6 +263,28 @@ bool priced_in_place(const state<Transport>& s, const call_args& a) {
   }
 }
 
+/// Whether the automatic choice prices single-copy reads as loads
+/// (tune::problem::mapped_peers): every buffer this rank's part of the call
+/// uses lies in symmetric memory every peer mapped (communicator::alloc_symmetric).
+/// Per rank, like priced_in_place: ranks that differ may choose differently,
+/// which the call check reports.
+template <coll C, class Transport>
+bool priced_mapped(const state<Transport>& s, const call_args& a) {
+  if (s.symmetric == nullptr || !s.symmetric->has_own()) return false;
+  const std::size_t e = size_of(a.dt), n = a.count * e, all = n * static_cast<std::size_t>(s.size);
+  auto in = [&](const void* p, std::size_t bytes) { return s.symmetric->mapped_by_peers(p, bytes); };
+  const bool root = a.root == s.rank;
+  switch (C) {
+    case coll::all_reduce: return in(a.send, n) && in(a.recv, n);
+    case coll::all_gather: return in(a.send, n) && in(a.recv, all);
+    case coll::reduce_scatter: return in(a.send, all) && in(a.recv, n);
+    case coll::all_to_all: return in(a.send, all) && in(a.recv, all);
+    case coll::broadcast: return (!root || in(a.send, n)) && in(a.recv, n);  // only the root's send is read
+    case coll::reduce: return in(a.send, n) && (!root || in(a.recv, n));  // only the root's recv is written
+    default: return false;
+  }
+}
+
 /// resolve() with the model's problem for collectives that have one size on
 /// every rank, remembered per collective: the argmin costs more than a small
 /// call, and it depends only on the requested variant, the size and the
@@ -275,9 +297,10 @@ variant_choice resolve_remembered(state<Transport>& s, variant_choice v, const c
     const double bytes = model_bytes<C>(s, a);
     const double contention = s.contention.share;
     const bool in_place = priced_in_place<C>(s, a);
+    const bool mapped = priced_mapped<C>(s, a);
     auto& memo = s.choice_memo[static_cast<int>(C)];
     if (memo.valid && memo.bytes == bytes && memo.contention == contention && memo.in_place == in_place &&
-        memo.requested.algo == v.algo && memo.requested.proto == v.proto)
+        memo.mapped == mapped && memo.requested.algo == v.algo && memo.requested.proto == v.proto)
       return memo.chosen;
     // The FIFO geometry the schedules see, so that a cost that depends on it
     // (direct's one-shot when the vector fits one chunk) decides as they do.
@@ -296,13 +319,15 @@ variant_choice resolve_remembered(state<Transport>& s, variant_choice v, const c
                           peer_buffer_bytes_of(s.view),
                           tune::granule_table_of([&](int ch) { return s.view.fifo_slot_bytes(ch); }, whole),
                           whole,
-                          in_place};
+                          in_place,
+                          mapped};
     memo.valid = false;
     memo.requested = v;
     memo.chosen = resolve<Transport, Exec>(s, C, v, &q);
     memo.bytes = bytes;
     memo.contention = contention;
     memo.in_place = in_place;
+    memo.mapped = mapped;
     memo.valid = true;
     return memo.chosen;
   }

@@ -50,6 +50,7 @@ struct state {
     double bytes = 0;
     double contention = 0;
     bool in_place = false;
+    bool mapped = false;  // the buffers were symmetric memory (comm/dispatch.hpp, priced_mapped)
   };
   remembered_choice choice_memo[coll_count];
   /// Contention as the ranks agreed it (comm/contention.hpp): the weight of

@@ -93,7 +93,24 @@ class symmetric_table {
     return nullptr;
   }
   void add(const mapping& m) { maps_.push_back(m); }
-  /// Unmaps and forgets every peer's share of allocation `serial`.
+
+  /// This rank's own shares that every peer in another process mapped: a
+  /// call whose buffers lie in them is priced as loads (tune::problem::mapped_peers).
+  void add_own(std::uintptr_t address, std::size_t bytes, std::uint64_t serial) {
+    own_.push_back({-1, serial, address, bytes, nullptr});
+  }
+  /// Whether this rank's [p, p + n) lies in one of its own shares every peer mapped.
+  bool mapped_by_peers(const void* p, std::size_t n) const {
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    for (const mapping& m : own_)
+      if (a >= m.peer_address && a - m.peer_address <= m.bytes && n <= m.bytes - (a - m.peer_address))
+        return true;
+    return false;
+  }
+  bool has_own() const { return !own_.empty(); }
+
+  /// Unmaps and forgets every peer's share of allocation `serial`, and this
+  /// rank's own entry for it.
   void release(std::uint64_t serial) {
     auto gone = std::remove_if(maps_.begin(), maps_.end(), [&](const mapping& m) {
       if (m.serial != serial) return false;
@@ -101,6 +118,8 @@ class symmetric_table {
       return true;
     });
     maps_.erase(gone, maps_.end());
+    own_.erase(std::remove_if(own_.begin(), own_.end(), [&](const mapping& m) { return m.serial == serial; }),
+               own_.end());
   }
   std::size_t size() const { return maps_.size(); }
   ~symmetric_table() {
@@ -109,6 +128,7 @@ class symmetric_table {
 
  private:
   std::vector<mapping> maps_;
+  std::vector<mapping> own_;  // peer_address: this rank's address of the share
 };
 
 namespace symmetric_detail {

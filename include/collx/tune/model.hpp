@@ -9,7 +9,8 @@
 //                                                               connections
 //     + barriers · barrier + peer_bytes / peer_bw + staged_bytes / copy_bw
 //                                    (peer_bw: single_copy_gbps when the call
-//                                     reads peers' user buffers in place)  peer memory
+//                                     reads peers' user buffers in place;
+//                                     copy_gbps where they are mapped)     peer memory
 //     + local_bytes / copy_bw                                   copies of its own
 //     + bytes_reduced · max(0, 1/γ − 1/operand bw)          reduction
 //     + (near_miss / near + miss / mem) · touched                caches
@@ -297,6 +298,11 @@ struct problem {
   /// The call is in place on every rank (algo::cost_context::in_place; the
   /// dispatch states it for all_gather only, collx-explain --in-place for any).
   bool in_place = false;
+  /// With single_copy: every buffer of the call lies in symmetric memory that
+  /// every peer mapped (communicator::alloc_symmetric), so peers' buffers are
+  /// read and written by memcpy through a mapping, priced at copy_gbps instead
+  /// of single_copy_gbps (cross-memory attach).
+  bool mapped_peers = false;
 };
 
 /// Profile m as a transport that delivers whole steps sees it: a receiver
@@ -378,6 +384,7 @@ struct call_shape {
   bool single_copy = false;     // problem::single_copy
   double fill_bytes = 0;        // the pipeline's fill (fill_bytes())
   contended busy{};             // problem::contention
+  bool mapped_peers = false;    // problem::mapped_peers
 };
 
 /// A one-node call's terms priced under profile m: t's steps and barriers at
@@ -402,7 +409,9 @@ constexpr prediction price_one_node(const profile& m, const algo::cost_terms& t,
     r.bandwidth_us = unavailable_us;
     return r;
   }
-  const double peer_gbps = single_copy && m.single_copy_gbps > 0 ? m.single_copy_gbps : m.peer_gbps;
+  const double peer_gbps = single_copy && s.mapped_peers && m.copy_gbps > 0 ? m.copy_gbps
+                           : single_copy && m.single_copy_gbps > 0          ? m.single_copy_gbps
+                                                                            : m.peer_gbps;
   r.reduction_us =
       alone * per_byte * reduction_us(m, t.bytes_reduced, t.bytes_sent > 0 ? m.gbps(m.intra, ch) : peer_gbps);
   const double oversub_us = m.oversub_step_us + m.proto[ch].oversub_extra_us;
@@ -453,10 +462,10 @@ constexpr prediction predict_on(const profile& m, const problem& q) {
   const algo::cost_terms t = A::cost(q.kind, q.nranks, q.bytes, placed);
   if (nodes <= 1) {
     const double ws = working_set_bytes(q.kind, q.nranks, q.bytes);
-    return price_one_node(
-        m, t,
-        {ch, q.oversubscribed, miss_share(m, ws), near_miss_share(m, ws), q.cpu_share, q.single_copy,
-         fill_bytes(t, q.granules[ch]), contended{q.contention, q.slice_us, 2 * q.chunks[ch]}});
+    return price_one_node(m, t,
+                          {ch, q.oversubscribed, miss_share(m, ws), near_miss_share(m, ws), q.cpu_share,
+                           q.single_copy, fill_bytes(t, q.granules[ch]),
+                           contended{q.contention, q.slice_us, 2 * q.chunks[ch]}, q.mapped_peers});
   }
   prediction r{};
   r.reduction_us = reduction_us(m, t.bytes_reduced, m.gbps(m.intra, ch));
