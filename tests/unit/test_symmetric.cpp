@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -161,4 +162,45 @@ TEST_CASE("alloc_symmetric: a part one rank cannot create fails the allocation o
     CHECK(errors[static_cast<std::size_t>(r)].find("all_reduce after it") == std::string::npos);
   }
   CHECK(errors[1].find("alloc_symmetric") != std::string::npos);
+}
+
+TEST_CASE("alloc_symmetric: ranks that differ in whether a call's buffers are symmetric are told why",
+          "[symmetric][mismatch]") {
+  // Under the built-in preset an all_gather of 1 MiB on 2 ranks runs nvls on
+  // symmetric buffers and another schedule on the heap (test_tune_constexpr),
+  // so the two ranks choose apart: both must fail with the hint, not hang.
+  const int P = 2;
+  comm_options opt = comm_options::from_env();
+  opt.timeout = std::chrono::seconds(30);
+  opt.tune_file = "builtin";
+  auto comms = communicator::create_thread_group(P, opt);
+  std::vector<std::string> errors(P);
+  std::vector<status> codes(P, status::ok);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < P; ++r)
+    ranks.emplace_back([&, r] {
+      communicator& c = comms[static_cast<std::size_t>(r)];
+      const std::size_t count = (std::size_t{1} << 20) / sizeof(float) / P;
+      symmetric_buffer send = c.alloc_symmetric(count * sizeof(float));
+      symmetric_buffer recv = c.alloc_symmetric(count * P * sizeof(float));
+      std::vector<float> heap_send(count, 1.0f), heap_recv(count * P);
+      try {
+        if (r == 0) c.all_gather(send.as<float>(), recv.as<float>(), count);
+        else c.all_gather(heap_send.data(), heap_recv.data(), count);
+        c.barrier();
+      } catch (const error& e) {
+        codes[static_cast<std::size_t>(r)] = e.code();
+        errors[static_cast<std::size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < P; ++r) {
+    INFO("rank " << r << ": " << errors[static_cast<std::size_t>(r)]);
+    CHECK(codes[static_cast<std::size_t>(r)] == status::mismatch);
+  }
+  // The rank that found it says whether its own buffers were symmetric.
+  const std::string both = errors[0] + " | " + errors[1];
+  INFO(both);
+  CHECK(both.find("in symmetric memory (alloc_symmetric), which the automatic choice prices") !=
+        std::string::npos);
 }

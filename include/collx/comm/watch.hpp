@@ -287,6 +287,13 @@ COLLX_COLD status report_mismatch(state<Transport>& s, int peer, std::uint64_t s
     s.watch_what += std::string("; they also differ in whether the call was in place, which the automatic ") +
                     "choice prices: call " + name(mine.c) +
                     " in place on every rank or on none, or name the variant";
+  // Symmetric memory is priced per rank too (comm/dispatch.hpp, priced_mapped).
+  if ((f == call_field::algorithm || f == call_field::protocol) && s.symmetric != nullptr &&
+      s.symmetric->has_own())
+    s.watch_what += std::string("; this rank's buffers of its last ") + name(mine.c) + " were " +
+                    (s.choice_memo[static_cast<int>(mine.c)].mapped ? "" : "not ") +
+                    "in symmetric memory (alloc_symmetric), which the automatic choice prices: use symmetric "
+                    "buffers on every rank or on none, or name the variant";
   raise_abort(s.view.header(), abort_cause{status::mismatch, f, s.rank, peer});
   return status::mismatch;
 }
