@@ -183,12 +183,16 @@ class basic_communicator {
   /// Collective: every rank gets `bytes` (at least one page; sizes may
   /// differ between ranks) of memory that every other process rank of this
   /// host maps too, so that peers' single-copy schedules copy buffers that lie
-  /// in it with loads instead of cross-memory attach (collx/symmetric_buffer.hpp).
-  /// Ends with a barrier. Errors: status::system_error on every rank, naming
-  /// the rank and the call, where some rank could not create its part (no
-  /// memfd, no memory). A peer that may not map a rank's part (the OS's ptrace
-  /// rules, as for cross-memory attach) is no error: its calls read that part
-  /// the ordinary way (symmetric_buffer::mapped_peers says how many it mapped).
+  /// in it with loads instead of cross-memory attach, and the automatic choice
+  /// prices calls on it so (collx/symmetric_buffer.hpp). Returns once every
+  /// rank has mapped every part (the ranks exchange and agree through two
+  /// ring/Simple calls of this communicator, numbered like any collective).
+  /// Errors: status::system_error on every rank, naming the rank and the call,
+  /// where some rank could not create its part (no memfd, no memory). A peer
+  /// that may not map a rank's part (the OS's ptrace rules, as for
+  /// cross-memory attach) is no error: its calls read that part the ordinary
+  /// way (symmetric_buffer::mapped_peers says how many it mapped), and no call
+  /// on this allocation is priced as loads.
   symmetric_buffer alloc_symmetric(std::size_t bytes) requires std::same_as<Transport, transport::shm>;
 
   // ---- collectives (type-erased: every element width compiled in) --------------
