@@ -258,7 +258,7 @@ TEST_CASE("send/recv: a sender's buffer may be overwritten as soon as its group 
   }
 }
 
-TEST_CASE("send/recv: only the ranks named take part; a send outside a group", "[p2p]") {
+TEST_CASE("send/recv: only the ranks named take part, and a send outside a group", "[p2p]") {
   const int P = 4;
   report(run_plan<float>(P, {{1, 3, 0, 5000}, {3, 1, 0, 7}}, 1));  // ranks 0 and 2 call nothing
   // A lone send and a lone recv (no group): a group of one each.

@@ -155,7 +155,7 @@ TEST_CASE("fd exchange: no server, or one that never answers, fails by the deadl
   ::rmdir(dir);
 }
 
-TEST_CASE("fd exchange: a silent client does not keep others waiting; the server cleans up",
+TEST_CASE("fd exchange: a silent client does not keep others waiting, and the server cleans up",
           "[fd_exchange]") {
   const int fd = memfd_with(4096);
   const auto token = bootstrap::random_secret();

@@ -55,7 +55,7 @@ TEST_CASE("symmetric table: a range is translated only when all of it lies in on
   CHECK(t.find(1, ~std::uint64_t{0} - 1, 4) == nullptr);
 }
 
-TEST_CASE("symmetric share: mapped through its descriptor, the same bytes; another file is refused",
+TEST_CASE("symmetric share: mapped through its descriptor, the same bytes, and another file is refused",
           "[symmetric]") {
   transport::symmetric_own own = transport::symmetric_own::create(10000);
   CHECK(own.bytes % static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)) == 0);
