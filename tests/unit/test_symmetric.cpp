@@ -124,6 +124,10 @@ TEST_CASE("alloc_symmetric on thread ranks: every rank's own zeroed memory, usab
         for (std::size_t i = 0; i < count; ++i)
           if (b.as<float>()[i] != 6.0f * float(i % 7))
             throw std::runtime_error("element " + std::to_string(i) + " is wrong");
+        // Nothing past the output range was written: the rest of b stays zero.
+        for (std::size_t i = count * sizeof(float); i < b.size(); ++i)
+          if (b.as<unsigned char>()[i] != 0)
+            throw std::runtime_error("byte " + std::to_string(i) + " past the output was written");
         a.reset();
         if (a) throw std::runtime_error("reset() left the memory in the handle");
         c.barrier();
