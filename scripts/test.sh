@@ -68,9 +68,21 @@ run() {
     summary+=("PASS  ${name}${detail}${took}")
   else
     summary+=("FAIL  ${name} (exit ${rc})${detail}${took}")
+    while IFS= read -r line; do
+      summary+=("        ${line}")
+    done < <(failure_lines "$log")
     failed=1
   fi
   return "$rc"
+}
+
+# What a failed run's log says failed, for the summary (a CI log is often read
+# from its tail): ctest's list of failed tests, then the first sanitizer reports,
+# assertion failures and errors, each cut to one line.
+failure_lines() {
+  sed -n '/^The following tests FAILED:/,/^[^[:space:]]/p' "$1" | grep -E '^[[:space:]]+[0-9]+ - ' || true
+  grep -E 'SUMMARY: [A-Za-z]+Sanitizer|runtime error:|FAILED:$|REQUIRE|CHECK\(|error: |terminate called|Assertion .* failed' "$1" |
+    grep -v -E '^([0-9]+% tests passed|The following tests FAILED)' | head -n 12 | cut -c1-200 || true
 }
 
 # ctest's one-line result and its skip count, if LOG holds a ctest run.
