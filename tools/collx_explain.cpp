@@ -38,13 +38,16 @@ using namespace collx;
 constexpr const char* usage_text =
     "usage: collx-explain <collective> -p P (--preset NAME | --profile FILE)\n"
     "                     [-b MIN -e MAX -f FACTOR | --sizes N,N,...] [--algo LIST] [--proto LIST]\n"
-    "                     [--single-copy] [--in-place] [--oversubscribed] [--contention SHARE]\n"
+    "                     [--single-copy [--mapped]] [--in-place] [--oversubscribed]\n"
+    "                     [--contention SHARE]\n"
     "       collx-explain --list\n"
     "  every candidate variant's predicted time (us) as latency + bandwidth + reduction,\n"
     "  fastest first (the automatic choice), and the runner-up's margin; sizes as\n"
     "  nccl-tests counts them, with K, M, G suffixes; default -b 8 -e 256M -f 32.\n"
     "  --single-copy: peer-memory schedules read peers' buffers in place (process ranks\n"
-    "  with cross-memory attach do from 256 KiB). --in-place: the call is in place on\n"
+    "  with cross-memory attach do from 256 KiB). --mapped: with --single-copy, peers'\n"
+    "  buffers are loads (symmetric memory, or thread ranks), not cross-memory attach.\n"
+    "  --in-place: the call is in place on\n"
     "  every rank (all_gather prices it: no own block to copy into place).\n"
     "  --oversubscribed: the ranks outnumber the CPUs (P on this machine's CPUs, or\n"
     "  two ranks per CPU where P would fit them).\n"
@@ -104,13 +107,17 @@ int main(int argc, char** argv) {
   double lo = 8, hi = 256.0 * 1024 * 1024, factor = 32;
   std::vector<double> sizes;
   std::string preset, file;
-  bool single_copy = false, in_place = false, oversubscribed = false;
+  bool single_copy = false, mapped = false, in_place = false, oversubscribed = false;
   double contention = 0;
   tune::request r;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--single-copy") {
       single_copy = true;
+      continue;
+    }
+    if (a == "--mapped") {
+      mapped = true;
       continue;
     }
     if (a == "--in-place") {
@@ -197,6 +204,7 @@ int main(int argc, char** argv) {
   }
 
   std::printf("# collx-explain %s -p %d: %s\n", name(c), P, what.c_str());
+  if (mapped && !single_copy) return bad("--mapped prices single-copy reads: it needs --single-copy");
   describe(m, P);
   std::printf(
       "# times in us: latency (steps x alpha, barriers) + bandwidth (links, peers, staging) + reduction\n");
@@ -207,6 +215,7 @@ int main(int argc, char** argv) {
     if (oversubscribed) q.cpu_share = tune::assumed_oversubscribed_share(tune::this_machine().cpus, P);
     q.contention = contention;
     q.in_place = in_place;
+    q.mapped_peers = mapped;
     const std::vector<tune::explained> all = tune::explain<transport::shm>(m, q, r);
     std::printf("\n# %s %s (%.0f B)\n", name(c), cli::human(bytes).c_str(), bytes);
     if (all.empty()) {

@@ -87,6 +87,7 @@
 // src/communicator.cpp and typed calls forward to its type-erased entry points.
 #pragma once
 
+#include <collx/bootstrap/fd_exchange.hpp>
 #include <collx/coll.hpp>
 #include <collx/comm/dispatch.hpp>
 #include <collx/comm/p2p_group.hpp>
@@ -106,9 +107,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <string>
@@ -153,7 +158,10 @@ class basic_communicator {
     view.header()->single_copy_denied = opt.single_copy ? 0 : 1;
     std::vector<basic_communicator> comms;
     comms.reserve(static_cast<std::size_t>(nranks));
-    for (int r = 0; r < nranks; ++r) comms.push_back(basic_communicator(seg, view, r, nranks, opt));
+    for (int r = 0; r < nranks; ++r) {
+      comms.push_back(basic_communicator(seg, view, r, nranks, opt));
+      comms.back().s_->peers_in_process = true;
+    }
     return comms;
   }
 
@@ -188,11 +196,13 @@ class basic_communicator {
   /// rank has mapped every part (the ranks exchange and agree through two
   /// ring/Simple calls of this communicator, numbered like any collective).
   /// Errors: status::system_error on every rank, naming the rank and the call,
-  /// where some rank could not create its part (no memfd, no memory). A peer
-  /// that may not map a rank's part (the OS's ptrace rules, as for
-  /// cross-memory attach) is no error: its calls read that part the ordinary
-  /// way (symmetric_buffer::mapped_peers says how many it mapped), and no call
-  /// on this allocation is priced as loads.
+  /// where some rank could not create its part (no memfd, no memory). Parts
+  /// are handed over with pidfd_getfd; where that fails on some rank (no such
+  /// call before Linux 5.6; ptrace rules), every rank serves its part over a
+  /// UNIX socket for one more exchange (SCM_RIGHTS; two more ring/Simple
+  /// calls). A part a peer still could not map is no error: its calls read
+  /// that part the ordinary way (symmetric_buffer::mapped_peers says how many
+  /// it mapped), and no call on this allocation is priced as loads.
   symmetric_buffer alloc_symmetric(std::size_t bytes) requires std::same_as<Transport, transport::shm>;
 
   // ---- collectives (type-erased: every element width compiled in) --------------
@@ -486,26 +496,73 @@ symmetric_buffer basic_communicator<Transport, Exec>::alloc_symmetric(
     s.view.symmetric = s.symmetric.get();
   }
   out.table_ = s.symmetric;  // from here on, out's release unmaps what follows
+  // The ranks of another process, which this rank must map (thread ranks of
+  // this process load each other's parts anyway).
+  std::vector<bool> wanted(static_cast<std::size_t>(s.size));
+  int others = 0;
   for (int q = 0; q < s.size; ++q) {
-    const transport::symmetric_share& sh = all[static_cast<std::size_t>(q)];
-    if (q == s.rank || sh.pid == mine.pid) continue;  // this process loads it anyway
-    if (std::byte* local = transport::map_symmetric_share(sh)) {
-      s.symmetric->add({q, out.serial_, static_cast<std::uintptr_t>(sh.address),
-                        static_cast<std::size_t>(sh.bytes), local});
-      ++out.mapped_peers_;
-    }
+    const bool other_process = q != s.rank && all[static_cast<std::size_t>(q)].pid != mine.pid;
+    wanted[static_cast<std::size_t>(q)] = other_process;
+    others += other_process ? 1 : 0;
   }
-  out.bytes_ = out.own_.bytes;
+  auto take = [&](int q, std::byte* local) {
+    const transport::symmetric_share& sh = all[static_cast<std::size_t>(q)];
+    s.symmetric->add(
+        {q, out.serial_, static_cast<std::uintptr_t>(sh.address), static_cast<std::size_t>(sh.bytes), local});
+    wanted[static_cast<std::size_t>(q)] = false;
+    ++out.mapped_peers_;
+  };
+  for (int q = 0; q < s.size; ++q)
+    if (wanted[static_cast<std::size_t>(q)])
+      if (std::byte* local = transport::map_symmetric_share(all[static_cast<std::size_t>(q)])) take(q, local);
   // Whether every rank mapped every part of another process. The exchange is
   // also the barrier that keeps a rank from releasing its part (closing the
   // descriptor peers fetch) before every peer has mapped it. Only then are
   // calls on this memory priced as loads, alike on every rank.
-  int others = 0;
-  for (int q = 0; q < s.size; ++q) others += q != s.rank && all[static_cast<std::size_t>(q)].pid != mine.pid;
-  const std::int32_t mapped_all = out.mapped_peers_ == others ? 1 : 0;
-  std::int32_t everyone = 0;
-  all_reduce(&mapped_all, &everyone, 1, dtype::int32, reduce_op::min, {algo_id::ring, proto_id::simple});
-  if (everyone == 1)
+  auto everyone_mapped = [&] {
+    const std::int32_t mapped_all = out.mapped_peers_ == others ? 1 : 0;
+    std::int32_t everyone = 0;
+    all_reduce(&mapped_all, &everyone, 1, dtype::int32, reduce_op::min, {algo_id::ring, proto_id::simple});
+    return everyone == 1;
+  };
+  bool mapped = everyone_mapped();
+  if (!mapped) {
+    // Some rank could not take a descriptor with pidfd_getfd (a kernel before
+    // Linux 5.6, or ptrace rules): every rank serves its part over a UNIX
+    // socket (SCM_RIGHTS, no ptrace check) until every rank has tried again.
+    transport::symmetric_socket_offer offer{};
+    std::unique_ptr<bootstrap::fd_server> server;
+    try {
+      offer.token = bootstrap::random_secret();
+      server = std::make_unique<bootstrap::fd_server>(out.own_.fd, offer.token);
+      std::snprintf(offer.path, sizeof offer.path, "%s", server->path().c_str());
+    } catch (const std::exception&) {
+      offer = {};  // no server here: peers keep reading this part the ordinary way
+    }
+    std::vector<transport::symmetric_socket_offer> offers(static_cast<std::size_t>(s.size));
+    all_gather(&offer, offers.data(), sizeof offer / sizeof(std::uint64_t), dtype::uint64,
+               {algo_id::ring, proto_id::simple});
+    for (int q = 0; q < s.size; ++q) {
+      const auto& o = offers[static_cast<std::size_t>(q)];
+      if (!wanted[static_cast<std::size_t>(q)] || o.path[0] == '\0') continue;
+      int fd = -1;
+      try {
+        // Its server was up before the offers were exchanged: a fetch that
+        // takes long finds a server gone wrong, so it gives up well before
+        // the peers waiting in the closing all_reduce would.
+        fd = bootstrap::fetch_fd(std::string(o.path, ::strnlen(o.path, sizeof o.path)), o.token,
+                                 std::min(s.opt.timeout / 4, std::chrono::milliseconds(10'000)));
+      } catch (const std::exception&) {
+        continue;  // that part stays unmapped: read the ordinary way
+      }
+      std::byte* local = transport::map_symmetric_fd(fd, all[static_cast<std::size_t>(q)]);
+      ::close(fd);
+      if (local != nullptr) take(q, local);
+    }
+    mapped = everyone_mapped();  // also keeps every server up until every rank is done
+  }
+  out.bytes_ = out.own_.bytes;
+  if (mapped)
     s.symmetric->add_own(reinterpret_cast<std::uintptr_t>(out.own_.address), out.own_.bytes, out.serial_);
   return out;
 }

@@ -198,8 +198,8 @@ class fd_server {
 /// (close it when done). Retries the connection until the deadline, so a
 /// peer may call it before the owner's server is up.
 inline int fetch_fd(const std::string& path, const secret_bytes& token, std::chrono::milliseconds timeout) {
-  using clock = std::chrono::steady_clock;
-  const auto deadline = clock::now() + timeout;
+  using steady = std::chrono::steady_clock;
+  const auto deadline = steady::now() + timeout;
   const sockaddr_un a = fd_detail::address_of(path);
   for (;;) {
     // Non-blocking: a UNIX connect to a listener whose backlog is full would
@@ -212,7 +212,7 @@ inline int fetch_fd(const std::string& path, const secret_bytes& token, std::chr
     } guard{s};
     if (::connect(s, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
       if ((errno == ENOENT || errno == ECONNREFUSED || errno == EAGAIN || errno == EINTR) &&
-          clock::now() < deadline) {
+          steady::now() < deadline) {
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
         continue;
       }

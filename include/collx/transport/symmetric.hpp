@@ -15,7 +15,11 @@
 // the memfd's (pid, descriptor number, inode, size, address); each peer takes
 // its own descriptor with pidfd_getfd(2) (the kernel allows it where it
 // allows cross-memory attach: the same ptrace access check), checks the inode,
-// and maps it. A rank records where it mapped each peer's share
+// and maps it. Where that fails for some rank (a kernel before Linux 5.6 has
+// no pidfd_getfd; ptrace rules may refuse it), every rank also serves its
+// memfd over a UNIX socket (bootstrap/fd_exchange.hpp: SCM_RIGHTS, a 0700
+// directory and a random token, no ptrace check) and the peers still missing
+// a share fetch it there. A rank records where it mapped each peer's share
 // (symmetric_table); shm_view consults the table before every
 // cross-memory-attach read or write of a peer's address, and where the whole
 // range lies in a share of that peer it copies through the mapping instead.
@@ -42,6 +46,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
@@ -71,6 +76,15 @@ struct symmetric_share {
   std::uint64_t serial = 0;   // the allocation's number on its communicator
 };
 
+/// Where a rank serves its share's descriptor over a UNIX socket when some
+/// rank could not take it with pidfd_getfd (bootstrap::fd_server: the socket's
+/// path and the token it asks for; an empty path: no server). Sent as words.
+struct symmetric_socket_offer {
+  char path[112] = {};
+  std::array<std::uint8_t, 16> token{};  // bootstrap::secret_bytes
+};
+static_assert(sizeof(symmetric_socket_offer) % sizeof(std::uint64_t) == 0);
+
 /// Where this rank mapped peers' shares, by peer.
 class symmetric_table {
  public:
@@ -85,11 +99,8 @@ class symmetric_table {
   /// The local address of peer q's bytes [addr, addr + n), or nullptr where
   /// they do not all lie in one share of q this rank has mapped.
   std::byte* find(int q, std::uint64_t addr, std::size_t n) const {
-    for (const mapping& m : maps_) {
-      if (m.peer != q || addr < m.peer_address) continue;
-      const std::uint64_t off = addr - m.peer_address;
-      if (off <= m.bytes && n <= m.bytes - off) return m.local + off;
-    }
+    for (const mapping& m : maps_)
+      if (m.peer == q && holds(m, addr, n)) return m.local + (addr - m.peer_address);
     return nullptr;
   }
   void add(const mapping& m) { maps_.push_back(m); }
@@ -102,10 +113,7 @@ class symmetric_table {
   /// Whether this rank's [p, p + n) lies in one of its own shares every peer mapped.
   bool mapped_by_peers(const void* p, std::size_t n) const {
     const auto a = reinterpret_cast<std::uintptr_t>(p);
-    for (const mapping& m : own_)
-      if (a >= m.peer_address && a - m.peer_address <= m.bytes && n <= m.bytes - (a - m.peer_address))
-        return true;
-    return false;
+    return std::any_of(own_.begin(), own_.end(), [&](const mapping& m) { return holds(m, a, n); });
   }
   bool has_own() const { return !own_.empty(); }
 
@@ -127,6 +135,12 @@ class symmetric_table {
   }
 
  private:
+  /// Whether [addr, addr + n) lies in m's share (addresses of the share's owner).
+  static bool holds(const mapping& m, std::uint64_t addr, std::size_t n) {
+    return addr >= m.peer_address && addr - m.peer_address <= m.bytes &&
+           n <= m.bytes - (addr - m.peer_address);
+  }
+
   std::vector<mapping> maps_;
   std::vector<mapping> own_;  // peer_address: this rank's address of the share
 };
@@ -209,10 +223,25 @@ struct symmetric_own {
   }
 };
 
+/// Maps peer share `s` through `fd`, a descriptor of it this rank owns (the
+/// caller closes it): checked to be the published memfd first. Returns the
+/// local address, or nullptr with errno set (ESTALE: another file).
+inline std::byte* map_symmetric_fd(int fd, const symmetric_share& s) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return nullptr;
+  if (static_cast<std::uint64_t>(st.st_ino) != s.inode || static_cast<std::uint64_t>(st.st_size) != s.bytes) {
+    errno = ESTALE;
+    return nullptr;
+  }
+  void* p = ::mmap(nullptr, s.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  return p == MAP_FAILED ? nullptr : static_cast<std::byte*>(p);
+}
+
 /// Maps peer share `s` (published by the peer): its own descriptor by
 /// pidfd_getfd, checked to be the published memfd. Returns the local address,
-/// or nullptr with errno set (EPERM: not permitted here; ESRCH: the peer is
-/// gone; ESTALE: the descriptor number names another file now).
+/// or nullptr with errno set (EPERM: not permitted here; ENOSYS: a kernel
+/// before Linux 5.6; ESRCH: the peer is gone; ESTALE: the descriptor number
+/// names another file now).
 inline std::byte* map_symmetric_share(const symmetric_share& s) {
   const long pidfd = symmetric_detail::pidfd_open(static_cast<int>(s.pid));
   if (pidfd < 0) return nullptr;
@@ -223,16 +252,11 @@ inline std::byte* map_symmetric_share(const symmetric_share& s) {
     errno = getfd_errno;
     return nullptr;
   }
-  struct stat st {};
-  void* p = MAP_FAILED;
-  if (::fstat(static_cast<int>(fd), &st) == 0 && static_cast<std::uint64_t>(st.st_ino) == s.inode &&
-      static_cast<std::uint64_t>(st.st_size) == s.bytes)
-    p = ::mmap(nullptr, s.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, static_cast<int>(fd), 0);
-  else errno = ESTALE;
+  std::byte* p = map_symmetric_fd(static_cast<int>(fd), s);
   const int e = errno;
   ::close(static_cast<int>(fd));
   errno = e;
-  return p == MAP_FAILED ? nullptr : static_cast<std::byte*>(p);
+  return p;
 }
 
 }  // namespace collx::transport
