@@ -4,46 +4,18 @@ bench/symmetric_ab.sh's raw output: per collective and size, the time (µs) of
 each entry out of place and in place, and the ratios that matter (symmetric
 against cross-memory attach, collx against Open MPI). Exits 1 when a run
 reported wrong elements."""
-import re
-import statistics
+import os
 import sys
-from collections import defaultdict
 
-times = defaultdict(list)  # (coll, variant, size, place) -> [µs]
-variants_seen = {}
-latencies = []
-wrong = 0
-coll = variant = None
-for line in open(sys.argv[1]):
-    m = re.match(r"## round \d+ line latency ([\d.]+)", line)
-    if m:
-        latencies.append(float(m.group(1)))
-        continue
-    m = re.match(r"### round \d+ (\S+) (\S+)", line)
-    if m:
-        coll, variant = m.groups()
-        continue
-    m = re.match(r"# variant: (.*)", line)
-    if m and coll:
-        variants_seen.setdefault((coll, variant), set()).add(m.group(1).strip())
-        continue
-    f = line.split()
-    if coll and len(f) >= 13 and f[0].isdigit():
-        size = int(f[0])
-        times[(coll, variant, size, "out")].append(float(f[5]))
-        if f[8] != "0":
-            wrong += 1
-        if f[12] != "N/A":  # in place was run
-            times[(coll, variant, size, "in")].append(float(f[9]))
-            if f[12] != "0":
-                wrong += 1
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ab_report import fmt, median_of, parse  # noqa: E402
+
+times, variants_seen, _, latencies, wrong = parse(sys.argv[1])
+
 
 def med(k):
-    v = times.get(k)
-    return statistics.median(v) if v else None
+    return median_of(times, k)
 
-def fmt(x):
-    return "" if x is None else (f"{x:.1f}" if x < 1000 else f"{x:.0f}")
 
 def ratio(a, b):
     return "" if a is None or b is None else f"{a / b:.2f}"
