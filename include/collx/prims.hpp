@@ -32,7 +32,7 @@
 //
 // Peer user buffers (single copy; Transport::user_buffer_access, host only):
 //   single_copy_min_bytes()                   calls from this size use the ones below
-//   publish_user_buffers(send, recv)          store this call's addresses, then barrier()
+//   publish_user_buffers(send, recv, count)   store this call's addresses, then barrier()
 //   user_buffer(q, recv_side)                 q's buffer if loadable here (same process)
 //   read_user(q, recv_side, off, dst, n)      dst ← q's buffer [off, off + n), one copy
 //   user_in_place(q)                          whether q's call is in place (send == recv)
@@ -240,9 +240,14 @@ class prims {
   }
   /// Publishes this call's send and recv addresses, then barrier(): after it,
   /// every rank may read every rank's buffers until the call's last barrier.
-  COLLX_HOST_DEVICE status publish_user_buffers(const T* send, const T* recv) requires user_buffers {
-    if (ex_.workers().leader()) view_.publish_user_buffers(rank_, send, recv);
-    return barrier();
+  COLLX_HOST_DEVICE status publish_user_buffers(const T* send, const T* recv,
+                                                std::size_t count) requires user_buffers {
+    if (ex_.workers().leader())
+      view_.publish_user_buffers(rank_, send, recv, std::uint64_t(count) * sizeof(T));
+    COLLX_TRY(barrier());
+    // Peers' buffers are loaded only while their owners are in the call
+    // with the same bytes (the view's may_load_peers).
+    return view_.may_load_peers(rank_, std::uint64_t(count) * sizeof(T));
   }
   /// Rank q's published send (or recv) buffer when it can be loaded directly
   /// (q runs in this process), else nullptr: read it with read_user().
@@ -270,8 +275,10 @@ class prims {
   COLLX_HOST_DEVICE status read_peer(int q, std::uint64_t addr, T* dst,
                                      std::size_t n) requires peer_address_reads {
     if (n == 0) return status::ok;
-    if (const void* src = view_.loadable_peer_address(rank_, q, addr))
+    if (const void* src = view_.loadable_peer_address(rank_, q, addr)) {
+      COLLX_TRY(view_.may_load_peers(rank_, ~std::uint64_t{0}));  // q is still in the call
       return local_copy(static_cast<const T*>(src), dst, n, false);
+    }
     return split_read(dst, n, [&](std::size_t lo, T* d, std::size_t m) {
       return view_.read_peer_address(q, addr + lo * sizeof(T), d, m * sizeof(T));
     });

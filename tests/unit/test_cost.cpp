@@ -186,7 +186,7 @@ class counting_prims {
   // says so, never otherwise (the staged schedules run).
   std::uint64_t single_copy_min_bytes() const { return net_.single_copy ? 0 : ~std::uint64_t{0}; }
   void set_user_sizes(std::size_t send_n, std::size_t recv_n) { send_n_ = send_n, recv_n_ = recv_n; }
-  status publish_user_buffers(const T* send, const T* recv) {
+  status publish_user_buffers(const T* send, const T* recv, std::size_t) {
     net_.user_send[static_cast<std::size_t>(rank_)] = {reinterpret_cast<const unsigned char*>(send),
                                                        bytes_of(send_n_)};
     net_.user_recv[static_cast<std::size_t>(rank_)] = {reinterpret_cast<const unsigned char*>(recv),

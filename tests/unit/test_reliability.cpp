@@ -7,11 +7,13 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -106,6 +108,74 @@ TEST_CASE("abort() from a side thread ends back-to-back large all_reduces on eve
     CHECK(o.error_after == status::aborted);
   }
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));  // far below the 60 s deadline
+}
+
+TEST_CASE("thread ranks loading each other's buffers: a rank that leaves an aborted call has no reader left",
+          "[reliability][single_copy]") {
+  // nvls's single copy: every rank loads its peers' send and recv through
+  // their pointers. Each rank's buffers live only for the call (allocated
+  // before, freed and poisoned right after it returns, also when it throws),
+  // and ranks are aborted in the middle of back-to-back calls: no rank may
+  // load a buffer whose owner has returned (ASan reports the load of a freed
+  // buffer; without ASan the poison is only written, so this checks the
+  // outcome). Repeated, with the abort at different points.
+  for (int round = 0; round < 6; ++round) {
+    auto comms = communicator::create_thread_group(3, opts());
+    std::atomic<int> started{0};
+    std::atomic<bool> wrong{false};
+    std::thread aborter([&] {
+      while (started.load() < 3) std::this_thread::yield();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5 + 7 * round));
+      comms[std::size_t(round % 3)].abort();
+    });
+    auto out = on_threads(comms, [&](int r, communicator& c) {
+      const std::size_t n = std::size_t{1} << 18;  // floats: 1 MiB
+      ++started;
+      for (int k = 0;; ++k) {
+        auto a = std::make_unique<float[]>(n), b = std::make_unique<float[]>(n);
+        std::fill(a.get(), a.get() + n, float(r + k));
+        try {
+          c.all_reduce(a.get(), b.get(), n, reduce_op::sum, {algo_id::nvls, proto_id::simple});
+        } catch (...) {
+          std::fill(a.get(), a.get() + n, -1.0f);  // what a reader that came too late would see
+          throw;
+        }
+        if (b[n - 1] != float(3 * k + 3)) wrong = true;  // (the abort ends the loop)
+      }
+    });
+    aborter.join();
+    CHECK(!wrong);
+    for (auto& o : out) {
+      INFO("round " << round << ": " << o.what);
+      CHECK(o.code == status::aborted);
+      CHECK(o.error_after == status::aborted);
+    }
+  }
+}
+
+TEST_CASE("thread ranks loading each other's buffers: a mismatched count is refused before any load",
+          "[reliability][single_copy][mismatch]") {
+  // Rank 1's buffers hold half the elements the others' calls would load from
+  // them: every rank must fail with a mismatch naming the count, and nothing
+  // may load past rank 1's buffers (ASan would report it) nor write into any
+  // recv past what its own call offered.
+  auto comms = communicator::create_thread_group(3, opts());
+  std::vector<std::vector<float>> recvs(3);
+  auto out = on_threads(comms, [&](int r, communicator& c) {
+    const std::size_t n = r == 1 ? (std::size_t{1} << 17) : (std::size_t{1} << 18);
+    std::vector<float> a(n, 1.0f);
+    recvs[std::size_t(r)].assign(n + 16, -5.0f);
+    c.all_reduce(a.data(), recvs[std::size_t(r)].data(), n, reduce_op::sum,
+                 {algo_id::nvls, proto_id::simple});
+  });
+  for (int r = 0; r < 3; ++r) {
+    const rank_outcome& o = out[std::size_t(r)];
+    INFO("rank " << r << ": " << o.what << " / " << o.error_message);
+    CHECK(o.error_after == status::mismatch);
+    CHECK_THAT(o.error_message, Contains("count"));
+    const std::vector<float>& y = recvs[std::size_t(r)];
+    for (std::size_t i = y.size() - 16; i < y.size(); ++i) CHECK(y[i] == -5.0f);  // the guard
+  }
 }
 
 TEST_CASE("mismatched count: status::mismatch naming both ranks and the count", "[reliability][mismatch]") {

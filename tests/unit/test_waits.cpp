@@ -187,7 +187,7 @@ TEST_CASE("single copy: a failed read of a peer's buffer names the rank, pid and
   v.record(0)->pid = static_cast<std::int32_t>(getpid());
   v.record(1)->pid = static_cast<std::int32_t>(child);
   std::uint64_t data[4] = {1, 2, 3, 4}, out[4] = {9, 9, 9, 9};
-  v.publish_user_buffers(1, data, data);
+  v.publish_user_buffers(1, data, data, sizeof data);
   CHECK(v.loadable_user_buffer(0, 1, false) == nullptr);  // another process: not loadable
   transport::last_peer_read_failure = {};
   const std::uint64_t reads = transport::peer_read_counters.reads,
@@ -217,7 +217,7 @@ TEST_CASE("single copy: reads of a peer's buffer by cross-memory attach are coun
   v.record(0)->pid = static_cast<std::int32_t>(getpid());
   v.record(1)->pid = static_cast<std::int32_t>(getpid());
   std::uint64_t send[4] = {1, 2, 3, 4}, recv[4] = {5, 6, 7, 8}, out[5] = {9, 9, 9, 9, 9};
-  v.publish_user_buffers(1, send, recv);
+  v.publish_user_buffers(1, send, recv, sizeof send);
   auto& counters = transport::peer_read_counters;
   const std::uint64_t reads = counters.reads, bytes = counters.bytes;
   transport::last_peer_read_failure = {};

@@ -247,7 +247,7 @@ struct nvls {
   COLLX_HOST_DEVICE static status single_copy(Prims& p, const schedule_args<T>& a) {
     const int P = a.nranks, r = a.rank;
     const std::size_t c = a.count, Pz = static_cast<std::size_t>(P), rz = static_cast<std::size_t>(r);
-    COLLX_TRY(p.publish_user_buffers(a.send, a.recv));
+    COLLX_TRY(p.publish_user_buffers(a.send, a.recv, a.count));
     if constexpr (C == coll::all_reduce) {
       const std::size_t lo = c * rz / Pz, hi = c * (rz + 1) / Pz;
       COLLX_TRY(reduce_from_peers(p, a, a.send + lo, lo, a.recv + lo, hi - lo));

@@ -265,13 +265,14 @@ bool priced_in_place(const state<Transport>& s, const call_args& a) {
 
 /// Whether the automatic choice prices single-copy reads as loads
 /// (tune::problem::mapped_peers): every buffer this rank's part of the call
-/// uses lies in symmetric memory every peer mapped (communicator::alloc_symmetric),
-/// or every rank is a thread of this process and loads peers' buffers anyway
-/// (the same on every rank). Otherwise per rank, like priced_in_place: ranks
-/// that differ may choose differently, which the call check reports.
+/// uses lies in symmetric memory every peer mapped (communicator::alloc_symmetric).
+/// Per rank, like priced_in_place: ranks that differ may choose differently,
+/// which the call check reports. Thread ranks load peers' heap buffers too,
+/// but are not priced so: a load of a peer's buffer is safe only while that
+/// peer is in the call, which an abort or a mismatched count does not ensure
+/// (README, "not yet").
 template <coll C, class Transport>
 bool priced_mapped(const state<Transport>& s, const call_args& a) {
-  if (s.peers_in_process) return true;  // thread ranks load every peer's buffer
   if (s.symmetric == nullptr || !s.symmetric->has_own()) return false;
   const std::size_t e = size_of(a.dt), n = a.count * e, all = n * static_cast<std::size_t>(s.size);
   auto in = [&](const void* p, std::size_t bytes) { return s.symmetric->mapped_by_peers(p, bytes); };
@@ -435,7 +436,16 @@ void launch_variant(state<Transport>& s, proto_id pid, const call_args& a, const
     st = run_schedule<Algo, Proto, C>(s, channel, ex, red, static_cast<const std::uint8_t*>(a.send),
                                       static_cast<std::uint8_t*>(a.recv), bytes, a.root, extra);
   }
-  if (st == status::mismatch) fail(s, C, st, mismatch_detail());
+  leave_call(s);
+  if (st == status::mismatch) {
+    const std::string detail = mismatch_detail();
+    // Refused before loading a peer's buffers of other bytes (shm_view::
+    // may_load_peers): the call records, all published by now, name the field.
+    if (detail.empty())
+      for (int q = 0; q < s.size; ++q)
+        if (q != s.rank && compare_with(s, q, 1) != status::ok) break;
+    fail(s, C, st, detail);
+  }
   if (st != status::ok) fail(s, C, st);
   end_call(s, C);
 }

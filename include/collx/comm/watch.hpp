@@ -61,9 +61,12 @@
 
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 
@@ -276,6 +279,66 @@ bool record_in_memory(const state<Transport>& s, int r) {
   else return (void)s, (void)r, true;
 }
 
+// ---- ranks that load each other's buffers ------------------------------------------
+// Thread ranks load a peer's user buffer through its pointer (nvls's single
+// copy, direct's message streams), which is safe only while that peer is in
+// the call: a peer that failed and returned may have freed it. So a rank
+// marks every call it leaves (leave_call), and a rank that fails, once the
+// abort word is up, waits until every rank of its process that entered its
+// last call has left it (wait_for_loaders) before it returns. The readers'
+// half is shm_view::may_load_peers: a rank checks the abort word after the
+// buffers' barrier, before its first load; the fences on both sides make
+// sure that either the failing rank sees the reader in the call, or the
+// reader sees the word. Ranks of other processes are read by the transport,
+// which fails cleanly on a bad address, and are never waited for.
+
+/// Whether some other rank runs in this process (decided at the first call:
+/// every rank published its identity when the communicator was created).
+template <class Transport>
+bool loads_peers(state<Transport>& s) {
+  if constexpr (requires { s.view.loads_from(0, 0); }) {
+    if (s.loads_peers < 0) {
+      s.loads_peers = 0;
+      for (int q = 0; q < s.size; ++q)
+        if (q != s.rank && s.view.loads_from(s.rank, q)) s.loads_peers = 1;
+    }
+    return s.loads_peers == 1;
+  } else {
+    return (void)s, false;
+  }
+}
+
+/// This rank has left call s.seq: no load of a peer's buffer follows.
+template <class Transport>
+void leave_call(state<Transport>& s) {
+  if constexpr (requires { s.view.loads_from(0, 0); })
+    if (loads_peers(s)) detail::store_release(s.view.line(s.rank, Transport::view::left_call), s.seq);
+}
+
+/// After the abort word is raised: waits (at most the timeout) until no rank
+/// of this process is inside call s.seq, the last this rank entered.
+template <class Transport>
+void wait_for_loaders(state<Transport>& s) {
+  if constexpr (requires { s.view.loads_from(0, 0); }) {
+    if (s.seq == 0 || !loads_peers(s)) return;
+    leave_call(s);
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with shm_view::may_load_peers
+    using record = std::remove_pointer_t<decltype(s.view.record(0))>;
+    const std::uint64_t n = s.seq;
+    const auto deadline = std::chrono::steady_clock::now() + s.opt.timeout;
+    for (int q = 0; q < s.size; ++q) {
+      if (q == s.rank || !s.view.loads_from(s.rank, q)) continue;
+      auto inside = [&] {
+        return detail::load_acquire(&s.view.record(q)->calls[n % history_of<record>].seq) == n &&
+               detail::load_acquire(s.view.line(q, Transport::view::left_call)) < n;
+      };
+      while (inside() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    }
+  } else {
+    (void)s;
+  }
+}
+
 /// Records why call #seq differs from `peer`'s and raises the abort word.
 template <class Transport>
 COLLX_COLD status report_mismatch(state<Transport>& s, int peer, std::uint64_t seq, const call_desc& mine,
@@ -384,6 +447,7 @@ template <class Transport>
     if (!extra.empty()) msg += ": " + extra;
   }
   raise_abort(s, st, s.rank);
+  wait_for_loaders(s);  // no rank of this process loads this call's buffers after it returns
   s.err = st;
   s.err_msg = msg;
   throw_error(st, msg);

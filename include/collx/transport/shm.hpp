@@ -38,6 +38,7 @@
 #include <collx/transport/peer_read.hpp>
 #include <collx/transport/symmetric.hpp>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #endif
@@ -300,8 +301,11 @@ struct shm_view {
   /// Words of rank r's barrier line after the counter, written only by rank r:
   /// [user_send], [user_recv] — the addresses (in rank r's address space) of
   /// the buffers of its current call, stored before a barrier that publishes
-  /// them; [mapping] — where rank r mapped this segment (for the probe).
-  enum line_word : int { user_send = 1, user_recv = 2, mapping = 3 };
+  /// them; [mapping] — where rank r mapped this segment (for the probe);
+  /// [user_bytes] — the bytes per rank of the call whose buffers it published;
+  /// [left_call] — the last call rank r has left (host ranks that load each
+  /// other's buffers: comm::leave_call).
+  enum line_word : int { user_send = 1, user_recv = 2, mapping = 3, user_bytes = 4, left_call = 5 };
   COLLX_HOST_DEVICE std::uint64_t* line(int r, line_word w) const { return barrier_word(r) + w; }
 
   // ---- peer user buffers (single copy) -------------------------------------------
@@ -323,13 +327,50 @@ struct shm_view {
                : detail::load_relaxed(&header()->single_copy_min);
 #endif
   }
-  /// Stores rank r's current send and recv addresses; a barrier publishes them.
-  COLLX_HOST_DEVICE void publish_user_buffers(int r, const void* send, const void* recv) const {
+  /// Stores rank r's current send and recv addresses and the call's bytes
+  /// per rank; a barrier publishes them.
+  COLLX_HOST_DEVICE void publish_user_buffers(int r, const void* send, const void* recv,
+                                              std::uint64_t bytes) const {
     detail::store_relaxed(line(r, user_send),
                           static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(send)));
     detail::store_relaxed(line(r, user_recv),
                           static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(recv)));
+    detail::store_relaxed(line(r, user_bytes), bytes);
   }
+  /// Whether rank `self` may now load the buffers that the ranks of its own
+  /// process published (after the barrier that publishes them, before the
+  /// first load; `bytes` as published, or UINT64_MAX to skip that check).
+  /// A load of a peer's buffer is safe only while that peer is in the call:
+  /// - status::mismatch where such a peer published other bytes per rank: its
+  ///   buffers do not span what this rank would load (the call check finds the
+  ///   mismatch only after the loads);
+  /// - status::aborted where the communicator is aborting: a peer that failed
+  ///   may have left the call and freed its buffers. The fence pairs with the
+  ///   one a failing rank runs between raising the abort word and looking for
+  ///   ranks still in its call (comm::leave_call): either it sees this rank
+  ///   in the call and waits for it to leave, or this rank sees the word.
+  /// Other ranks are read by the transport, which fails cleanly on a bad address.
+  COLLX_HOST_DEVICE status may_load_peers(int self, std::uint64_t bytes) const {
+#if COLLX_DEVICE_CODE
+    (void)self, (void)bytes;
+    return status::ok;
+#else
+    bool loads = false;
+    for (int q = 0; q < nranks(); ++q) {
+      if (q == self || !same_process(self, q)) continue;
+      loads = true;
+      if (bytes != ~std::uint64_t{0} && detail::load_relaxed(line(q, user_bytes)) != bytes)
+        return status::mismatch;
+    }
+    if (loads) {
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (detail::load_relaxed(abort_word()) != 0) return status::aborted;
+    }
+    return status::ok;
+#endif
+  }
+  /// Whether rank `self` loads rank q's buffers (both run in one process).
+  bool loads_from(int self, int q) const { return same_process(self, q); }
   /// Rank q's published buffer if rank `self` can load it directly (both run
   /// in one process), else nullptr.
   COLLX_HOST_DEVICE const void* loadable_user_buffer(int self, int q, bool recv_side) const {
