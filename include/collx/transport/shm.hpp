@@ -369,8 +369,10 @@ struct shm_view {
     return status::ok;
 #endif
   }
+#if !COLLX_DEVICE_CODE
   /// Whether rank `self` loads rank q's buffers (both run in one process).
   bool loads_from(int self, int q) const { return same_process(self, q); }
+#endif
   /// Rank q's published buffer if rank `self` can load it directly (both run
   /// in one process), else nullptr.
   COLLX_HOST_DEVICE const void* loadable_user_buffer(int self, int q, bool recv_side) const {
