@@ -14,10 +14,12 @@
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -149,6 +151,61 @@ TEST_CASE("thread ranks loading each other's buffers: a rank that leaves an abor
       INFO("round " << round << ": " << o.what);
       CHECK(o.code == status::aborted);
       CHECK(o.error_after == status::aborted);
+    }
+  }
+}
+
+TEST_CASE("thread ranks reading messages in place: a sender that leaves an aborted group has no reader left",
+          "[reliability][single_copy][p2p]") {
+  // send/recv groups are not numbered calls, yet a receiver loads a long
+  // message from its sender's buffer (direct's message streams). Rank 0
+  // sends rank 1 large messages in back-to-back groups, each from a buffer
+  // mapped for that group and unmapped as soon as the group returns, also
+  // when it throws; the communicator is aborted at different points, mostly
+  // while rank 1 is copying and rank 0 only waits for its token. A receiver
+  // that loads a buffer whose sender has returned faults.
+  comm_options o = opts();
+  o.single_copy_min_bytes = 4096;              // messages read in place from 32 KiB
+  const std::size_t n = std::size_t{1} << 22;  // floats: 16 MiB per message
+  const std::size_t bytes = n * sizeof(float);
+  for (int round = 0; round < 8; ++round) {
+    auto comms = communicator::create_thread_group(2, o);
+    std::atomic<int> started{0};
+    std::atomic<bool> wrong{false};
+    std::thread aborter([&] {
+      while (started.load() < 2) std::this_thread::yield();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1 + 4 * round));
+      comms[std::size_t(round % 2)].abort();
+    });
+    auto out = on_threads(comms, [&](int r, communicator& c) {
+      std::vector<float> b(r == 1 ? n + 16 : 0);
+      ++started;
+      for (int k = 0;; ++k) {
+        if (r == 1) {
+          std::fill(b.begin() + std::ptrdiff_t(n), b.end(), -5.0f);
+          c.recv(b.data(), n, dtype::float32, 0);
+          if (b[0] != float(k) || b[n - 1] != float(k) || b[n] != -5.0f) wrong = true;
+          continue;
+        }
+        void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) throw std::runtime_error("mmap failed");
+        auto* a = static_cast<float*>(m);
+        std::fill(a, a + n, float(k));
+        try {
+          c.send(a, n, dtype::float32, 1);
+        } catch (...) {
+          ::munmap(m, bytes);  // a reader that came too late faults
+          throw;
+        }
+        ::munmap(m, bytes);
+      }
+    });
+    aborter.join();
+    CHECK(!wrong);
+    for (auto& x : out) {
+      INFO("round " << round << ": " << x.what);
+      CHECK(x.code == status::aborted);
+      CHECK(x.error_after == status::aborted);
     }
   }
 }

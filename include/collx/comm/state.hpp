@@ -79,6 +79,9 @@ struct state {
   /// Whether another rank runs in this process and loads this rank's buffers
   /// (comm/watch.hpp, loads_peers): -1 until the first call decides.
   std::int8_t loads_peers = -1;
+  /// Inside a send/recv group whose peers may load this rank's buffers
+  /// (comm/watch.hpp, begin_call: groups are not numbered calls).
+  bool in_group = false;
   // Reliability watch (comm/watch.hpp): this rank's call sequence, and the
   // state of the periodic check run from slow waits.
   std::uint64_t seq = 0;

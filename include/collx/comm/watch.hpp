@@ -283,14 +283,16 @@ bool record_in_memory(const state<Transport>& s, int r) {
 // Thread ranks load a peer's user buffer through its pointer (nvls's single
 // copy, direct's message streams), which is safe only while that peer is in
 // the call: a peer that failed and returned may have freed it. So a rank
-// marks every call it leaves (leave_call), and a rank that fails, once the
-// abort word is up, waits until every rank of its process that entered its
-// last call has left it (wait_for_loaders) before it returns. The readers'
-// half is shm_view::may_load_peers: a rank checks the abort word after the
-// buffers' barrier, before its first load; the fences on both sides make
-// sure that either the failing rank sees the reader in the call, or the
-// reader sees the word. Ranks of other processes are read by the transport,
-// which fails cleanly on a bad address, and are never waited for.
+// marks every call it leaves (leave_call) and every send/recv group it is in
+// (groups are not numbered), and a rank that fails, once the abort word is
+// up, waits until every rank of its process that entered its last call, or
+// is inside a group, has left it (wait_for_loaders) before it returns. The
+// readers' half is shm_view::may_load_peers: a rank checks the abort word
+// after the buffers' barrier (a stream: before each read), before it loads;
+// the fences on both sides make sure that either the failing rank sees the
+// reader inside, or the reader sees the word. Ranks of other processes are
+// read by the transport, which fails cleanly on a bad address, and are never
+// waited for.
 
 /// Whether some other rank runs in this process (decided at the first call:
 /// every rank published its identity when the communicator was created).
@@ -308,34 +310,57 @@ bool loads_peers(state<Transport>& s) {
   }
 }
 
-/// This rank has left call s.seq: no load of a peer's buffer follows.
+/// This rank enters a send/recv group: until leave_call, a failing rank of
+/// its process waits for it (its call records do not say it is inside).
+template <class Transport>
+void enter_group(state<Transport>& s) {
+  if constexpr (requires { s.view.loads_from(0, 0); })
+    if (loads_peers(s)) {
+      detail::store_release(s.view.line(s.rank, Transport::view::in_group), std::uint64_t{1});
+      s.in_group = true;
+    }
+}
+
+/// This rank has left call s.seq (or its group): no load of a peer's buffer follows.
 template <class Transport>
 void leave_call(state<Transport>& s) {
-  if constexpr (requires { s.view.loads_from(0, 0); })
-    if (loads_peers(s)) detail::store_release(s.view.line(s.rank, Transport::view::left_call), s.seq);
+  if constexpr (requires { s.view.loads_from(0, 0); }) {
+    if (!loads_peers(s)) return;
+    detail::store_release(s.view.line(s.rank, Transport::view::left_call), s.seq);
+    if (s.in_group) {
+      detail::store_release(s.view.line(s.rank, Transport::view::in_group), std::uint64_t{0});
+      s.in_group = false;
+    }
+  }
 }
 
 /// After the abort word is raised: waits (at most the timeout) until no rank
-/// of this process is inside call s.seq, the last this rank entered.
+/// of this process is inside call s.seq, the last this rank entered, or
+/// inside a send/recv group. Returns the first rank still inside when the
+/// deadline passed, else -1.
 template <class Transport>
-void wait_for_loaders(state<Transport>& s) {
+int wait_for_loaders(state<Transport>& s) {
   if constexpr (requires { s.view.loads_from(0, 0); }) {
-    if (s.seq == 0 || !loads_peers(s)) return;
+    if (!loads_peers(s)) return -1;
     leave_call(s);
     std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with shm_view::may_load_peers
     using record = std::remove_pointer_t<decltype(s.view.record(0))>;
     const std::uint64_t n = s.seq;
     const auto deadline = std::chrono::steady_clock::now() + s.opt.timeout;
+    int stuck = -1;
     for (int q = 0; q < s.size; ++q) {
       if (q == s.rank || !s.view.loads_from(s.rank, q)) continue;
       auto inside = [&] {
-        return detail::load_acquire(&s.view.record(q)->calls[n % history_of<record>].seq) == n &&
+        if (detail::load_acquire(s.view.line(q, Transport::view::in_group)) != 0) return true;
+        return n > 0 && detail::load_acquire(&s.view.record(q)->calls[n % history_of<record>].seq) == n &&
                detail::load_acquire(s.view.line(q, Transport::view::left_call)) < n;
       };
       while (inside() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+      if (stuck < 0 && inside()) stuck = q;
     }
+    return stuck;
   } else {
-    (void)s;
+    return (void)s, -1;
   }
 }
 
@@ -447,7 +472,10 @@ template <class Transport>
     if (!extra.empty()) msg += ": " + extra;
   }
   raise_abort(s, st, s.rank);
-  wait_for_loaders(s);  // no rank of this process loads this call's buffers after it returns
+  // No rank of this process loads this call's buffers after it returns.
+  if (const int q = wait_for_loaders(s); q >= 0)
+    msg += "; rank " + std::to_string(q) + " of this process was still inside its call when the deadline " +
+           "passed: do not free this call's buffers before that rank has returned";
   s.err = st;
   s.err_msg = msg;
   throw_error(st, msg);
@@ -553,12 +581,12 @@ void hold_call_window(state<Transport>& s, coll c, std::uint64_t oldest, const M
 /// Publishes this call (after validation, before any byte moves), once the
 /// call window allows it (hold_call_window; `make_exec` makes the executor
 /// of its wait). A send/recv group involves only some ranks, so it is not
-/// numbered; the counts of an all_to_allv differ between ranks by design, so
+/// numbered (only marked: enter_group); the counts of an all_to_allv differ between ranks by design, so
 /// only its other fields are compared.
 template <class Transport, class MakeExec>
 void begin_call(state<Transport>& s, coll c, std::size_t count, dtype dt, reduce_op op, int root,
                 variant_choice v, bool in_place, const MakeExec& make_exec) {
-  if (c == coll::send_recv) return;
+  if (c == coll::send_recv) return enter_group(s);
   if (c == coll::all_to_allv) count = 0;
   auto* me = s.view.record(s.rank);
   // A rank that does not check lets its previous rank overwrite at will.

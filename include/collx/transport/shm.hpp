@@ -303,9 +303,17 @@ struct shm_view {
   /// the buffers of its current call, stored before a barrier that publishes
   /// them; [mapping] — where rank r mapped this segment (for the probe);
   /// [user_bytes] — the bytes per rank of the call whose buffers it published;
-  /// [left_call] — the last call rank r has left (host ranks that load each
-  /// other's buffers: comm::leave_call).
-  enum line_word : int { user_send = 1, user_recv = 2, mapping = 3, user_bytes = 4, left_call = 5 };
+  /// [left_call] — the last call rank r has left, [in_group] — 1 while rank r
+  /// is inside a send/recv group (host ranks that load each other's buffers:
+  /// comm::leave_call).
+  enum line_word : int {
+    user_send = 1,
+    user_recv = 2,
+    mapping = 3,
+    user_bytes = 4,
+    left_call = 5,
+    in_group = 6
+  };
   COLLX_HOST_DEVICE std::uint64_t* line(int r, line_word w) const { return barrier_word(r) + w; }
 
   // ---- peer user buffers (single copy) -------------------------------------------
@@ -347,8 +355,9 @@ struct shm_view {
   /// - status::aborted where the communicator is aborting: a peer that failed
   ///   may have left the call and freed its buffers. The fence pairs with the
   ///   one a failing rank runs between raising the abort word and looking for
-  ///   ranks still in its call (comm::leave_call): either it sees this rank
-  ///   in the call and waits for it to leave, or this rank sees the word.
+  ///   ranks still in a call or group (comm::wait_for_loaders): either it
+  ///   sees this rank inside and waits for it to leave, or this rank sees
+  ///   the word.
   /// Other ranks are read by the transport, which fails cleanly on a bad address.
   COLLX_HOST_DEVICE status may_load_peers(int self, std::uint64_t bytes) const {
 #if COLLX_DEVICE_CODE
