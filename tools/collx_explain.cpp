@@ -46,7 +46,7 @@ constexpr const char* usage_text =
     "  nccl-tests counts them, with K, M, G suffixes; default -b 8 -e 256M -f 32.\n"
     "  --single-copy: peer-memory schedules read peers' buffers in place (process ranks\n"
     "  with cross-memory attach do from 256 KiB). --mapped: with --single-copy, peers'\n"
-    "  buffers are loads (symmetric memory, alloc_symmetric), not cross-memory attach.\n"
+    "  buffers are loads (thread ranks; symmetric memory), not cross-memory attach.\n"
     "  --in-place: the call is in place on\n"
     "  every rank (all_gather prices it: no own block to copy into place).\n"
     "  --oversubscribed: the ranks outnumber the CPUs (P on this machine's CPUs, or\n"

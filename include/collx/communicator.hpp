@@ -158,7 +158,10 @@ class basic_communicator {
     view.header()->single_copy_denied = opt.single_copy ? 0 : 1;
     std::vector<basic_communicator> comms;
     comms.reserve(static_cast<std::size_t>(nranks));
-    for (int r = 0; r < nranks; ++r) comms.push_back(basic_communicator(seg, view, r, nranks, opt));
+    for (int r = 0; r < nranks; ++r) {
+      comms.push_back(basic_communicator(seg, view, r, nranks, opt));
+      comms.back().s_->peers_in_process = true;
+    }
     return comms;
   }
 

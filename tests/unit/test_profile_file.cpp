@@ -283,14 +283,15 @@ TEST_CASE("active profile: the setting, the machine check, the presets", "[tune]
 
 TEST_CASE("active profile: the communicator's automatic choice follows the loaded profile",
           "[tune][profile]") {
-  // Two profiles that differ only in peer bandwidth flip a 16 MiB all_reduce
-  // on 2 thread ranks between nvls (peers as fast as copies) and a FIFO
-  // algorithm (the measured shm profile, where peer reads are slow).
-  tune::profile_doc fast = sample_doc();
-  fast.model = tune::shm_host;
-  fast.model.peer_gbps = fast.model.copy_gbps * 4;
+  // Two profiles that differ only in copy bandwidth flip a 16 MiB all_reduce
+  // on 2 thread ranks, which load each other's buffers (priced at copy
+  // bandwidth), between nvls (the built-in shm profile) and a FIFO algorithm
+  // (copies ten times slower).
+  tune::profile_doc slow = sample_doc();
+  slow.model = tune::shm_host;
+  slow.model.copy_gbps = tune::shm_host.copy_gbps / 10;
   const std::string path = temp_path("choice");
-  tune::save_profile(fast, path);
+  tune::save_profile(slow, path);
   auto run = [](const std::string& setting) {
     comm_options o;
     o.tune_file = setting;
@@ -313,11 +314,12 @@ TEST_CASE("active profile: the communicator's automatic choice follows the loade
     return seen[0];
   };
   // Independent reference: the constexpr choice over the same numbers.
-  const tune::problem q{coll::all_reduce, 2, double(16 << 20), true, false};
-  CHECK(tune::fastest<transport::shm>(fast.model, q).algo == algo_id::nvls);
-  CHECK(tune::fastest<transport::shm>(tune::shm_host, q).algo != algo_id::nvls);
-  CHECK(run(path).algo == algo_id::nvls);
-  CHECK(run("builtin").algo != algo_id::nvls);
+  tune::problem q{coll::all_reduce, 2, double(16 << 20), true, false};
+  q.mapped_peers = true;  // thread ranks
+  CHECK(tune::fastest<transport::shm>(slow.model, q).algo != algo_id::nvls);
+  CHECK(tune::fastest<transport::shm>(tune::shm_host, q).algo == algo_id::nvls);
+  CHECK(run(path).algo != algo_id::nvls);
+  CHECK(run("builtin").algo == algo_id::nvls);
   // A bad profile fails the call before any byte moves and names the file;
   // the communicator stays usable with an explicit variant.
   const std::string bad = temp_path("bad");
@@ -337,16 +339,17 @@ TEST_CASE("active profile: the communicator's automatic choice follows the loade
 
 TEST_CASE("all_gather in place: the choice prices it, and ranks that differ in it are told why",
           "[tune][profile][mismatch]") {
-  // Cheap peer reads and a slow local copy: single copy (nvls) is the
-  // fastest all_gather only where it has no own block to copy, in place.
+  // Copies (thread ranks load peers' blocks at copy bandwidth) just fast
+  // enough that single copy (nvls) is the fastest all_gather only where it
+  // has no own block to copy, in place.
   tune::profile_doc d = sample_doc();
   d.model = tune::shm_host;
-  d.model.single_copy_gbps = 20;
-  d.model.copy_gbps = 0.5;
+  d.model.copy_gbps = 10;
   const std::string path = temp_path("in_place");
   tune::save_profile(d, path);
   const std::size_t n = std::size_t{1} << 20;  // floats per rank
   tune::problem q{coll::all_gather, 2, double(2 * n * sizeof(float)), true, false};
+  q.mapped_peers = true;  // thread ranks
   q.in_place = true;
   REQUIRE(tune::fastest<transport::shm>(d.model, q).algo == algo_id::nvls);
   q.in_place = false;

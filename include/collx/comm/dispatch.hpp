@@ -265,14 +265,15 @@ bool priced_in_place(const state<Transport>& s, const call_args& a) {
 
 /// Whether the automatic choice prices single-copy reads as loads
 /// (tune::problem::mapped_peers): every buffer this rank's part of the call
-/// uses lies in symmetric memory every peer mapped (communicator::alloc_symmetric).
-/// Per rank, like priced_in_place: ranks that differ may choose differently,
-/// which the call check reports. Thread ranks load peers' heap buffers too,
-/// but are not priced so: a load of a peer's buffer is safe only while that
-/// peer is in the call, which an abort or a mismatched count does not ensure
-/// (README, "not yet").
+/// uses lies in symmetric memory every peer mapped (communicator::alloc_symmetric),
+/// or every rank is a thread of this process and loads peers' buffers anyway
+/// (the same on every rank; such loads are fenced against aborts and
+/// mismatched counts: comm/watch.hpp, shm_view::may_load_peers). Otherwise
+/// per rank, like priced_in_place: ranks that differ may choose differently,
+/// which the call check reports.
 template <coll C, class Transport>
 bool priced_mapped(const state<Transport>& s, const call_args& a) {
+  if (s.peers_in_process) return true;  // thread ranks load every peer's buffer
   if (s.symmetric == nullptr || !s.symmetric->has_own()) return false;
   const std::size_t e = size_of(a.dt), n = a.count * e, all = n * static_cast<std::size_t>(s.size);
   auto in = [&](const void* p, std::size_t bytes) { return s.symmetric->mapped_by_peers(p, bytes); };

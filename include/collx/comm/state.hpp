@@ -76,6 +76,9 @@ struct state {
   /// the view points at it), and the number of the next allocation.
   std::shared_ptr<transport::symmetric_table> symmetric;
   std::uint64_t symmetric_serial = 0;
+  /// Every rank is a thread of this process (create_thread_group): peers'
+  /// buffers are loads wherever they lie, priced as symmetric memory is.
+  bool peers_in_process = false;
   /// Whether another rank runs in this process and loads this rank's buffers
   /// (comm/watch.hpp, loads_peers): -1 until the first call decides.
   std::int8_t loads_peers = -1;
