@@ -268,7 +268,7 @@ int evaluate(int argc, char** argv) {
     tune::problem q{c,
                     P,
                     bytes,
-                    P > 1 && opt.single_copy && bytes >= double(opt.single_copy_min_bytes),
+                    P > 1 && opt.single_copy && bytes >= double(opt.single_copy_min_for(false)),
                     oversubscribed,
                     chunks,
                     oversubscribed ? tune::assumed_oversubscribed_share(tune::this_machine().cpus, P) : 1.0};
@@ -300,7 +300,7 @@ int evaluate(int argc, char** argv) {
   std::printf(
       "# tune:<algo> = tune::predict_us(loaded profile) in us, proto=%s; pick = tune::fastest, the automatic "
       "choice (single copy from %llu B%s%s)\n",
-      name(m.proto), static_cast<unsigned long long>(opt.single_copy_min_bytes),
+      name(m.proto), static_cast<unsigned long long>(opt.single_copy_min_for(false)),
       opt.single_copy ? "" : ", off", oversubscribed ? "; oversubscribed" : "");
   std::printf("# loaded profile: %s\n", loaded.origin.c_str());
   std::printf("#%11s", "size");

@@ -14,7 +14,7 @@ namespace collx::probe {
 inline tune::problem problem_of(coll c, int P, double b, int cpus) {
   const bool oversub = cpus > 0 && P > cpus;
   const comm_options defaults;
-  tune::problem q{c, P, b, P > 1 && b >= double(defaults.single_copy_min_bytes), oversub};
+  tune::problem q{c, P, b, P > 1 && b >= double(defaults.single_copy_min_for(false)), oversub};
   if (oversub) q.cpu_share = double(cpus) / P;
   return q;
 }

@@ -39,7 +39,7 @@
 // Single copy in all_to_allv and send/recv: where peers' memory is readable
 // (single_copy_enabled()), a block or message to another rank that is long
 // enough (stream_read_in_place_bytes in collx/coll.hpp: 8 times
-// options().single_copy_min_bytes on a quiet machine, the threshold itself
+// single_copy_min_bytes() on a quiet machine, the threshold itself
 // when the agreed contention share is above 0) is read by its receiver
 // straight from the sender's buffer (thread ranks: a load; process ranks:
 // process_vm_readv), one copy instead of two through shared memory. The
@@ -154,7 +154,7 @@ class basic_communicator {
     const transport::shm_view view = seg->view();
     if (opt.step_origin != 0) view.reset_counters(opt.step_origin);
     // Thread ranks load each other's buffers directly: no probe needed.
-    view.header()->single_copy_min = opt.single_copy_min_bytes;
+    view.header()->single_copy_min = opt.single_copy_min_for(true);
     view.header()->single_copy_denied = opt.single_copy ? 0 : 1;
     std::vector<basic_communicator> comms;
     comms.reserve(static_cast<std::size_t>(nranks));
@@ -180,12 +180,16 @@ class basic_communicator {
   /// prices now: agreed by every rank at the last decision point
   /// (comm/contention.hpp), or options().contention where that is fixed.
   double contention() const { return live("contention").contention.share; }
-  /// Whether calls of at least options().single_copy_min_bytes read peers'
+  /// Whether calls of at least single_copy_min_bytes() read peers'
   /// buffers in place (single copy). False where the OS refused cross-memory
   /// attach to some rank when the communicator was created, or any rank set
   /// single_copy = false. The same on every rank.
-  bool single_copy_enabled() const {
-    return live("single_copy_enabled").view.user_buffer_min_bytes() != ~std::uint64_t{0};
+  bool single_copy_enabled() const { return single_copy_min_bytes() != ~std::uint64_t{0}; }
+  /// The single-copy threshold in effect (comm_options::single_copy_min_for:
+  /// 256 KiB by default on process ranks, 0 on thread ranks), or UINT64_MAX
+  /// where single copy is off. The same on every rank.
+  std::uint64_t single_copy_min_bytes() const {
+    return live("single_copy_min_bytes").view.user_buffer_min_bytes();
   }
 
   /// Collective: every rank gets `bytes` (at least one page; sizes may

@@ -43,6 +43,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 namespace collx {
@@ -105,7 +106,17 @@ struct comm_options {
   /// every rank stages. Every rank must use the same threshold. COLLX_SINGLE_COPY=0|1,
   /// COLLX_SINGLE_COPY_MIN=<bytes>.
   bool single_copy = true;
-  std::uint64_t single_copy_min_bytes = 256 * 1024;
+  /// Unset: single_copy_min_for() picks by how peers' buffers are read.
+  std::optional<std::uint64_t> single_copy_min_bytes;
+  /// The single-copy threshold in effect: single_copy_min_bytes where set,
+  /// else 256 KiB where peers' buffers are read by cross-memory attach
+  /// (process ranks: one system call per read, which loses to the two
+  /// cache-resident FIFO copies below that, bench/results/p2p_single_copy_*)
+  /// and 0 where they are loads (thread ranks: the automatic choice alone
+  /// decides, and loads won from a few KiB, bench/results/single_copy_loads_*).
+  std::uint64_t single_copy_min_for(bool loads) const {
+    return single_copy_min_bytes.value_or(loads ? std::uint64_t{0} : std::uint64_t{256} * 1024);
+  }
   /// At the end of every call, compare its description (collective, dtype,
   /// op, root, count, variant) with the previous rank's, so a mismatch that
   /// still moves the same bytes (sum on one rank, max on another) fails at

@@ -42,7 +42,7 @@ struct access {
     p.layout = communicator::layout_for(nranks, opt);
     p.channel_names = proto::channel_names.data();
     p.step_origin = opt.step_origin;
-    p.single_copy_min = opt.single_copy_min_bytes;
+    p.single_copy_min = opt.single_copy_min_for(false);
     p.single_copy = opt.single_copy;
     auto seg = transport::join_shm(s, p);
     auto keep = std::make_shared<bootstrap::session>(std::move(s));

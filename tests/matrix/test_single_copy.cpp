@@ -2,8 +2,14 @@
 // every size (threshold 0), checked against double references: every
 // collective nvls serves × dtype × op × P ∈ 1..9 × counts × in/out of place,
 // ~1M elements, all_to_all staged and single copy, and back-to-back calls
-// whose buffers peers are still reading when a fast rank starts the next call.
+// whose buffers peers are still reading when a fast rank starts the next call;
+// and thread ranks' default threshold (0), under the automatic choice.
 #include "../support/matrix.hpp"
+
+#include <collx/tune/active.hpp>
+#include <collx/tune/select.hpp>
+
+#include <thread>
 
 using namespace collx;
 using namespace collx::test;
@@ -61,4 +67,67 @@ TEST_CASE("nvls all_to_all, staged and single copy, every dtype", "[single_copy]
   staged.single_copy = false;
   report(run_on_threads(P, cases, staged));
   report(run_on_threads(P, cases, single_copy_everywhere()));
+}
+
+TEST_CASE(
+    "thread ranks' default single-copy threshold is 0, and the automatic choice takes single copy where "
+    "the model does",
+    "[single_copy][tune]") {
+  // Unset, the threshold depends on how peers' buffers are read: loads on
+  // thread ranks (0), cross-memory attach on process ranks (256 KiB).
+  comm_options o;
+  o.timeout = std::chrono::seconds(60);
+  o.tune_file = "builtin";
+  o.contention = 0;  // the choice below is compared with the model's on a quiet machine
+  CHECK(o.single_copy_min_for(true) == 0);
+  CHECK(o.single_copy_min_for(false) == 256 * 1024);
+  {
+    comm_options set = o;
+    set.single_copy_min_bytes = 4096;  // set: the same for both
+    CHECK(set.single_copy_min_for(true) == 4096);
+    CHECK(set.single_copy_min_for(false) == 4096);
+    auto comms = communicator::create_thread_group(2, set);
+    CHECK(comms[1].single_copy_min_bytes() == 4096);
+  }
+  const int P = GENERATE(2, 3, 4);
+  INFO("P = " << P);
+  auto comms = communicator::create_thread_group(P, o);
+  for (auto& c : comms) CHECK(c.single_copy_min_bytes() == 0);
+  // Small and mid-size calls of every collective nvls serves, and streams,
+  // under the automatic choice: values and guards against the reference.
+  std::vector<case_desc> cases;
+  int k = 0;
+  for (coll kind :
+       {coll::all_reduce, coll::all_gather, coll::reduce_scatter, coll::broadcast, coll::all_to_all})
+    for (std::size_t count : {std::size_t{1}, std::size_t{257}, std::size_t{1031}, std::size_t{16411}})
+      cases.push_back(make_case(kind, dtype::float32, reduce_op::sum, count, {}, k++ % P,
+                                kind == coll::broadcast && count == 257));
+  report(run_on_threads(P, cases, o));
+  // Independent reference for the choice: the constexpr model with peers'
+  // buffers priced as loads and single copy allowed at this size.
+  const std::size_t n = 64 * 1024 / sizeof(float) / static_cast<std::size_t>(P);  // all_gather of 64 KiB
+  // (P = 2 only: more ranks than CPUs are priced with the CPU share too.)
+  tune::problem q{coll::all_gather, P, double(n * sizeof(float) * static_cast<std::size_t>(P)), true, false};
+  q.mapped_peers = true;
+  const algo_id want = tune::fastest<transport::shm>(tune::shm_host, q).algo;
+  const bool compare_choice = P == 2 && std::thread::hardware_concurrency() >= 2;
+  std::vector<std::vector<float>> in(static_cast<std::size_t>(P)), out(in.size());
+  std::vector<std::thread> ts;
+  for (int r = 0; r < P; ++r)
+    ts.emplace_back([&, r] {
+      auto& x = in[static_cast<std::size_t>(r)];
+      x.assign(n, float(r + 1));
+      out[static_cast<std::size_t>(r)].assign(n * static_cast<std::size_t>(P), 0.0f);
+      comms[static_cast<std::size_t>(r)].all_gather(x.data(), out[static_cast<std::size_t>(r)].data(), n);
+    });
+  for (auto& t : ts) t.join();
+  for (int r = 0; r < P; ++r) {
+    if (compare_choice) CHECK(comms[static_cast<std::size_t>(r)].last_variant().algo == want);
+    for (int q2 = 0; q2 < P; ++q2)
+      CHECK(out[static_cast<std::size_t>(r)][static_cast<std::size_t>(q2) * n] == float(q2 + 1));
+  }
+  if (P == 2)
+    CHECK(
+        want ==
+        algo_id::nvls);  // collx-explain all_gather -p 2 --preset shm_host --sizes 64K --single-copy --mapped
 }

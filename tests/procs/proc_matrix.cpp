@@ -311,7 +311,7 @@ int main(int argc, char** argv) {
     }
     // What nvls's single-copy schedule moves by cross-memory attach, none otherwise.
     const bool counted = single_copy && ran.algo == algo_id::nvls;
-    const std::uint64_t min_bytes = comm.options().single_copy_min_bytes;
+    const std::uint64_t min_bytes = comm.options().single_copy_min_for(false);
     const std::uint64_t want_read = counted ? single_copy_bytes(c, comm.rank(), P, min_bytes) : 0;
     const std::uint64_t want_written = counted ? single_copy_written(c, comm.rank(), P, min_bytes) : 0;
     // With symmetric buffers the same bytes move through the mappings instead.
@@ -404,7 +404,7 @@ int main(int argc, char** argv) {
   auto read_in_place = [&](std::size_t elems, std::size_t elem_bytes) {
     const std::uint64_t bytes = elems * elem_bytes;
     const std::uint64_t from =
-        stream_read_in_place_bytes(comm.options().single_copy_min_bytes, comm.contention() > 0);
+        stream_read_in_place_bytes(comm.options().single_copy_min_for(false), comm.contention() > 0);
     return single_copy && bytes > algo::direct::inline_bytes && bytes >= from;
   };
   auto check_stream_reads = [&](const char* what, std::uint64_t before, std::uint64_t want) {

@@ -18,9 +18,15 @@ inline bool quick_scale() {
   return s != nullptr && std::string_view(s) == "quick";
 }
 
+/// Options of the thread-rank matrices. They keep process ranks' single-copy
+/// threshold (256 KiB) unless COLLX_SINGLE_COPY_MIN sets one, so that they
+/// cover the staged schedules below it and single copy above it; thread
+/// ranks' own default (0: single copy wherever the model takes it) has tests
+/// of its own (test_single_copy.cpp).
 inline comm_options test_options() {
   comm_options o = comm_options::from_env();
   o.timeout = std::chrono::seconds(60);
+  if (!o.single_copy_min_bytes) o.single_copy_min_bytes = o.single_copy_min_for(false);
   return o;
 }
 
