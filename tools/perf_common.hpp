@@ -201,6 +201,11 @@ struct options {
   /// median of each call timed alone, which a call that waited for a
   /// descheduled peer does not move (a loaded machine).
   bool median_timing = false;
+  /// Before each timed call every rank stores to each cache line of its input
+  /// (outside the timed region, then a barrier), as a producer of fresh data
+  /// would: peers cannot reuse copies of those lines an earlier call left in
+  /// their caches, which single-copy reads of an input that never changes do.
+  bool rewrite_input = false;
 };
 
 /// Which of the optional flags a program takes.
@@ -247,6 +252,11 @@ inline parse_outcome parse_command_line(int argc, char** argv, options& o, flag_
         value = arg.substr(2);
         has_value = true;
       }
+    }
+    if (key == "--rewrite-input") {
+      if (has_value) return fail("'" + key + "' takes no value");
+      o.rewrite_input = true;
+      continue;
     }
     if (allowed.mode && (key == "--threads" || key == "--procs")) {
       if (has_value) return fail("'" + key + "' takes no value");
@@ -337,6 +347,8 @@ inline parse_outcome parse_command_line(int argc, char** argv, options& o, flag_
     return fail(
         "missing the collective (all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, "
         "all_to_allv, send_recv, barrier)");
+  if (o.rewrite_input && !o.median_timing)
+    return fail("--rewrite-input needs -t median (each call is timed alone, after the rewrite)");
   if (o.min_bytes > o.max_bytes)
     return fail("minbytes (" + std::to_string(o.min_bytes) + ") is larger than maxbytes (" +
                 std::to_string(o.max_bytes) + ")");
@@ -473,6 +485,10 @@ inline constexpr const char* sweep_flags_help =
     "  -t, --timing <mean|median> time column: mean of the timed calls (default), or the\n"
     "                             median of each call timed alone (robust to a rank\n"
     "                             descheduled by other tasks); the maximum over ranks\n"
+    "      --rewrite-input        with -t median: before each timed call every rank\n"
+    "                             stores to each cache line of its input, then a barrier\n"
+    "                             (fresh data, as a producer leaves it: peers cannot\n"
+    "                             reuse lines of it an earlier call left in their caches)\n"
     "  -c, --check <0|1>          check results before timing each size (default 1)\n";
 
 /// What main does with a parse outcome: the usage on stdout for help (exit
@@ -505,7 +521,10 @@ inline void print_header(std::FILE* f, const options& o, const char* program, co
   std::fprintf(f, "# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d validation: %d%s\n",
                o.min_bytes, o.max_bytes, o.step_factor > 1 ? o.step_factor : o.step_bytes,
                o.step_factor > 1 ? "factor" : "bytes", o.warmup_iters, o.iters, o.check,
-               o.median_timing ? " timing: median per call" : "");
+               o.median_timing
+                   ? (o.rewrite_input ? " timing: median per call, input rewritten before each call"
+                                      : " timing: median per call")
+                   : "");
   std::fprintf(f, "# dtype %s  op %s  root %d  %s\n", name(o.type), op, root, tail.c_str());
   print_columns(f);
   std::fflush(f);
@@ -912,6 +931,14 @@ inline double seconds_between(const Time& t0, const Time& t1) {
   else return std::chrono::duration<double>(t1 - t0).count();
 }
 
+/// Stores each cache line of [p, p + n) back as it is: the lines are this
+/// core's, modified, and a peer's earlier copies of them are gone.
+inline void rewrite_lines(void* p, std::size_t n) {
+  auto* b = static_cast<volatile unsigned char*>(p);
+  for (std::size_t i = 0; i < n; i += 64) b[i] = b[i];
+  if (n > 0) b[n - 1] = b[n - 1];
+}
+
 /// Runs the size sweep of one rank with element type T and returns the totals
 /// (the same on every rank: times and counts are reduced over the ranks). Rows
 /// go to `table` when it is not null (the printing rank); the header before
@@ -979,6 +1006,11 @@ sweep_totals run_sweep(const options& o, int rank, int nranks, std::byte* sendbu
         std::vector<double> per_call(static_cast<std::size_t>(o.iters));
         auto t = d.now();
         for (int i = 0; i < o.iters; ++i) {
+          if (o.rewrite_input) {
+            rewrite_lines(const_cast<void*>(send), k.send * elt);
+            d.barrier();
+            t = d.now();
+          }
           d.call(send, recv, k.param);
           const auto u = d.now();
           per_call[static_cast<std::size_t>(i)] = seconds_between(t, u);
