@@ -66,6 +66,26 @@ std::vector<rank_outcome> on_threads(std::vector<communicator>& comms,
   return out;
 }
 
+/// A thread that aborts comms[victim] `delay` after every rank has counted
+/// itself in `started`.
+std::thread abort_once_started(std::vector<communicator>& comms, const std::atomic<int>& started,
+                               std::chrono::milliseconds delay, std::size_t victim) {
+  return std::thread([&comms, &started, delay, victim] {
+    while (started.load() < static_cast<int>(comms.size())) std::this_thread::yield();
+    std::this_thread::sleep_for(delay);
+    comms[victim].abort();
+  });
+}
+
+/// Every rank's first failing call, and its error state after, say aborted.
+void check_every_rank_aborted(const std::vector<rank_outcome>& out, int round) {
+  for (const rank_outcome& o : out) {
+    INFO("round " << round << ": " << o.what);
+    CHECK(o.code == status::aborted);
+    CHECK(o.error_after == status::aborted);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("abort() on an idle communicator: every rank's error() and next call report it", "[reliability]") {
@@ -125,11 +145,8 @@ TEST_CASE("thread ranks loading each other's buffers: a rank that leaves an abor
     auto comms = communicator::create_thread_group(3, opts());
     std::atomic<int> started{0};
     std::atomic<bool> wrong{false};
-    std::thread aborter([&] {
-      while (started.load() < 3) std::this_thread::yield();
-      std::this_thread::sleep_for(std::chrono::milliseconds(5 + 7 * round));
-      comms[std::size_t(round % 3)].abort();
-    });
+    std::thread aborter =
+        abort_once_started(comms, started, std::chrono::milliseconds(5 + 7 * round), std::size_t(round % 3));
     auto out = on_threads(comms, [&](int r, communicator& c) {
       const std::size_t n = std::size_t{1} << 18;  // floats: 1 MiB
       ++started;
@@ -147,11 +164,7 @@ TEST_CASE("thread ranks loading each other's buffers: a rank that leaves an abor
     });
     aborter.join();
     CHECK(!wrong);
-    for (auto& o : out) {
-      INFO("round " << round << ": " << o.what);
-      CHECK(o.code == status::aborted);
-      CHECK(o.error_after == status::aborted);
-    }
+    check_every_rank_aborted(out, round);
   }
 }
 
@@ -172,11 +185,8 @@ TEST_CASE("thread ranks reading messages in place: a sender that leaves an abort
     auto comms = communicator::create_thread_group(2, o);
     std::atomic<int> started{0};
     std::atomic<bool> wrong{false};
-    std::thread aborter([&] {
-      while (started.load() < 2) std::this_thread::yield();
-      std::this_thread::sleep_for(std::chrono::milliseconds(1 + 4 * round));
-      comms[std::size_t(round % 2)].abort();
-    });
+    std::thread aborter =
+        abort_once_started(comms, started, std::chrono::milliseconds(1 + 4 * round), std::size_t(round % 2));
     auto out = on_threads(comms, [&](int r, communicator& c) {
       std::vector<float> b(r == 1 ? n + 16 : 0);
       ++started;
@@ -202,11 +212,7 @@ TEST_CASE("thread ranks reading messages in place: a sender that leaves an abort
     });
     aborter.join();
     CHECK(!wrong);
-    for (auto& x : out) {
-      INFO("round " << round << ": " << x.what);
-      CHECK(x.code == status::aborted);
-      CHECK(x.error_after == status::aborted);
-    }
+    check_every_rank_aborted(out, round);
   }
 }
 
