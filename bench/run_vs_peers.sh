@@ -7,7 +7,7 @@
 #                         [--peers "ompi mpich gloo-ring gloo-hd copy"]
 #                         [--name NAME] [--build DIR] [--timeout SECONDS]
 #                         [--hog] [--collx-also "LABEL:VAR=VALUE ..."]
-#                         [--timing mean|median]
+#                         [--timing mean|median] [--rewrite-input]
 #
 #   --coll      all_reduce (default), all_gather, reduce_scatter, broadcast,
 #               reduce, all_to_all, all_to_allv, send_recv, barrier (Gloo:
@@ -32,6 +32,10 @@
 #               (default, nccl-tests'), or the median of each call timed
 #               alone (robust to a rank descheduled by other tasks; with
 #               --hog, use it for small sizes)
+#   --rewrite-input  with --timing median: every tool stores to each line of
+#               each rank's input before each timed call, outside the timed
+#               region (fresh data: single-copy reads cannot reuse lines an
+#               earlier call left in the reader's cache)
 #   --collx-also  one more collx entry, with these environment variables
 #               set, e.g. "contention off:COLLX_CONTENTION=off" (an A/B of
 #               a setting in the same run)
@@ -74,6 +78,7 @@ run_timeout=3600
 hog=0
 collx_also=""
 timing=mean
+rewrite=0
 
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
 die() { echo "$prog: $*" >&2; exit 2; }
@@ -88,6 +93,7 @@ while [ $# -gt 0 ]; do
       esac
       shift 2 ;;
     --hog) hog=1; shift ;;
+    --rewrite-input) rewrite=1; shift ;;
     --timing) [ $# -ge 2 ] || die "$1 needs a value"; timing=$2; shift 2 ;;
     --collx-also) [ $# -ge 2 ] || die "$1 needs a value"; collx_also=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
@@ -112,7 +118,9 @@ ncpu=$(nproc)
 oversub=0
 [ "$procs" -gt "$ncpu" ] && oversub=1
 case "$timing" in mean|median) ;; *) die "--timing needs mean or median, got '$timing'" ;; esac
+[ "$rewrite" -eq 0 ] || [ "$timing" = median ] || die "--rewrite-input needs --timing median"
 sweep=(-b "$minbytes" -e "$maxbytes" -f 2 -d float -o sum -n "$iters" -w "$warmup" -c 1 -t "$timing")
+[ "$rewrite" -eq 0 ] || sweep+=(--rewrite-input)
 
 # glibc returns blocks above 32 MiB (its mmap threshold grows only so far) to
 # the kernel on free; a library that allocates a temporary per call (Open
@@ -250,8 +258,8 @@ dpkg_ver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo "not install
   echo "CXX=$("${cxx:-c++}" --version 2>/dev/null | head -1)"
   echo "COMMIT=$commit"
   echo "COLL=$coll"; echo "PROCS=$procs"; echo "OVERSUB=$oversub"; echo "REPEATS=$repeats"
-  echo "ITERS=$iters"; echo "WARMUP=$warmup"; echo "TIMING=$timing"; echo "PEER_ENV=$peer_env"
-  echo "INVOCATION=bench/$prog --coll $coll --procs $procs --minbytes $minbytes --maxbytes $maxbytes --repeats $repeats --iters $iters --warmup $warmup --peers \"$peers\" --name $name$([ "$hog" -eq 0 ] || echo ' --hog')$([ "$timing" = mean ] || echo " --timing $timing")$([ -z "$collx_also" ] || printf ' --collx-also %q' "$collx_also")"
+  echo "ITERS=$iters"; echo "WARMUP=$warmup"; echo "TIMING=$timing"; echo "REWRITE_INPUT=$rewrite"; echo "PEER_ENV=$peer_env"
+  echo "INVOCATION=bench/$prog --coll $coll --procs $procs --minbytes $minbytes --maxbytes $maxbytes --repeats $repeats --iters $iters --warmup $warmup --peers \"$peers\" --name $name$([ "$hog" -eq 0 ] || echo ' --hog')$([ "$timing" = mean ] || echo " --timing $timing")$([ "$rewrite" -eq 0 ] || echo " --rewrite-input")$([ -z "$collx_also" ] || printf ' --collx-also %q' "$collx_also")"
   for t in "${tags[@]}"; do echo "LIB=$t|${label[$t]}|${cmd[$t]}"; done
   for s in "${skipped[@]+"${skipped[@]}"}"; do echo "SKIPPED=$s"; done
   for f in "${failed[@]+"${failed[@]}"}"; do echo "FAILED=$f"; done

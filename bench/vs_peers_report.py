@@ -273,6 +273,8 @@ def main():
            f"computed reference, tools/perf_common.hpp), {meta['WARMUP']} warm-up calls, then "
            + (f"the median of {meta['ITERS']} calls each timed alone (`-t median`)"
               if meta.get("TIMING") == "median" else f"the mean of {meta['ITERS']} timed calls")
+           + (" (before each, every rank stores to each line of its input, then a barrier: "
+              "`--rewrite-input`, fresh data)" if meta.get("REWRITE_INPUT") == "1" else "")
            + ", the maximum over ranks; out of place, then in place.",
            f"- busbw = size / time x {factor:g} (nccl-tests' factor for {coll}, P = {P}), computed from the median times; "
            "the copy's is size / time.",
