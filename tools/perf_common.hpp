@@ -984,8 +984,9 @@ sweep_totals run_sweep(const options& o, int rank, int nranks, std::byte* sendbu
         continue;
       }
       call_plan plan = plan_for(k, elt, rank, in_place != 0);
-      const void* send =
-          in_place ? d.in_place_send(plan, recvbuf + plan.send_off) : static_cast<const void*>(sendbuf);
+      // Where this rank's input lies (a library's in-place send argument may be a marker: MPI_IN_PLACE).
+      std::byte* const input = in_place ? recvbuf + plan.send_off : sendbuf;
+      const void* send = in_place ? d.in_place_send(plan, input) : static_cast<const void*>(sendbuf);
       void* recv = recvbuf + plan.recv_off;
 
       long long counts[2] = {0, 0};  // wrong elements, clobbered guard bytes
@@ -1007,7 +1008,7 @@ sweep_totals run_sweep(const options& o, int rank, int nranks, std::byte* sendbu
         auto t = d.now();
         for (int i = 0; i < o.iters; ++i) {
           if (o.rewrite_input) {
-            rewrite_lines(const_cast<void*>(send), k.send * elt);
+            rewrite_lines(input, k.send * elt);  // in place too: the input is k.send elements at `input`
             d.barrier();
             t = d.now();
           }
