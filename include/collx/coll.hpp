@@ -94,10 +94,11 @@ struct mismatch_report {
 
 /// Bytes from which a message of an all_to_allv or send_recv stream is read
 /// from the sender's buffer (algo::direct), given the communicator's
-/// single-copy threshold (comm_options::single_copy_min_bytes; UINT64_MAX:
+/// single-copy threshold (comm_options::single_copy_min_for; UINT64_MAX:
 /// off) and whether the agreed contention share is above 0
 /// (comm/contention.hpp). On a quiet machine a message must be 8 times the
-/// threshold (2 MiB by default): there a cross-memory-attach read is slower
+/// threshold (2 MiB by default on process ranks; thread ranks' threshold is
+/// 0: every message too long for its header is read so): a cross-memory-attach read is slower
 /// than the two cache-resident copies of the pipelined FIFO path up to about
 /// that size (bench/results/p2p_single_copy_2026-12-05.md); under contention
 /// a read needs the peer on a CPU only for its header and its token, not at

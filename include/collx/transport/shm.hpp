@@ -89,7 +89,7 @@ struct shm_header {
   /// then only read. Written only while the communicator is created.
   std::uint32_t single_copy_write_denied;
   /// Calls of at least this many bytes use single-copy schedules where the
-  /// algorithm has one (comm_options::single_copy_min_bytes, equal on all ranks).
+  /// algorithm has one (comm_options::single_copy_min_for, equal on all ranks).
   std::uint64_t single_copy_min;
 };
 
