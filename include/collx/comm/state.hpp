@@ -78,6 +78,8 @@ struct state {
   std::uint64_t symmetric_serial = 0;
   /// Every rank is a thread of this process (create_thread_group): peers'
   /// buffers are loads wherever they lie, priced as symmetric memory is.
+  /// Known at creation; the fences use loads_peers (some rank in this
+  /// process, read from the published identities at the first call).
   bool peers_in_process = false;
   /// Whether another rank runs in this process and loads this rank's buffers
   /// (comm/watch.hpp, loads_peers): -1 until the first call decides.
