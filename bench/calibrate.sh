@@ -78,27 +78,43 @@ lines = [f"# Tuner quality bar{' under a CPU hog' if hog == '1' else ''}", "",
          "collx-probe measured the profile on 2 process ranks, then ran every candidate variant of each collective "
          f"(medians of {repeats} collx-perf runs per size) and compared with the tuner's pick under that profile.",
          f"Raw report: `{raw.split('/')[-1]}`; the saved profile next to it.", "",
-         "| collective | ranks | sizes | pick within 10 % of fastest | predicted busbw within 20 % | verdict |",
-         "|---|---:|---:|---:|---:|---|"]
+         "| collective | ranks | sizes | pick within 10 % of fastest | predicted busbw within 20 % | verdict | measured choice within 10 % |",
+         "|---|---:|---:|---:|---:|---|---:|"]
 details = []
 all_met = True
+online_total = [0, 0]
 for c in d["compare"]:
     n = c["summary"]["sizes"]
     a, b = c["summary"]["pick_within_10pct"], c["summary"]["busbw_within_20pct"]
     met = a >= 0.8 * n and b >= 0.8 * n
     all_met &= met
+    on = c["summary"].get("online_within_10pct")
+    on_n = c["summary"].get("online_sizes", 0)
+    online_total[0] += on or 0
+    online_total[1] += on_n
     lines.append(f"| {c['collective']} | {c['nranks']} | {n} | {a} ({100*a/n:.0f} %) | {b} ({100*b/n:.0f} %) | "
-                 f"{'MET' if met else 'NOT MET'} |")
+                 f"{'MET' if met else 'NOT MET'} | "
+                 + (f"{on} of {on_n} ({100*on/on_n:.0f} %) |" if on_n else "not run |"))
     details += ["", f"## {c['collective']}, {c['nranks']} ranks", "",
-                "| bytes | pick | measured µs | predicted µs | fastest measured | µs | pick slower by | busbw meas | busbw pred |",
-                "|---:|---|---:|---:|---|---:|---:|---:|---:|"]
+                "| bytes | pick | measured µs | predicted µs | fastest measured | µs | pick slower by | busbw meas | busbw pred | measured choice µs | slower by |",
+                "|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
     for r in c["sizes"]:
+        online = (f"{r['online_measured_us']:.2f} | {100*r['online_slowdown']:.1f} %"
+                  if "online_measured_us" in r else "– | –")
         details.append(f"| {r['bytes']:.0f} | {r['pick']} | {r['pick_measured_us']:.2f} | {r['pick_predicted_us']:.2f} | "
                        f"{r['fastest']} | {r['fastest_measured_us']:.2f} | {100*r['pick_slowdown']:.1f} % | "
-                       f"{r['busbw_measured_gbps']:.3f} | {r['busbw_predicted_gbps']:.3f} |")
+                       f"{r['busbw_measured_gbps']:.3f} | {r['busbw_predicted_gbps']:.3f} | {online} |")
     details.append("")
+    if c.get("online_variants"):
+        details.append(f"The measured choice kept (last repeat): {c['online_variants']}.")
     details.append(f"The communicator given the saved profile ran: {c['communicator_variants']}; the model picks: {c['model_picks']}.")
 lines += ["", f"Overall: **{'MET' if all_met else 'NOT MET'}** (both criteria at 80 % of the sizes for every row)."]
+if online_total[1]:
+    on, on_n = online_total
+    lines += ["", f"The measured choice (`COLLX_TUNE_ONLINE`, comm/measured_choice.hpp: the communicator times the "
+              f"profile's best candidates on its first calls of each size class and keeps the fastest), run in the "
+              f"same interleave and judged against the same fastest variant: within 10 % at **{on} of {on_n} sizes "
+              f"({100*on/on_n:.0f} %)**. The predicted-busbw criterion is the model's and does not apply to it."]
 rf = d.get("refit")
 if rf:
     lines += ["", f"One profile fitted to all {rf['calls']} compared measurements at once (`tune::fit_profile`): rms relative "

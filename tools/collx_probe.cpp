@@ -30,7 +30,12 @@
 //          against it, bus bandwidth measured vs predicted; the knee
 //          S* = α·bandwidth and the size for 90 % of the asymptotic bandwidth
 //          (9·S*) per protocol; and whether the communicator, given the new
-//          profile (COLLX_TUNE_FILE), picked what the in-process model picks.
+//          profile (COLLX_TUNE_FILE), picked what the in-process model picks;
+//          and the measured choice (--online N, COLLX_TUNE_ONLINE: the
+//          communicator times the profile's N best candidates on its first
+//          calls of each size and keeps the fastest) run in the same
+//          interleave, its exploration in the warm-up calls, judged against
+//          the fastest variant like the pick.
 //
 // Output: tables on stdout; --json: one JSON document on stdout instead
 // (schema: tools/collx-probe.schema.json); --plot PREFIX: one SVG per
@@ -77,7 +82,8 @@ using tune::json::value;
 
 constexpr const char* usage_text =
     "usage: collx-probe [--colls LIST] [--ranks LIST] [-b MIN -e MAX -f FACTOR] [--repeats N]\n"
-    "                   [--quick] [--json] [--save [FILE]] [--sweep-profile] [--plot PREFIX] [--perf PATH]\n"
+    "                   [--online N] [--quick] [--json] [--save [FILE]] [--sweep-profile] [--plot PREFIX] "
+    "[--perf PATH]\n"
     "  look at this machine, measure the model's parameters on local process ranks,\n"
     "  compare the model's predictions and the tuner's picks with measured times.\n"
     "  --colls     collectives to compare (default all_reduce; all_reduce, all_gather,\n"
@@ -85,6 +91,9 @@ constexpr const char* usage_text =
     "  --ranks     rank counts to compare on (default 2); parameters are measured on the first\n"
     "  -b -e -f    the compared sizes (default 8 to 2M by 8)\n"
     "  --repeats   runs per measurement, medians taken (default 3)\n"
+    "  --online    also time the measured choice (COLLX_TUNE_ONLINE=N: the tuner times its N best\n"
+    "              candidates on the first calls and keeps the fastest) against every variant\n"
+    "              (default 4; 0: not compared)\n"
     "  --quick     a few sizes and iterations (seconds; for tests, not for a profile)\n"
     "  --json      the report as JSON (tools/collx-probe.schema.json) instead of tables\n"
     "  --save      write the measured profile to FILE, or to the default location\n"
@@ -105,6 +114,7 @@ struct settings {
   std::vector<int> ranks{2};
   double lo = 8, hi = 2.0 * 1024 * 1024, factor = 8;
   int repeats = 3;
+  int online = 4;  // the measured choice's candidates (COLLX_TUNE_ONLINE); 0: not compared
   bool quick = false, json = false, save = false, refit = true;
   std::string save_path, perf, plot;
 };
@@ -243,24 +253,31 @@ double median(std::vector<double> v) {
 }
 
 /// Median over `reps` runs of the time at each size; small sizes (≤ 64 KiB)
-/// and large ones run separately, with iteration counts that keep both short.
+/// and large ones run separately, with iteration counts that keep both short,
+/// and at least `min_warmup` untimed calls per size. `variants`, where given,
+/// gets what the last runs reported they ran.
 std::map<double, double> timed(const settings& s, const std::string& env, const std::string& args, double lo,
-                               double hi, double factor, int reps) {
+                               double hi, double factor, int reps, int min_warmup = 0,
+                               std::string* variants = nullptr) {
   std::map<double, std::vector<double>> all;
   const double split = 64 * 1024;
   char range[160];
   for (int i = 0; i < reps; ++i) {
     if (lo <= split) {
       std::snprintf(range, sizeof range, " -b %.0f -e %.0f -f %g -n %d -w %d", lo, std::min(hi, split),
-                    factor, s.quick ? 50 : 200, s.quick ? 5 : 20);
-      for (auto [b, t] : run_perf(s, env, args + range).us) all[b].push_back(t);
+                    factor, s.quick ? 50 : 200, std::max(s.quick ? 5 : 20, min_warmup));
+      const perf_run r = run_perf(s, env, args + range);
+      for (auto [b, t] : r.us) all[b].push_back(t);
+      if (variants != nullptr) *variants = r.variants;
     }
     double first_large = lo;
     while (first_large <= split) first_large *= factor;
     if (first_large <= hi) {
       std::snprintf(range, sizeof range, " -b %.0f -e %.0f -f %g -n %d -w %d", first_large, hi, factor,
-                    s.quick ? 3 : 10, s.quick ? 1 : 2);
-      for (auto [b, t] : run_perf(s, env, args + range).us) all[b].push_back(t);
+                    s.quick ? 3 : 10, std::max(s.quick ? 1 : 2, min_warmup));
+      const perf_run r = run_perf(s, env, args + range);
+      for (auto [b, t] : r.us) all[b].push_back(t);
+      if (variants != nullptr) *variants += (lo <= split ? "; " : "") + r.variants;
     }
   }
   std::map<double, double> out;
@@ -459,6 +476,7 @@ struct size_row {
   variant_choice pick{}, fastest{};
   double pick_us = 0, pick_pred_us = 0, fastest_us = 0;
   double busbw_meas = 0, busbw_pred = 0;
+  double online_us = 0;  // the measured choice's time (0: not compared)
 };
 
 struct comparison {
@@ -468,6 +486,8 @@ struct comparison {
   std::map<std::string, std::map<double, double>> measured_us, predicted_us;  // variant → size → µs
   std::string auto_variants;  // what the communicator reported with the new profile
   std::string auto_expected;
+  int online = 0;                       // COLLX_TUNE_ONLINE of the measured choice's runs (0: none)
+  std::string online_variants;          // what the measured choice kept, per size (the last repeat)
   std::vector<tune::timed_call> calls;  // every measurement with its cost terms (fit_profile)
 };
 
@@ -482,6 +502,7 @@ comparison compare(const settings& s, const tune::profile& m, coll c, int P,
                    const std::string& profile_path) {
   comparison out;
   out.c = c, out.P = P;
+  out.online = s.online >= 2 ? s.online : 0;
   const std::vector<double> sizes = cli::sweep(s.lo, s.hi, s.factor);
   auto problem_at = [&](double b) { return problem_of(c, P, b); };
   // Every candidate at any size (the candidate set does not depend on size).
@@ -490,7 +511,8 @@ comparison compare(const settings& s, const tune::profile& m, coll c, int P,
   // during the run reaches every variant alike instead of the ones that
   // happened to run then.
   std::map<std::string, std::map<double, std::vector<double>>> samples;
-  for (int rep = 0; rep < s.repeats; ++rep)
+  std::map<double, std::vector<double>> online_samples;
+  for (int rep = 0; rep < s.repeats; ++rep) {
     for (const tune::explained& e : cands) {
       const std::string v = vname(e.variant);
       progress(std::string("compare: running ") + name(c) + " " + v + " on " + std::to_string(P) +
@@ -501,6 +523,21 @@ comparison compare(const settings& s, const tune::profile& m, coll c, int P,
                                s.lo, s.hi, s.factor, 1))
         samples[v][b].push_back(t);
     }
+    if (s.online >= 2) {
+      // The measured choice, under the new profile's ranking, in the same
+      // interleave; its exploration happens in the warm-up calls.
+      progress(std::string("compare: running ") + name(c) + " with the measured choice (COLLX_TUNE_ONLINE=" +
+               std::to_string(s.online) + ") on " + std::to_string(P) + " ranks (" + std::to_string(rep + 1) +
+               " of " + std::to_string(s.repeats) + ")");
+      const int explore = s.online * int(1 + comm_options::tune_online_samples);
+      for (auto [b, t] : timed(s,
+                               "COLLX_TUNE_FILE=" + shell_quote(profile_path) +
+                                   " COLLX_TUNE_ONLINE=" + std::to_string(s.online),
+                               std::string(name(c)) + " -p " + std::to_string(P), s.lo, s.hi, s.factor, 1,
+                               explore + 1, &out.online_variants))
+        online_samples[b].push_back(t);
+    }
+  }
   for (auto& [v, per_size] : samples)
     for (auto& [b, xs] : per_size) out.measured_us[v][b] = median(xs);
   for (double b : sizes) {
@@ -533,6 +570,7 @@ comparison compare(const settings& s, const tune::profile& m, coll c, int P,
     // algbw = size / time (size as nccl-tests counts it), busbw = algbw · factor.
     r.busbw_meas = b / r.pick_us / 1e3 * busbw_factor(c, P);
     r.busbw_pred = b / r.pick_pred_us / 1e3 * busbw_factor(c, P);
+    if (online_samples.count(b)) r.online_us = median(online_samples[b]);
     out.rows.push_back(r);
     out.auto_expected += (out.auto_expected.empty() ? "" : ", ") + vname(r.pick);
   }
@@ -577,7 +615,7 @@ value comparison_json(const comparison& c) {
   v.set("collective", name(c.c));
   v.set("nranks", c.P);
   value& rows = v.set("sizes", value::array());
-  int within10 = 0, busbw20 = 0;
+  int within10 = 0, busbw20 = 0, online10 = 0, online_sizes = 0;
   for (const size_row& r : c.rows) {
     value x = value::object();
     x.set("bytes", r.bytes);
@@ -589,14 +627,24 @@ value comparison_json(const comparison& c) {
     x.set("pick_slowdown", r.pick_us / r.fastest_us - 1);
     x.set("busbw_measured_gbps", r.busbw_meas);
     x.set("busbw_predicted_gbps", r.busbw_pred);
+    if (r.online_us > 0) {
+      x.set("online_measured_us", r.online_us);
+      x.set("online_slowdown", r.online_us / r.fastest_us - 1);
+    }
     rows.push(x);
     within10 += r.pick_us <= 1.1 * r.fastest_us;
     busbw20 += std::fabs(r.busbw_pred / r.busbw_meas - 1) <= 0.2;
+    online10 += r.online_us > 0 && r.online_us <= 1.1 * r.fastest_us;
+    online_sizes += r.online_us > 0;
   }
   value& sum = v.set("summary", value::object());
   sum.set("sizes", int(c.rows.size()));
   sum.set("pick_within_10pct", within10);
   sum.set("busbw_within_20pct", busbw20);
+  if (online_sizes > 0) {
+    sum.set("online_sizes", online_sizes);
+    sum.set("online_within_10pct", online10);
+  }
   value& vars = v.set("variants", value::array());
   for (auto& [name_, t] : c.measured_us) {
     value x = value::object();
@@ -614,6 +662,7 @@ value comparison_json(const comparison& c) {
   }
   v.set("communicator_variants", c.auto_variants);
   v.set("model_picks", c.auto_expected);
+  if (!c.online_variants.empty()) v.set("online_variants", c.online_variants);
   return v;
 }
 
@@ -672,20 +721,30 @@ void print_tables(const probe::topology& t, const measured& m, const std::vector
   for (const comparison& c : cs) {
     std::printf("\n# compare %s on %d ranks: the tuner's pick (model) against every variant (measured)\n",
                 name(c.c), c.P);
-    std::printf("  %10s %-20s %10s %10s %7s  %-20s %10s %8s %9s %9s\n", "size", "pick", "meas_us", "pred_us",
-                "err", "fastest measured", "us", "slower", "busbw", "pred");
-    int within10 = 0, busbw20 = 0;
+    std::printf("  %10s %-20s %10s %10s %7s  %-20s %10s %8s %9s %9s %10s %8s\n", "size", "pick", "meas_us",
+                "pred_us", "err", "fastest measured", "us", "slower", "busbw", "pred", "online_us", "slower");
+    int within10 = 0, busbw20 = 0, online10 = 0, online_sizes = 0;
     for (const size_row& r : c.rows) {
-      std::printf("  %10s %-20s %10.2f %10.2f %6.0f%%  %-20s %10.2f %7.1f%% %9.3f %9.3f\n",
+      std::printf("  %10s %-20s %10.2f %10.2f %6.0f%%  %-20s %10.2f %7.1f%% %9.3f %9.3f",
                   cli::human(r.bytes).c_str(), vname(r.pick).c_str(), r.pick_us, r.pick_pred_us,
                   100 * (r.pick_pred_us / r.pick_us - 1), vname(r.fastest).c_str(), r.fastest_us,
                   100 * (r.pick_us / r.fastest_us - 1), r.busbw_meas, r.busbw_pred);
+      if (r.online_us > 0)
+        std::printf(" %10.2f %7.1f%%", r.online_us, 100 * (r.online_us / r.fastest_us - 1));
+      std::printf("\n");
       within10 += r.pick_us <= 1.1 * r.fastest_us;
       busbw20 += std::fabs(r.busbw_pred / r.busbw_meas - 1) <= 0.2;
+      online10 += r.online_us > 0 && r.online_us <= 1.1 * r.fastest_us;
+      online_sizes += r.online_us > 0;
     }
     std::printf(
         "  pick within 10 %% of the fastest at %d of %zu sizes; predicted busbw within 20 %% at %d of %zu\n",
         within10, c.rows.size(), busbw20, c.rows.size());
+    if (online_sizes > 0)
+      std::printf(
+          "  measured choice (COLLX_TUNE_ONLINE=%d) within 10 %% of the fastest at %d of %d sizes; it kept: "
+          "%s\n",
+          c.online, online10, online_sizes, c.online_variants.c_str());
     std::printf("  the communicator with this profile ran: %s\n", c.auto_variants.c_str());
   }
 }
@@ -719,6 +778,11 @@ int main(int argc, char** argv) {
         s.plot = val();
       } else if (a == "--perf") {
         s.perf = val();
+      } else if (a == "--online") {
+        s.online = std::atoi(val().c_str());
+        if (s.online != 0 && (s.online < 2 || s.online > int(comm_options::max_tune_online)))
+          throw std::invalid_argument("--online needs 0 or a count in [2, " +
+                                      std::to_string(comm_options::max_tune_online) + "]");
       } else if (a == "--repeats") {
         s.repeats = std::atoi(val().c_str());
         if (s.repeats < 1 || s.repeats > 99)

@@ -24,6 +24,10 @@
 //                         and across calls (0 or unset: no such promise)
 //   COLLX_TUNE_FILE       the tuner's profile: a file collx-probe --save wrote,
 //                         "builtin", or "preset:NAME" (see collx/tune/active.hpp)
+//   COLLX_TUNE_ONLINE     N >= 2: the automatic choice times the model's N
+//                         best variants on the first calls of each size class
+//                         and keeps the fastest (collx/comm/measured_choice.hpp);
+//                         0 or 1 (default): the model's pick alone
 //   COLLX_CONTENTION      what the automatic choice assumes about CPU contention:
 //                         "auto" (default: measured and agreed by the ranks,
 //                         collx/comm/contention.hpp), "off" (none), or a fixed
@@ -140,6 +144,21 @@ struct comm_options {
   /// the built-in preset (collx/tune/active.hpp). Every rank must use the
   /// same profile, or their choices differ.
   std::string tune_file;
+  /// The measured choice (collx/comm/measured_choice.hpp): with N >= 2 the
+  /// automatic choice runs each of the model's N best variants (at most
+  /// max_tune_online) on the first calls of every size class (a power of two
+  /// of bytes, per collective and contention) and, once each has run
+  /// tune_online_samples timed calls, keeps the one whose slowest rank's median was
+  /// least, agreed by all ranks. 0 or 1: the model's pick alone. Every rank
+  /// must use the same value (the per-call check reports calls that differ).
+  /// COLLX_TUNE_ONLINE.
+  std::uint32_t tune_online = 0;
+  static constexpr std::uint32_t max_tune_online = 8;
+  /// Timed calls per candidate (after one untimed warm-up call each).
+  static constexpr std::uint32_t tune_online_samples = 3;
+  /// Replaces the measured time of a timed call of the measured choice
+  /// (tests): µs that rank `rank` reports for variant `v`, given `measured_us`.
+  double (*tune_online_time)(int rank, variant_choice v, double measured_us) = nullptr;
   /// Contention: the share of CPU time the ranks lose to other tasks, which
   /// the automatic choice prices (tune/model.hpp: pipelined schedules need
   /// both ends of a connection on a CPU at once, single-copy ones only the
@@ -194,6 +213,8 @@ struct comm_options {
       require(*v != '\0', "COLLX_TUNE_FILE", "expected a profile file, 'builtin' or 'preset:NAME', got ''");
       o.tune_file = v;
     }
+    if (const char* v = std::getenv("COLLX_TUNE_ONLINE"))
+      o.tune_online = parse_u32("COLLX_TUNE_ONLINE", v, 0, max_tune_online);
     if (const char* v = std::getenv("COLLX_CONTENTION")) o.contention = parse_contention(v);
     if (const char* v = std::getenv("COLLX_CONTENTION_INTERVAL"))
       o.contention_interval = parse_u32("COLLX_CONTENTION_INTERVAL", v, 1, 1u << 30);
@@ -206,6 +227,9 @@ struct comm_options {
     require(contention < 0 || contention <= max_contention, "comm_options",
             "contention must be negative (measured) or in [0, 0.9], got " + std::to_string(contention));
     require(contention_interval >= 1, "comm_options", "contention_interval must be at least 1");
+    require(tune_online <= max_tune_online, "comm_options",
+            "tune_online must be at most " + std::to_string(max_tune_online) + " variants, got " +
+                std::to_string(tune_online));
     require(fifo_slots >= 2 && fifo_slots <= 1024, "comm_options",
             "fifo_slots must be in [2, 1024], got " + std::to_string(fifo_slots));
     for (int c = 0; c < proto::channel_count; ++c) {

@@ -13,6 +13,20 @@ out=$(mktemp) bad=$(mktemp)
 trap 'rm -f "$out" "$bad"' EXIT
 "$probe" --quick --json >"$out" || { echo "probe_json.sh: $probe --quick --json failed"; exit 1; }
 python3 "$here/check_schema.py" "$schema" "$out" || exit 1
+# The measured choice (--online, on by default) ran at every size, and its
+# summary counts what its rows say.
+python3 - "$out" <<'PY' || exit 1
+import json, sys
+d = json.load(open(sys.argv[1]))
+for c in d["compare"]:
+    rows = c["sizes"]
+    on = [r for r in rows if "online_measured_us" in r]
+    if len(on) != len(rows) or not c.get("online_variants"):
+        sys.exit(f"probe_json.sh: the measured choice ran at {len(on)} of {len(rows)} sizes of {c['collective']}")
+    want = sum(r["online_measured_us"] <= 1.1 * r["fastest_measured_us"] for r in on)
+    if c["summary"].get("online_within_10pct") != want or c["summary"].get("online_sizes") != len(on):
+        sys.exit(f"probe_json.sh: online summary {c['summary']} against {want} of {len(on)} rows")
+PY
 python3 - "$out" "$bad" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))

@@ -32,6 +32,7 @@
 #include <collx/algo/ids.hpp>
 #include <collx/coll.hpp>
 #include <collx/comm/contention.hpp>
+#include <collx/comm/measured_choice.hpp>
 #include <collx/comm/state.hpp>
 #include <collx/comm/watch.hpp>
 #include <collx/composition.hpp>
@@ -50,8 +51,11 @@
 #include <collx/tune/select.hpp>
 #include <collx/variants.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <iterator>
 #include <string>
 #include <type_traits>
@@ -177,15 +181,13 @@ tune::profile model_for(const state<Transport>& s) {
   return m;
 }
 
-/// Fills in `automatic`: the call's choice, else the communicator's option
-/// (ignored where its algorithm does not implement c), else the automatic
-/// choice among compiled variants allowed by COLLX_ALGO/COLLX_PROTO (and
-/// deterministic where the options ask for it): with a problem the fastest
-/// (tune/select.hpp), without one the first allowed. An algorithm without a
-/// protocol axis gets Simple whatever protocol was asked (variants.hpp).
-template <class Transport, class Exec = exec::host>
-variant_choice resolve(const state<Transport>& s, coll c, variant_choice v,
-                       const tune::problem* q = nullptr) {
+/// The call's variant with what the options fix filled in: the call's choice,
+/// else the communicator's option (ignored where its algorithm does not
+/// implement c); the protocol of an algorithm without a protocol axis is
+/// Simple (variants.hpp). Throws where the options' determinism refuses the
+/// algorithm named.
+template <class Transport>
+variant_choice requested_variant(const state<Transport>& s, coll c, variant_choice v) {
   if (v.algo == algo_id::automatic && implements(s.opt.variant.algo, c)) v.algo = s.opt.variant.algo;
   if (v.proto == proto_id::automatic) v.proto = s.opt.variant.proto;
   if (v.algo != algo_id::automatic) v.proto = protocol_of_id(v.algo, v.proto);
@@ -194,20 +196,40 @@ variant_choice resolve(const state<Transport>& s, coll c, variant_choice v,
     throw_error(status::invalid_argument, std::string(name(c)) + ": algorithm " + name(v.algo) +
                                               " does not give deterministic results, which the "
                                               "communicator's options require (COLLX_DETERMINISTIC)");
-  if (v.algo == algo_id::automatic || v.proto == proto_id::automatic) {
+  return v;
+}
+
+inline bool is_automatic(variant_choice v) {
+  return v.algo == algo_id::automatic || v.proto == proto_id::automatic;
+}
+
+/// Fails a call for which no compiled variant is allowed (v as requested).
+template <class Transport>
+[[noreturn]] void nothing_allowed(const state<Transport>& s, coll c, variant_choice v) {
+  throw_error(status::not_supported,
+              std::string(name(c)) + ": no compiled variant" +
+                  (v.algo != algo_id::automatic ? std::string(" of ") + name(v.algo) : std::string()) +
+                  " allowed by COLLX_ALGO/COLLX_PROTO" +
+                  (s.opt.deterministic ? " with deterministic results" : "") +
+                  " serves this collective on the " + Transport::name + " transport");
+}
+
+/// Fills in `automatic` (requested_variant, then the automatic choice among
+/// compiled variants allowed by COLLX_ALGO/COLLX_PROTO, and deterministic
+/// where the options ask for it): with a problem the fastest
+/// (tune/select.hpp), without one the first allowed.
+template <class Transport, class Exec = exec::host>
+variant_choice resolve(const state<Transport>& s, coll c, variant_choice v,
+                       const tune::problem* q = nullptr) {
+  v = requested_variant(s, c, v);
+  if (is_automatic(v)) {
     const tune::request r{v, s.opt.allowed, s.opt.deterministic};
     // The same constexpr argmin as a compile-time pick, over the profile this
     // process loaded (tune/active.hpp: COLLX_TUNE_FILE, the default location,
     // or the transport's preset).
     const variant_choice chosen = q != nullptr ? tune::fastest<Transport, Exec>(model_for(s), *q, r)
                                                : tune::first_allowed<Transport, Exec>(c, r);
-    if (chosen.algo == algo_id::automatic || chosen.proto == proto_id::automatic)
-      throw_error(status::not_supported,
-                  std::string(name(c)) + ": no compiled variant" +
-                      (v.algo != algo_id::automatic ? std::string(" of ") + name(v.algo) : std::string()) +
-                      " allowed by COLLX_ALGO/COLLX_PROTO" +
-                      (s.opt.deterministic ? " with deterministic results" : "") +
-                      " serves this collective on the " + Transport::name + " transport");
+    if (is_automatic(chosen)) nothing_allowed(s, c, v);
     v = chosen;
   }
   return v;
@@ -289,51 +311,95 @@ bool priced_mapped(const state<Transport>& s, const call_args& a) {
   }
 }
 
+/// The model's problem for call a of collective C (one size on every rank).
+template <coll C, class Transport>
+tune::problem problem_for(const state<Transport>& s, const measured_key& k) {
+  // The FIFO geometry the schedules see, so that a cost that depends on it
+  // (direct's one-shot when the vector fits one chunk) decides as they do.
+  const bool whole = steps_arrive_whole(s);
+  const auto chunks = tune::chunk_table_of([&](int ch) { return s.view.fifo_slots(ch); },
+                                           [&](int ch) { return s.view.fifo_slot_bytes(ch); });
+  return tune::problem{C,
+                       s.size,
+                       k.bytes,
+                       s.size > 1 && k.bytes >= double(s.view.user_buffer_min_bytes()),
+                       s.oversubscribed,
+                       chunks,
+                       s.cpu_share,
+                       k.contention,
+                       tune::scheduler_slice_us(s.host_cpus),
+                       peer_buffer_bytes_of(s.view),
+                       tune::granule_table_of([&](int ch) { return s.view.fifo_slot_bytes(ch); }, whole),
+                       whole,
+                       k.in_place,
+                       k.mapped};
+}
+
+/// A call's resolved variant and, while its size class is being measured
+/// (comm/measured_choice.hpp), the class and the turn this call is.
+struct resolved_call {
+  variant_choice v{};
+  measured_class* exploring = nullptr;
+  measured_class::turn turn{};
+};
+
+/// The measured choice for a memo miss of class k (v as the call gave it):
+/// the class's choice once agreed, else the candidate whose turn this call is.
+template <class Transport, class Exec, coll C>
+resolved_call resolve_measured(state<Transport>& s, variant_choice v, const measured_key& k) {
+  measured_class* m = s.measured.find(k);
+  if (m == nullptr) {
+    const variant_choice req = requested_variant(s, C, v);
+    const tune::request r{req, s.opt.allowed, s.opt.deterministic};
+    const auto best =
+        tune::ranked<measured_class::max_candidates, Transport, Exec>(model_for(s), problem_for<C>(s, k), r);
+    if (best.size == 0) nothing_allowed(s, C, req);
+    m = &s.measured.add(k);
+    m->candidates = static_cast<std::uint32_t>(std::min<std::size_t>(best.size, s.opt.tune_online));
+    std::copy(best.variant, best.variant + m->candidates, m->candidate);
+    if (m->candidates == 1) m->decide(best.us);  // nothing to compare
+  }
+  if (m->decided) return {m->chosen};
+  const measured_class::turn t = m->next_turn();
+  return {m->candidate[t.candidate], m, t};
+}
+
 /// resolve() with the model's problem for collectives that have one size on
 /// every rank, remembered per collective: the argmin costs more than a small
 /// call, and it depends only on the requested variant, the size and the
-/// agreed contention (comm/contention.hpp).
+/// agreed contention (comm/contention.hpp). With the measured choice on
+/// (comm_options::tune_online), an automatic call whose size class is still
+/// being measured returns the class and its turn instead of remembering.
 template <class Transport, class Exec, coll C>
-variant_choice resolve_remembered(state<Transport>& s, variant_choice v, const call_args& a) {
+resolved_call resolve_remembered(state<Transport>& s, variant_choice v, const call_args& a) {
   if constexpr (C == coll::all_to_allv || C == coll::send_recv) {
-    return resolve<Transport, Exec>(s, C, v);  // sizes differ per rank: no problem for the model
+    return {resolve<Transport, Exec>(s, C, v)};  // sizes differ per rank: no problem for the model
   } else {
-    const double bytes = model_bytes<C>(s, a);
-    const double contention = s.contention.share;
-    const bool in_place = priced_in_place<C>(s, a);
-    const bool mapped = priced_mapped<C>(s, a);
+    const measured_key k{
+        C, v, model_bytes<C>(s, a), s.contention.share, priced_in_place<C>(s, a), priced_mapped<C>(s, a)};
     auto& memo = s.choice_memo[static_cast<int>(C)];
-    if (memo.valid && memo.bytes == bytes && memo.contention == contention && memo.in_place == in_place &&
-        memo.mapped == mapped && memo.requested.algo == v.algo && memo.requested.proto == v.proto)
-      return memo.chosen;
-    // The FIFO geometry the schedules see, so that a cost that depends on it
-    // (direct's one-shot when the vector fits one chunk) decides as they do.
-    const bool whole = steps_arrive_whole(s);
-    const auto chunks = tune::chunk_table_of([&](int ch) { return s.view.fifo_slots(ch); },
-                                             [&](int ch) { return s.view.fifo_slot_bytes(ch); });
-    const tune::problem q{C,
-                          s.size,
-                          bytes,
-                          s.size > 1 && bytes >= double(s.view.user_buffer_min_bytes()),
-                          s.oversubscribed,
-                          chunks,
-                          s.cpu_share,
-                          contention,
-                          tune::scheduler_slice_us(s.host_cpus),
-                          peer_buffer_bytes_of(s.view),
-                          tune::granule_table_of([&](int ch) { return s.view.fifo_slot_bytes(ch); }, whole),
-                          whole,
-                          in_place,
-                          mapped};
+    if (memo.valid && memo.bytes == k.bytes && memo.contention == k.contention &&
+        memo.in_place == k.in_place && memo.mapped == k.mapped && memo.requested.algo == v.algo &&
+        memo.requested.proto == v.proto)
+      return {memo.chosen};
     memo.valid = false;
+    memo.mapped = k.mapped;  // the mismatch check's message reads it (comm/watch.hpp)
+    resolved_call out;
+    if (s.opt.tune_online >= 2 && !s.measured.agreeing && is_automatic(requested_variant(s, C, v))) {
+      out = resolve_measured<Transport, Exec, C>(s, v, k);
+      if (out.exploring != nullptr) return out;  // not remembered: the next call may run another
+    } else {
+      const tune::problem q = problem_for<C>(s, k);
+      out.v = resolve<Transport, Exec>(s, C, v, &q);
+    }
     memo.requested = v;
-    memo.chosen = resolve<Transport, Exec>(s, C, v, &q);
-    memo.bytes = bytes;
-    memo.contention = contention;
-    memo.in_place = in_place;
-    memo.mapped = mapped;
+    memo.chosen = out.v;
+    memo.bytes = k.bytes;
+    memo.contention = k.contention;
+    memo.in_place = k.in_place;
+    memo.mapped = k.mapped;
     memo.valid = true;
-    return memo.chosen;
+    return out;
   }
 }
 
@@ -464,19 +530,73 @@ void launch(state<Transport>& s, const call_args& a, const extra_args& extra = {
   launch_variant<Algo, P, C, Elem, Transport, Exec>(s, P::id, a, extra, mismatch_detail);
 }
 
-/// The one dispatch path: resolve `v` (remembered per size where the call has
-/// one), then launch the compiled variant it names, or fail with not_supported.
-template <class Transport, class Exec, coll C, class Elem, class Detail = decltype(&no_detail)>
-void dispatch(state<Transport>& s, variant_choice v, const call_args& a, const extra_args& extra = {},
-              Detail mismatch_detail = &no_detail) {
-  // Where a decision point falls, the ranks agree on the contention the
-  // choice prices (a wait at most once per point; nothing on other calls).
-  if constexpr (C != coll::send_recv) contention_point(s, C, [&] { return executor_for<Exec>::make(s); });
-  v = resolve_remembered<Transport, Exec, C>(s, v, a);
+/// Launches the compiled variant v names, or fails with not_supported.
+template <class Transport, class Exec, coll C, class Elem, class Detail>
+void launch_resolved(state<Transport>& s, variant_choice v, const call_args& a, const extra_args& extra,
+                     Detail mismatch_detail) {
   const bool found = visit_serving<Transport, Exec, C>(v.algo, v.proto, [&]<class A, class P>(proto_id p) {
     launch_variant<A, P, C, Elem, Transport, Exec>(s, p, a, extra, mismatch_detail);
   });
   if (!found) no_variant<Transport>(C, v);
+}
+
+template <class Transport, class Exec, coll C, class Elem, class Detail = decltype(&no_detail)>
+void dispatch(state<Transport>& s, variant_choice v, const call_args& a, const extra_args& extra = {},
+              Detail mismatch_detail = &no_detail);
+
+/// The end of a measured size class's exploration (comm/measured_choice.hpp):
+/// the ranks all_reduce (max) each candidate's median, and every rank keeps
+/// the same argmin. One numbered all_reduce of n doubles on every rank,
+/// priced by the model (not itself measured).
+template <class Transport, class Exec>
+void agree_measured(state<Transport>& s, coll c, measured_class& m, double bytes) {
+  double slowest[measured_class::max_candidates];
+  m.medians(slowest);
+  const variant_choice ran = s.last;
+  s.measured.agreeing = true;
+  try {
+    const call_args a{slowest, slowest, m.candidates, dtype::float64, reduce_op::max, 0};
+    dispatch<Transport, Exec, coll::all_reduce, double>(s, variant_choice{}, a);
+  } catch (...) {
+    s.measured.agreeing = false;
+    throw;
+  }
+  s.measured.agreeing = false;
+  s.last = ran;  // last_variant() names the user's call
+  const variant_choice chosen = m.decide(slowest);
+  if (s.rank == 0 && contention_detail::debug_enabled()) {
+    std::string others;
+    for (std::uint32_t i = 0; i < m.candidates; ++i) {
+      char t[96];
+      std::snprintf(t, sizeof t, "%s%s/%s %.2f", i ? ", " : "", name(m.candidate[i].algo),
+                    name(m.candidate[i].proto), slowest[i]);
+      others += t;
+    }
+    std::fprintf(stderr,
+                 "collx: measured choice: %s of %.0f B (size class) on %d ranks: %s/%s (µs, slowest rank's "
+                 "median: %s)\n",
+                 name(c), bytes, s.size, name(chosen.algo), name(chosen.proto), others.c_str());
+  }
+}
+
+/// The one dispatch path: resolve `v` (remembered per size where the call has
+/// one, or measured: comm/measured_choice.hpp), then launch the compiled
+/// variant it names, or fail with not_supported.
+template <class Transport, class Exec, coll C, class Elem, class Detail>
+void dispatch(state<Transport>& s, variant_choice v, const call_args& a, const extra_args& extra,
+              Detail mismatch_detail) {
+  // Where a decision point falls, the ranks agree on the contention the
+  // choice prices (a wait at most once per point; nothing on other calls).
+  if constexpr (C != coll::send_recv) contention_point(s, C, [&] { return executor_for<Exec>::make(s); });
+  const resolved_call r = resolve_remembered<Transport, Exec, C>(s, v, a);
+  if (r.exploring == nullptr)
+    return launch_resolved<Transport, Exec, C, Elem>(s, r.v, a, extra, mismatch_detail);
+  const auto t0 = std::chrono::steady_clock::now();
+  launch_resolved<Transport, Exec, C, Elem>(s, r.v, a, extra, mismatch_detail);
+  double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  if (r.turn.timed && s.opt.tune_online_time != nullptr) us = s.opt.tune_online_time(s.rank, r.v, us);
+  if (r.exploring->record(r.turn, us))
+    agree_measured<Transport, Exec>(s, C, *r.exploring, model_bytes<C>(s, a));
 }
 
 }  // namespace collx::comm

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <collx/coll.hpp>
+#include <collx/comm/measured_choice.hpp>
 #include <collx/comm/p2p_group.hpp>
 #include <collx/detail/atomic.hpp>
 #include <collx/detail/memory_kind.hpp>
@@ -53,6 +54,8 @@ struct state {
     bool mapped = false;  // the buffers were symmetric memory (comm/dispatch.hpp, priced_mapped)
   };
   remembered_choice choice_memo[coll_count];
+  /// The measured choice's size classes (comm_options::tune_online).
+  measured_choices measured;
   /// Contention as the ranks agreed it (comm/contention.hpp): the weight of
   /// the calls since the last decision point, the points passed, the agreed
   /// share, and this rank's last run-queue sample.

@@ -96,24 +96,46 @@ struct with_id<Id, type_list<T, Ts...>>
 
 }  // namespace select_detail
 
+/// The `N` allowed variants the model predicts fastest for q, fastest first
+/// (ties in the choice's order, so that ranked<1>(…).variant[0] is fastest()'s
+/// pick), with their predicted times; `size` of them where fewer serve q.
+/// The measured choice (comm/measured_choice.hpp) times these at run time.
+template <std::size_t N>
+struct ranked_variants {
+  variant_choice variant[N]{};
+  double us[N]{};
+  std::size_t size = 0;
+};
+
+template <std::size_t N, class Transport, class Exec = exec::host>
+constexpr ranked_variants<N> ranked(const profile& m, const problem& q, const request& r = {}) {
+  static_assert(N > 0, "collx: ranked<N> needs N >= 1");
+  ranked_variants<N> out;
+  select_detail::for_each_variant<false>([&]<class A, class P>() {
+    if (!select_detail::candidate<A, P, Transport, Exec>(q.kind, r)) return;
+    const double us = predict_us<A, P>(m, q);
+    std::size_t at = out.size < N ? out.size : N;
+    while (at > 0 && us < out.us[at - 1]) --at;  // after every equal or faster one
+    if (at >= N) return;
+    for (std::size_t i = (out.size < N ? out.size : N - 1); i > at && i < N; --i) {
+      out.variant[i] = out.variant[i - 1];
+      out.us[i] = out.us[i - 1];
+    }
+    out.variant[at] = {A::id, P::id};
+    out.us[at] = us;
+    if (out.size < N) ++out.size;
+  });
+  return out;
+}
+
 /// The allowed variant that Transport (with Exec) serves and the model
 /// predicts fastest for problem q under profile m. Fields of r.fixed that are
 /// not automatic are kept; where nothing allowed serves q.kind, the result
 /// keeps r.fixed's automatic fields (the caller reports it).
 template <class Transport, class Exec = exec::host>
 constexpr variant_choice fastest(const profile& m, const problem& q, const request& r = {}) {
-  variant_choice best = r.fixed;
-  bool found = false;
-  double best_us = 0;
-  select_detail::for_each_variant<false>([&]<class A, class P>() {
-    if (!select_detail::candidate<A, P, Transport, Exec>(q.kind, r)) return;
-    const double us = predict_us<A, P>(m, q);
-    if (found && !(us < best_us)) return;
-    best = {A::id, P::id};
-    best_us = us;
-    found = true;
-  });
-  return best;
+  const ranked_variants<1> best = ranked<1, Transport, Exec>(m, q, r);
+  return best.size > 0 ? best.variant[0] : r.fixed;
 }
 
 /// The choice without a size: the first candidate in the order ring first,
