@@ -48,6 +48,7 @@
 #include "probe_problem.hpp"
 #include "probe_svg.hpp"
 
+#include <collx/comm/measured_choice.hpp>
 #include <collx/detail/erased_reducer.hpp>
 #include <collx/options.hpp>
 #include <collx/transport/shm.hpp>
@@ -254,18 +255,24 @@ double median(std::vector<double> v) {
 
 /// Median over `reps` runs of the time at each size; small sizes (≤ 64 KiB)
 /// and large ones run separately, with iteration counts that keep both short,
-/// and at least `min_warmup` untimed calls per size. `variants`, where given,
-/// gets what the last runs reported they ran.
+/// and, with the measured choice of `online` candidates, enough untimed
+/// calls per size for its exploration. `variants`, where given, gets what the
+/// last runs reported they ran.
 std::map<double, double> timed(const settings& s, const std::string& env, const std::string& args, double lo,
-                               double hi, double factor, int reps, int min_warmup = 0,
+                               double hi, double factor, int reps, int online = 0,
                                std::string* variants = nullptr) {
+  auto warmup = [&](int plain, double bytes) {
+    const int explore =
+        online >= 2 ? int(comm::measured_class::exploration_calls(std::uint32_t(online), bytes)) : 0;
+    return std::max(plain, explore + 1);
+  };
   std::map<double, std::vector<double>> all;
   const double split = 64 * 1024;
   char range[160];
   for (int i = 0; i < reps; ++i) {
     if (lo <= split) {
       std::snprintf(range, sizeof range, " -b %.0f -e %.0f -f %g -n %d -w %d", lo, std::min(hi, split),
-                    factor, s.quick ? 50 : 200, std::max(s.quick ? 5 : 20, min_warmup));
+                    factor, s.quick ? 50 : 200, warmup(s.quick ? 5 : 20, split));
       const perf_run r = run_perf(s, env, args + range);
       for (auto [b, t] : r.us) all[b].push_back(t);
       if (variants != nullptr) *variants = r.variants;
@@ -274,7 +281,7 @@ std::map<double, double> timed(const settings& s, const std::string& env, const 
     while (first_large <= split) first_large *= factor;
     if (first_large <= hi) {
       std::snprintf(range, sizeof range, " -b %.0f -e %.0f -f %g -n %d -w %d", first_large, hi, factor,
-                    s.quick ? 3 : 10, std::max(s.quick ? 1 : 2, min_warmup));
+                    s.quick ? 3 : 10, warmup(s.quick ? 1 : 2, first_large));
       const perf_run r = run_perf(s, env, args + range);
       for (auto [b, t] : r.us) all[b].push_back(t);
       if (variants != nullptr) *variants += (lo <= split ? "; " : "") + r.variants;
@@ -529,12 +536,11 @@ comparison compare(const settings& s, const tune::profile& m, coll c, int P,
       progress(std::string("compare: running ") + name(c) + " with the measured choice (COLLX_TUNE_ONLINE=" +
                std::to_string(s.online) + ") on " + std::to_string(P) + " ranks (" + std::to_string(rep + 1) +
                " of " + std::to_string(s.repeats) + ")");
-      const int explore = s.online * int(1 + comm_options::tune_online_samples);
       for (auto [b, t] : timed(s,
                                "COLLX_TUNE_FILE=" + shell_quote(profile_path) +
                                    " COLLX_TUNE_ONLINE=" + std::to_string(s.online),
                                std::string(name(c)) + " -p " + std::to_string(P), s.lo, s.hi, s.factor, 1,
-                               explore + 1, &out.online_variants))
+                               s.online, &out.online_variants))
         online_samples[b].push_back(t);
     }
   }

@@ -147,15 +147,13 @@ struct comm_options {
   /// The measured choice (collx/comm/measured_choice.hpp): with N >= 2 the
   /// automatic choice runs each of the model's N best variants (at most
   /// max_tune_online) on the first calls of every size class (a power of two
-  /// of bytes, per collective and contention) and, once each has run
-  /// tune_online_samples timed calls, keeps the one whose slowest rank's median was
-  /// least, agreed by all ranks. 0 or 1: the model's pick alone. Every rank
-  /// must use the same value (the per-call check reports calls that differ).
+  /// of bytes, per collective and contention: 3·N·2 calls, 3·N·11 up to
+  /// 64 KiB) and keeps the one whose slowest rank's median was least, agreed
+  /// by all ranks. 0 or 1: the model's pick alone. Every rank must use the
+  /// same value (the per-call check reports calls that differ).
   /// COLLX_TUNE_ONLINE.
   std::uint32_t tune_online = 0;
   static constexpr std::uint32_t max_tune_online = 8;
-  /// Timed calls per candidate (after one untimed warm-up call each).
-  static constexpr std::uint32_t tune_online_samples = 3;
   /// Replaces the measured time of a timed call of the measured choice
   /// (tests): µs that rank `rank` reports for variant `v`, given `measured_us`.
   double (*tune_online_time)(int rank, variant_choice v, double measured_us) = nullptr;

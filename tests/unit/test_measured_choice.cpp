@@ -110,24 +110,31 @@ std::string vname(variant_choice v) { return std::string(name(v.algo)) + "/" + n
 }  // namespace
 
 TEST_CASE("measured choice: a class's turns, samples and decision", "[measured]") {
-  comm::measured_class m;
+  using M = comm::measured_class;
+  static_assert(M::timed_per_block(64 * 1024) == 10 && M::timed_per_block(64 * 1024 + 1) == 1);
+  static_assert(M::exploration_calls(4, 8) == 3 * 4 * 11 && M::exploration_calls(4, 1e6) == 3 * 4 * 2);
+  M m;
   m.candidates = 3;
+  m.timed = 2;  // blocks of three calls: one untimed, two timed
   for (std::uint32_t i = 0; i < 3; ++i) m.candidate[i] = {algo_id(i), proto_id::simple};
-  REQUIRE(m.exploration_calls() == 3 * (1 + comm::measured_class::samples));
-  // Round robin; the first round is untimed.
+  REQUIRE(m.exploration_calls() == 3 * 3 * 3);
+  REQUIRE(m.samples() == 6);
+  // Three rounds; in each, a block per candidate in the model's order.
   for (std::uint32_t k = 0; k < m.exploration_calls(); ++k) {
+    INFO("call " << k);
     const auto t = m.next_turn();
-    CHECK(t.candidate == k % 3);
-    CHECK(t.timed == (k >= 3));
-    // Candidate c's samples are 10c + round; candidate 1's first timed one is an outlier.
-    const double us = k == 4 ? 1000.0 : 10.0 * t.candidate + double(k / 3);
+    CHECK(t.candidate == (k % 9) / 3);
+    CHECK(t.timed == (k % 3 != 0));
+    if (t.timed) CHECK(t.sample == (k / 9) * 2 + k % 3 - 1);
+    // Candidate c's samples are 10c + sample; candidate 1's first one is an outlier.
+    const double us = t.candidate == 1 && t.timed && t.sample == 0 ? 1000.0 : 10.0 * t.candidate + t.sample;
     CHECK(m.record(t, us) == (k + 1 == m.exploration_calls()));
   }
   double med[3];
   m.medians(med);
-  CHECK(med[0] == 2.0);   // samples 1, 2, 3
-  CHECK(med[1] == 13.0);  // 1000, 12, 13: the outlier does not move the median
-  CHECK(med[2] == 22.0);
+  CHECK(med[0] == 2.5);   // samples 0..5
+  CHECK(med[1] == 13.5);  // 11..15 and 1000: the outlier does not move the median
+  CHECK(med[2] == 22.5);
   const double slowest[3] = {5.0, 4.0, 4.0};  // ties go to the earlier (the model's order)
   CHECK(m.decide(slowest) == m.candidate[1]);
   CHECK(m.decided);
@@ -185,7 +192,8 @@ TEST_CASE("measured choice: COLLX_TUNE_ONLINE and the options", "[measured]") {
 TEST_CASE("measured choice: ranks explore alike and keep the slowest rank's fastest", "[measured]") {
   constexpr int P = 2;
   constexpr std::uint32_t n = 3;
-  const std::uint32_t explore = n * (1 + comm::measured_class::samples);
+  constexpr std::uint32_t explore = comm::measured_class::exploration_calls(n, 4096);
+  constexpr std::uint32_t block = 1 + comm::measured_class::timed_per_block(4096);
   // 1024 floats (4 KiB): the class [4096, 8192); then 1500 floats (6000 B),
   // the same class; then 4096 floats, a new class, explored again.
   std::vector<std::size_t> sizes(explore + 2, 1024);
@@ -204,19 +212,23 @@ TEST_CASE("measured choice: ranks explore alike and keep the slowest rank's fast
     INFO("call " << k);
     CHECK(log[1].variants[k] == v0[k]);  // every rank ran the same variant
   }
-  // The first n calls ran n different candidates, and the exploration repeated them in turn.
-  CHECK(!(v0[0] == v0[1]));
-  CHECK(!(v0[1] == v0[2]));
-  CHECK(!(v0[0] == v0[2]));
-  for (std::uint32_t k = n; k < explore; ++k) CHECK(v0[k] == v0[k % n]);
+  // Blocks of n different candidates, repeated in three rounds.
+  const variant_choice first[n] = {v0[0], v0[block], v0[2 * block]};
+  CHECK(!(first[0] == first[1]));
+  CHECK(!(first[1] == first[2]));
+  CHECK(!(first[0] == first[2]));
+  for (std::uint32_t k = 0; k < explore; ++k) {
+    INFO("call " << k);
+    CHECK(v0[k] == first[(k % (n * block)) / block]);
+  }
   // Kept: the third (rank 0's 3 and rank 1's 3 µs beat 5 and 6), not either rank's own fastest.
-  INFO("candidates " << vname(v0[0]) << ", " << vname(v0[1]) << ", " << vname(v0[2]));
-  CHECK(v0[explore] == v0[2]);
-  CHECK(v0[explore + 1] == v0[2]);
-  CHECK(v0[explore + 2] == v0[2]);  // 6000 B: the same class, no exploration
+  INFO("candidates " << vname(first[0]) << ", " << vname(first[1]) << ", " << vname(first[2]));
+  CHECK(v0[explore] == first[2]);
+  CHECK(v0[explore + 1] == first[2]);
+  CHECK(v0[explore + 2] == first[2]);  // 6000 B: the same class, no exploration
   // The new class explores from its first call, with the model's candidates for it.
   std::lock_guard lock(fake_mu);
-  CHECK(fake_calls == int(P * 2 * n * comm::measured_class::samples));  // timed calls only
+  CHECK(fake_calls == int(P * 2 * n * comm::measured_class::rounds * (block - 1)));  // timed calls only
 }
 
 TEST_CASE("measured choice: off, fixed variants and determinism", "[measured]") {
@@ -248,7 +260,7 @@ TEST_CASE("measured choice: off, fixed variants and determinism", "[measured]") 
     const auto log = run_all_reduces(P, o, sizes);
     REQUIRE(log[0].wrong.empty());
     for (const auto& v : log[0].variants) CHECK(v.algo == algo_id::ring);
-    CHECK(!(log[0].variants[0] == log[0].variants[1]));
+    CHECK(!(log[0].variants[0] == log[0].variants[1 + comm::measured_class::timed_per_block(4096)]));
   }
   SECTION("deterministic: only algorithms that promise it") {
     reset_fake();

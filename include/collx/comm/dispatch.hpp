@@ -356,6 +356,7 @@ resolved_call resolve_measured(state<Transport>& s, variant_choice v, const meas
     if (best.size == 0) nothing_allowed(s, C, req);
     m = &s.measured.add(k);
     m->candidates = static_cast<std::uint32_t>(std::min<std::size_t>(best.size, s.opt.tune_online));
+    m->timed = measured_class::timed_per_block(k.bytes);
     std::copy(best.variant, best.variant + m->candidates, m->candidate);
     if (m->candidates == 1) m->decide(best.us);  // nothing to compare
   }

@@ -13,9 +13,11 @@
 // the call's bytes, contention share as agreed, in place, symmetric buffers):
 // everything the model's choice depends on, sizes rounded to a power of two
 // so that a program whose sizes vary does not explore forever. Its first
-// n·(1 + samples) calls run the model's n best candidates in turn (round
-// robin, so that a change of state reaches every candidate alike); the first
-// round is untimed (pages, connections, caches). Each rank times its calls;
+// calls run the model's n best candidates in three rounds (so that a drift of
+// the machine's state reaches every candidate alike); in each round every
+// candidate runs a block of consecutive calls, the first untimed (it follows
+// another variant, whose lines are in the caches), then one timed call, or
+// ten for calls up to 64 KiB (cheap, and noisy). Each rank times its calls;
 // after the last one the ranks all_reduce (max) each candidate's median and
 // every rank keeps the same argmin: the candidate whose slowest rank was
 // fastest. Ties go to the model's order. From then on the class runs its
@@ -45,40 +47,66 @@ namespace collx::comm {
 /// One size class's exploration and, once agreed, its choice.
 struct measured_class {
   static constexpr std::uint32_t max_candidates = comm_options::max_tune_online;
-  static constexpr std::uint32_t samples = comm_options::tune_online_samples;
+  /// Rounds over the candidates: a drift of the machine's state during the
+  /// exploration reaches every candidate alike.
+  static constexpr std::uint32_t rounds = 3;
+  /// Timed calls per block: a block is consecutive calls of one candidate,
+  /// the first untimed (it follows another variant's call, whose lines are
+  /// in the caches). Small calls are cheap and noisy: ten timed calls per
+  /// block up to small_bytes; one above.
+  static constexpr std::uint32_t small_timed = 10, large_timed = 1;
+  static constexpr double small_bytes = 64 * 1024;
+  static constexpr std::uint32_t max_samples = rounds * small_timed;
+
+  static constexpr std::uint32_t timed_per_block(double bytes) {
+    return bytes <= small_bytes ? small_timed : large_timed;
+  }
+  /// The calls the exploration of n candidates at `bytes` takes.
+  static constexpr std::uint32_t exploration_calls(std::uint32_t n, double bytes) {
+    return rounds * n * (1 + timed_per_block(bytes));
+  }
 
   variant_choice candidate[max_candidates]{};
   std::uint32_t candidates = 0;
-  std::uint32_t calls = 0;               // exploration calls made
-  double us[max_candidates][samples]{};  // timed calls, per candidate
+  std::uint32_t timed = large_timed;         // timed calls per block (timed_per_block)
+  std::uint32_t calls = 0;                   // exploration calls made
+  double us[max_candidates][max_samples]{};  // timed calls, per candidate
   bool decided = false;
   variant_choice chosen{};
 
-  /// The calls an exploration takes: one untimed and `samples` timed per candidate.
-  constexpr std::uint32_t exploration_calls() const { return candidates * (1 + samples); }
+  constexpr std::uint32_t exploration_calls() const { return rounds * candidates * (1 + timed); }
+  constexpr std::uint32_t samples() const { return rounds * timed; }
 
-  /// The candidate the next exploration call runs, and whether it is timed.
+  /// The candidate the next exploration call runs, whether it is timed, and
+  /// where its sample goes.
   struct turn {
     std::uint32_t candidate = 0;
     bool timed = false;
+    std::uint32_t sample = 0;
   };
-  constexpr turn next_turn() const { return {calls % candidates, calls / candidates >= 1}; }
+  constexpr turn next_turn() const {
+    const std::uint32_t block = 1 + timed, round = calls / (candidates * block),
+                        in = calls % (candidates * block);
+    const std::uint32_t pos = in % block;
+    return {in / block, pos > 0, pos > 0 ? round * timed + pos - 1 : 0};
+  }
 
   /// Records a finished exploration call of turn t (µs; ignored when untimed).
   /// Returns whether that was the last: the ranks then agree.
   constexpr bool record(turn t, double call_us) {
-    if (t.timed) us[t.candidate][calls / candidates - 1] = call_us;
+    if (t.timed) us[t.candidate][t.sample] = call_us;
     ++calls;
     return calls == exploration_calls();
   }
 
   /// This rank's median per candidate (out[0..candidates)).
   void medians(double* out) const {
+    const std::uint32_t n = samples();
     for (std::uint32_t c = 0; c < candidates; ++c) {
-      double v[samples];
-      std::copy(us[c], us[c] + samples, v);
-      std::sort(v, v + samples);
-      out[c] = samples % 2 ? v[samples / 2] : (v[samples / 2 - 1] + v[samples / 2]) / 2;
+      double v[max_samples];
+      std::copy(us[c], us[c] + n, v);
+      std::sort(v, v + n);
+      out[c] = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
     }
   }
 
