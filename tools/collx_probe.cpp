@@ -94,7 +94,7 @@ constexpr const char* usage_text =
     "  --repeats   runs per measurement, medians taken (default 3)\n"
     "  --online    also time the measured choice (COLLX_TUNE_ONLINE=N: the tuner times its N best\n"
     "              candidates on the first calls and keeps the fastest) against every variant\n"
-    "              (default 4; 0: not compared)\n"
+    "              (default 6; 0: not compared)\n"
     "  --quick     a few sizes and iterations (seconds; for tests, not for a profile)\n"
     "  --json      the report as JSON (tools/collx-probe.schema.json) instead of tables\n"
     "  --save      write the measured profile to FILE, or to the default location\n"
@@ -115,7 +115,7 @@ struct settings {
   std::vector<int> ranks{2};
   double lo = 8, hi = 2.0 * 1024 * 1024, factor = 8;
   int repeats = 3;
-  int online = 4;  // the measured choice's candidates (COLLX_TUNE_ONLINE); 0: not compared
+  int online = 6;  // the measured choice's candidates (COLLX_TUNE_ONLINE); 0: not compared
   bool quick = false, json = false, save = false, refit = true;
   std::string save_path, perf, plot;
 };
@@ -516,34 +516,40 @@ comparison compare(const settings& s, const tune::profile& m, coll c, int P,
   const std::vector<tune::explained> cands = tune::explain<transport::shm>(m, problem_at(sizes.front()));
   // Every variant once per repeat, interleaved, so that a change of load
   // during the run reaches every variant alike instead of the ones that
-  // happened to run then.
+  // happened to run then; each repeat starts one entry later in the list, so
+  // that no variant always runs next to the same ones (the machine's state
+  // lasts minutes: bench/results/tuner_quality_2026-12-06_online/).
+  // Entry cands.size() is the measured choice.
   std::map<std::string, std::map<double, std::vector<double>>> samples;
   std::map<double, std::vector<double>> online_samples;
-  for (int rep = 0; rep < s.repeats; ++rep) {
-    for (const tune::explained& e : cands) {
+  const std::size_t entries = cands.size() + (s.online >= 2 ? 1 : 0);
+  for (int rep = 0; rep < s.repeats; ++rep)
+    for (std::size_t k = 0; k < entries; ++k) {
+      const std::size_t i = (k + std::size_t(rep)) % entries;
+      const std::string of = " on " + std::to_string(P) + " ranks (" + std::to_string(rep + 1) + " of " +
+                             std::to_string(s.repeats) + ")";
+      if (i == cands.size()) {
+        // The measured choice, under the new profile's ranking; its
+        // exploration happens in the warm-up calls.
+        progress(std::string("compare: running ") + name(c) +
+                 " with the measured choice (COLLX_TUNE_ONLINE=" + std::to_string(s.online) + ")" + of);
+        for (auto [b, t] : timed(s,
+                                 "COLLX_TUNE_FILE=" + shell_quote(profile_path) +
+                                     " COLLX_TUNE_ONLINE=" + std::to_string(s.online),
+                                 std::string(name(c)) + " -p " + std::to_string(P), s.lo, s.hi, s.factor, 1,
+                                 s.online, &out.online_variants))
+          online_samples[b].push_back(t);
+        continue;
+      }
+      const tune::explained& e = cands[i];
       const std::string v = vname(e.variant);
-      progress(std::string("compare: running ") + name(c) + " " + v + " on " + std::to_string(P) +
-               " ranks (" + std::to_string(rep + 1) + " of " + std::to_string(s.repeats) + ")");
+      progress(std::string("compare: running ") + name(c) + " " + v + of);
       for (auto [b, t] : timed(s, "",
                                std::string(name(c)) + " -p " + std::to_string(P) + " --algo " +
                                    name(e.variant.algo) + " --proto " + name(e.variant.proto),
                                s.lo, s.hi, s.factor, 1))
         samples[v][b].push_back(t);
     }
-    if (s.online >= 2) {
-      // The measured choice, under the new profile's ranking, in the same
-      // interleave; its exploration happens in the warm-up calls.
-      progress(std::string("compare: running ") + name(c) + " with the measured choice (COLLX_TUNE_ONLINE=" +
-               std::to_string(s.online) + ") on " + std::to_string(P) + " ranks (" + std::to_string(rep + 1) +
-               " of " + std::to_string(s.repeats) + ")");
-      for (auto [b, t] : timed(s,
-                               "COLLX_TUNE_FILE=" + shell_quote(profile_path) +
-                                   " COLLX_TUNE_ONLINE=" + std::to_string(s.online),
-                               std::string(name(c)) + " -p " + std::to_string(P), s.lo, s.hi, s.factor, 1,
-                               s.online, &out.online_variants))
-        online_samples[b].push_back(t);
-    }
-  }
   for (auto& [v, per_size] : samples)
     for (auto& [b, xs] : per_size) out.measured_us[v][b] = median(xs);
   for (double b : sizes) {
