@@ -105,6 +105,20 @@ void reset_fake() {
   fake_calls = 0;
 }
 
+/// run_all_reduces on 2 ranks, every result right and no call timed; rank 0's variants.
+std::vector<variant_choice> run_untimed(const comm_options& o, const std::vector<std::size_t>& sizes) {
+  reset_fake();
+  const auto log = run_all_reduces(2, o, sizes);
+  for (const call_log& l : log) {
+    INFO(l.wrong);
+    CHECK(l.wrong.empty());
+    CHECK(l.variants.size() == sizes.size());
+  }
+  std::lock_guard lock(fake_mu);
+  CHECK(fake_calls == 0);
+  return log[0].variants;
+}
+
 std::string vname(variant_choice v) { return std::string(name(v.algo)) + "/" + name(v.proto); }
 
 }  // namespace
@@ -235,23 +249,13 @@ TEST_CASE("measured choice: off, fixed variants and determinism", "[measured]") 
   constexpr int P = 2;
   const std::vector<std::size_t> sizes(16, 1024);
   SECTION("off: the model's pick on every call, nothing timed") {
-    reset_fake();
-    const auto log = run_all_reduces(P, measured_options(0), sizes);
-    REQUIRE(log[0].wrong.empty());
-    REQUIRE(log[1].wrong.empty());
-    for (const auto& v : log[0].variants) CHECK(v == log[0].variants[0]);
-    std::lock_guard lock(fake_mu);
-    CHECK(fake_calls == 0);
+    const auto v = run_untimed(measured_options(0), sizes);
+    for (const auto& x : v) CHECK(x == v[0]);
   }
   SECTION("a fixed variant is not explored") {
-    reset_fake();
     comm_options o = measured_options(4);
     o.variant = {algo_id::ring, proto_id::ll};
-    const auto log = run_all_reduces(P, o, sizes);
-    REQUIRE(log[0].wrong.empty());
-    for (const auto& v : log[0].variants) CHECK(v == variant_choice{algo_id::ring, proto_id::ll});
-    std::lock_guard lock(fake_mu);
-    CHECK(fake_calls == 0);
+    for (const auto& x : run_untimed(o, sizes)) CHECK(x == variant_choice{algo_id::ring, proto_id::ll});
   }
   SECTION("a fixed algorithm explores its protocols only") {
     reset_fake();
