@@ -573,10 +573,13 @@ void agree_measured(state<Transport>& s, coll c, measured_class& m, double bytes
                     name(m.candidate[i].proto), slowest[i]);
       others += t;
     }
-    std::fprintf(stderr,
-                 "collx: measured choice: %s of %.0f B (size class) on %d ranks: %s/%s (µs, slowest rank's "
-                 "median: %s)\n",
-                 name(c), bytes, s.size, name(chosen.algo), name(chosen.proto), others.c_str());
+    // The class's bytes: [2^(k-1), 2^k), or 0 for class 0.
+    const std::uint32_t k = measured_key::size_class(bytes);
+    const double lo = k == 0 ? 0 : double(std::uint64_t{1} << (k - 1)), hi = k == 0 ? 0 : 2 * lo - 1;
+    std::fprintf(
+        stderr,
+        "collx: measured choice: %s of %.0f-%.0f B on %d ranks: %s/%s (µs, slowest rank's median: %s)\n",
+        name(c), lo, hi, s.size, name(chosen.algo), name(chosen.proto), others.c_str());
   }
 }
 
