@@ -19,6 +19,13 @@ cannot see:
                whatever protocol they are instantiated with.
   simple-acq   every kernel of a Simple schedule waits on counters with
                acquire loads.
+  narrow-hw    every kernel that reduces a narrow float type (all_reduce,
+               reduce_scatter, reduce of half, bfloat16, e4m3, e5m2) rounds
+               its results with the GPU's cvt, and for half and bfloat16
+               summed, averaged or multiplied also combines pairs with one
+               packed instruction (collx/numeric/hardware.hpp), instead of
+               the portable bit manipulation. fp8's cvt from sm_89 and the
+               bf16 one from sm_80: checked where the PTX's target has them.
 
 A kernel's operations include those of the device functions it calls. Exits
 non-zero naming the rule, the kernel and the instruction.
@@ -36,6 +43,18 @@ SCOPED = re.compile(r"\.(acquire|release|relaxed|acq_rel|sc)\b.*\.(cta|cluster|g
 PROTOCOLS = {"simple": "5proto6simpleE", "ll": "5proto2llE", "ll128": "5proto5ll128E"}
 # Algorithms on peer memory (no FIFO, no protocol axis).
 PEER_MEMORY = ("4algo4nvlsE",)
+
+# narrow-hw: mangled type -> (lowest sm with the cvt, the narrowing cvt, the
+# packed arithmetic (None: none for this type)).
+NARROW = {
+    "6half_tE": (53, "cvt.rn.f16.f32", ("add.rn.f16x2", "mul.rn.f16x2")),
+    "10bfloat16_tE": (80, "cvt.rn.bf16.f32", ("add.rn.bf16x2", "mul.rn.bf16x2", "fma.rn.bf16x2")),
+    "13float8_e4m3_tE": (89, "cvt.rn.satfinite.e4m3x2.f32", None),
+    "13float8_e5m2_tE": (89, "cvt.rn.satfinite.e5m2x2.f32", None),
+}
+REDUCING = re.compile(r"4collE([024])E")  # all_reduce, reduce_scatter, reduce
+OP = re.compile(r"9reduce_opE(\d)E")  # 0 sum, 1 prod, 4 avg
+TARGET = re.compile(r"^\s*\.target\s+sm_(\d+)", re.M)
 
 
 def functions(text):
@@ -81,6 +100,8 @@ def check(path):
     text = open(path).read()
     funcs = functions(text)
     entries = [n for n, (k, _) in funcs.items() if k == "entry"]
+    target = TARGET.search(text)
+    sm = int(target.group(1)) if target else 0
     errors = []
     if not entries:
         errors.append(f"{path}: no kernel found (is this the instantiation check's PTX?)")
@@ -107,6 +128,15 @@ def check(path):
         if "simple" in protos or runtime:
             if not acquires:
                 errors.append(f"simple-acq: {name}: no acquire load (Simple waits on counters with them)")
+        narrow = [v for tag, v in NARROW.items() if tag in name]
+        if narrow and REDUCING.search(name) and sm >= narrow[0][0]:
+            lowest, cvt, packed = narrow[0]
+            code = "\n".join(l.split("//")[0] for l in lines)
+            if cvt not in code:
+                errors.append(f"narrow-hw: {name}: reduces without {cvt}")
+            op = OP.search(name)
+            if packed and op and op.group(1) in ("0", "1", "4") and not any(p in code for p in packed):
+                errors.append(f"narrow-hw: {name}: no packed {' / '.join(packed)}")
     return entries, errors
 
 

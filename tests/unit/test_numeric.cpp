@@ -17,6 +17,7 @@
 
 #include "collx/numeric/float16.hpp"
 #include "collx/numeric/float8.hpp"
+#include "collx/reduce_op.hpp"
 
 using collx::bfloat16_t;
 using collx::float8_e4m3_t;
@@ -367,4 +368,55 @@ TEST_CASE("limits have the documented values", "[numeric]") {
   CHECK(float(float8_e5m2_t(INFINITY)) == 57344.0f);
   CHECK(float8_e4m3_t(-NAN).bits == 0xFF);
   CHECK(float8_e4m3_t(NAN).bits == 0x7F);
+}
+
+// A GPU sums and multiplies two halves or two bfloat16s with one packed
+// instruction (add/mul .f16x2, .bf16x2: collx/numeric/hardware.hpp), which
+// rounds the exact result once. The reducer computes in float and rounds that
+// to the format; this checks that the two agree, so that both paths give the
+// same bits: the exact sum or product (in double, rounded once more only where
+// it cannot change the outcome) rounded by the reference.
+TEMPLATE_TEST_CASE("a reducer's sum and product of two values are the exact result rounded once", "[numeric]",
+                   half_t, bfloat16_t) {
+  using T = TestType;
+  const auto& r = ref<T>();
+  std::vector<unsigned> values;  // every finite pattern of interest, both signs
+  for (const auto& [v, b] : r.pos)
+    if (!std::isinf(v) && b != r.inf_bits) values.push_back(b);
+  const std::size_t n = values.size();
+  for (std::size_t i = 0; i < n; ++i) values.push_back(values[i] | sign_bit<T>);
+  const unsigned inf = r.inf_bits;
+  for (unsigned s : {inf, inf | sign_bit<T>}) values.push_back(s);
+
+  std::mt19937_64 rng(0x5EED);
+  std::uniform_int_distribution<std::size_t> pick(0, values.size() - 1);
+  // Partners: random values, and values close in exponent (ties and carries
+  // into the next binade are likeliest there).
+  mismatches bad;
+  std::size_t checked = 0;
+  collx::reducer<T, collx::reduce_op::sum> sum{};
+  collx::reducer<T, collx::reduce_op::prod> prod{};
+  auto check = [&](unsigned ab, unsigned bb) {
+    const T a = T::from_bits(typename fmt<T>::bits_t(ab)), b = T::from_bits(typename fmt<T>::bits_t(bb));
+    const double x = ref_value<T>(ab), y = ref_value<T>(bb);
+    for (int p = 0; p < 2; ++p) {
+      const double exact = p ? x * y : x + y;
+      const unsigned got = (p ? prod(a, b) : sum(a, b)).bits;
+      if (std::isnan(exact)) {
+        if (!std::isnan(ref_value<T>(got))) bad.add(exact, got, p ? "prod NaN" : "sum NaN");
+      } else if (got != r.round(exact)) {
+        bad.add(exact, got, p ? "prod" : "sum");
+      }
+      ++checked;
+    }
+  };
+  for (int i = 0; i < 400000; ++i) check(values[pick(rng)], values[pick(rng)]);
+  for (std::size_t i = 0; i + 1 < values.size(); i += 7) {
+    check(values[i], values[i + 1]);
+    check(values[i], values[i + 1] ^ sign_bit<T>);
+    check(values[i], values[i]);
+  }
+  INFO(bad.first.str());
+  REQUIRE(checked > 800000);
+  REQUIRE(bad.count == 0);
 }

@@ -9,7 +9,10 @@
 #pragma once
 
 #include <collx/config.hpp>
+#include <collx/numeric/hardware.hpp>
+#include <collx/reduce_op.hpp>
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -34,6 +37,52 @@ template <class T>
 struct alignas(16) pack {
   T v[pack_elems<T>];
 };
+
+/// Whether Red's combination of two packs of T may run two elements per
+/// instruction: half and bfloat16 summed (sum, avg) or multiplied. Device
+/// code does where the GPU has the instruction (collx/numeric/hardware.hpp,
+/// lowp::hw::pairs); the host combines element by element.
+template <class Red, class T>
+inline constexpr bool combines_pairs = false;
+template <class Red, class T>
+  requires requires {
+    typename T::format;
+    { Red::op } -> std::convertible_to<reduce_op>;
+  }
+inline constexpr bool combines_pairs<Red, T> =
+    ((T::format::exp_bits == 5 && T::format::mant == 10) ||
+     (T::format::exp_bits == 8 && T::format::mant == 7)) &&
+    (Red::op == reduce_op::sum || Red::op == reduce_op::avg || Red::op == reduce_op::prod);
+
+#if COLLX_DEVICE_CODE
+/// Whether this GPU has the packed instruction combines_pairs asks for.
+template <class Red, class T>
+COLLX_HOST_DEVICE constexpr bool pairs_here() {
+  if constexpr (combines_pairs<Red, T>) return lowp::hw::pairs<typename T::format>;
+  else return false;
+}
+#endif
+
+/// x ← x ⊕ y over one 16-byte pack (before any post()).
+template <class Red, class T>
+COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void combine_pack(const Red& red, pack<T>& x, const pack<T>& y) {
+#if COLLX_DEVICE_CODE
+  if constexpr (pairs_here<Red, T>()) {
+    static_assert(sizeof(pack<T>) == 16);
+    struct words {
+      std::uint32_t w[4];
+    };
+    words a = __builtin_bit_cast(words, x);
+    const words b = __builtin_bit_cast(words, y);
+    for (int i = 0; i < 4; ++i)
+      a.w[i] = lowp::hw::combine_pairs<typename T::format, Red::op == reduce_op::prod>(a.w[i], b.w[i]);
+    x = __builtin_bit_cast(pack<T>, a);
+  } else
+#endif
+  {
+    for (std::size_t e = 0; e < pack_elems<T>; ++e) x.v[e] = red(x.v[e], y.v[e]);
+  }
+}
 
 /// The loop of a worker group (a GPU block, a host team): elements are dealt
 /// round-robin to the workers. Where every pointer has the same offset from a
@@ -73,10 +122,9 @@ COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void reduce_copy_packed(const Group& g, co
     P* p0 = reinterpret_cast<P*>(d0 + head);
     P* p1 = reinterpret_cast<P*>(d1 + (NDst == 2 ? head : 0));
     auto op = [&](P x, const P& y) {
-      for (std::size_t e = 0; e < V; ++e) {
-        if constexpr (Reduce) x.v[e] = red(x.v[e], y.v[e]);
-        if constexpr (Post) x.v[e] = red.post(x.v[e]);
-      }
+      if constexpr (Reduce) combine_pack(red, x, y);
+      if constexpr (Post)
+        for (std::size_t e = 0; e < V; ++e) x.v[e] = red.post(x.v[e]);
       return x;
     };
     const std::size_t round = workers * Unroll;

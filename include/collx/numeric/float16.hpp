@@ -11,13 +11,16 @@
 // first, which would round twice. NaN converts to a quiet NaN of the same
 // sign. Conversions to float and double are exact.
 //
-// Host and device run the same bit-manipulation code, so a value converted in
-// a kernel has the same bits as one converted on the host.
+// The host runs portable bit manipulation; a GPU converts from and to float
+// with its cvt instructions where it has them (collx/numeric/hardware.hpp),
+// which give the same bits, so a value converted in a kernel has the bits of
+// one converted on the host.
 #pragma once
 
 #include <cstdint>
 
 #include "collx/config.hpp"
+#include "collx/numeric/hardware.hpp"
 
 namespace collx {
 namespace detail::lowp {
@@ -93,6 +96,14 @@ COLLX_HOST_DEVICE constexpr std::uint32_t encode(U x) noexcept {
   return sign | (mag > F::max_finite ? F::overflow : std::uint32_t(mag));
 }
 
+// The binary32 bits, sign aside, of a pattern of F with mantissa `man` and an
+// all-ones exponent: inf or a NaN keeping its payload (IEEE formats), or the
+// one NaN of a format without infinity.
+template <class F>
+COLLX_HOST_DEVICE constexpr std::uint32_t widened_special(std::uint32_t man) noexcept {
+  return F::ieee ? 0x7F800000u | (man << (23 - F::mant)) : 0x7FC00000u;
+}
+
 // Exact widening of format F to binary32. Every value of half and of both fp8
 // formats is zero or a binary32 normal, so no float subnormal is produced and
 // the result is the same under flush-to-zero. A format with binary32's
@@ -108,10 +119,8 @@ COLLX_HOST_DEVICE constexpr float decode(std::uint32_t b) noexcept {
   const std::uint32_t exp = (b >> F::mant) & exp_ones;
   const std::uint32_t man = b & mant_ones;
   std::uint32_t out;
-  if (F::ieee && exp == exp_ones) {
-    out = 0x7F800000u | (man << (23 - F::mant));  // inf, or NaN keeping its payload
-  } else if (!F::ieee && exp == exp_ones && man == mant_ones) {
-    out = 0x7FC00000u;
+  if ((F::ieee && exp == exp_ones) || (!F::ieee && exp == exp_ones && man == mant_ones)) {
+    out = widened_special<F>(man);
   } else if (exp != 0) {
     out = ((exp + 127 - F::bias) << 23) | (man << (23 - F::mant));
   } else if (man == 0) {
@@ -137,17 +146,38 @@ namespace detail::lowp_value {
 // that leaves `bits` uninitialized; `T{}` is +0.
 template <class Derived, class Format>
 struct base {
+  using format = Format;  // the encoding (a detail::lowp format)
   typename Format::storage bits;
 
   base() = default;
-  COLLX_HOST_DEVICE constexpr explicit base(float f) noexcept
-      : bits(typename Format::storage(lowp::encode<Format>(lowp::bit_cast<std::uint32_t>(f)))) {}
+  COLLX_HOST_DEVICE constexpr explicit base(float f) noexcept : bits(from_float(f)) {}
   COLLX_HOST_DEVICE constexpr explicit base(double d) noexcept
       : bits(typename Format::storage(lowp::encode<Format>(lowp::bit_cast<std::uint64_t>(d)))) {}
 
-  COLLX_HOST_DEVICE constexpr explicit operator float() const noexcept { return lowp::decode<Format>(bits); }
+  COLLX_HOST_DEVICE constexpr explicit operator float() const noexcept {
+#if COLLX_DEVICE_CODE
+    // The GPU's cvt where it has one (collx/numeric/hardware.hpp): the same bits.
+    if constexpr (lowp::hw::widens<Format>)
+      if (!__builtin_is_constant_evaluated()) {
+        const float f = lowp::hw::widen<Format>(bits);
+        if (f == f) return f;
+        // The instruction's NaN is canonical; decode's keeps the sign and payload.
+        const std::uint32_t b = bits, sign = (b & Format::sign) ? 0x80000000u : 0u;
+        return lowp::bit_cast<float>(sign | lowp::widened_special<Format>(b & ((1u << Format::mant) - 1)));
+      }
+#endif
+    return lowp::decode<Format>(bits);
+  }
   COLLX_HOST_DEVICE constexpr explicit operator double() const noexcept {
     return double(lowp::decode<Format>(bits));
+  }
+
+  COLLX_HOST_DEVICE static constexpr typename Format::storage from_float(float f) noexcept {
+#if COLLX_DEVICE_CODE
+    if constexpr (lowp::hw::converts<Format>)
+      if (!__builtin_is_constant_evaluated()) return typename Format::storage(lowp::hw::narrow<Format>(f));
+#endif
+    return typename Format::storage(lowp::encode<Format>(lowp::bit_cast<std::uint32_t>(f)));
   }
 
   COLLX_HOST_DEVICE static constexpr Derived from_bits(typename Format::storage b) noexcept {

@@ -9,8 +9,9 @@
 // one step from the source value, and saturate to finite (as CUDA's
 // __NV_SATFINITE): finite values beyond the range and ±inf become ±max; NaN
 // becomes a NaN of the same sign (0x7F / 0x7E with the sign bit).
-// Conversions to float and double are exact. Host and device run the same
-// bit-manipulation code, so both produce the same bits.
+// Conversions to float and double are exact. The host runs portable bit
+// manipulation; a GPU from sm_89 on converts from and to float with cvt
+// (collx/numeric/hardware.hpp), with the same bits.
 #pragma once
 
 #include <cstdint>

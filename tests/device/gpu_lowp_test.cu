@@ -1,0 +1,239 @@
+// Narrow floats on a GPU (collx/numeric/hardware.hpp) against the host's
+// portable code, which tests/unit/test_numeric.cpp checks against an
+// independent reference:
+//
+//   * every bit pattern of half, bfloat16, e4m3 and e5m2 widened to float in a
+//     kernel has the host's bits (NaN payloads included);
+//   * a strided sweep over every float bit pattern, and every float next to a
+//     midpoint, narrowed in a kernel has the host's bits (NaN included);
+//   * detail::reduce_copy (the loop under every primitive) run by one block on
+//     pairs of values (random patterns, specials, neighbours) for sum, prod,
+//     min, max and avg: the host reducer's bits, or a NaN where the host has
+//     one; 16-byte aligned (packed instructions) and off by one element
+//     (element by element); guard elements before and after every output.
+//
+// Compiled for every listed architecture, so each of hardware.hpp's paths
+// (sm_80: fma.rn.bf16x2, no fp8 cvt; sm_90 and later: all) is assembled by
+// ptxas; a run checks the one of the GPU it finds. Exits 77 without a GPU.
+#include <collx/cuda/check.hpp>
+#include <collx/detail/reduce_copy.hpp>
+#include <collx/exec/cuda.hpp>
+#include <collx/reduce_op.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+using namespace collx;
+
+#define CUDA_OK(x)                                                                             \
+  do {                                                                                         \
+    cudaError_t e_ = (x);                                                                      \
+    if (e_ != cudaSuccess) {                                                                   \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                            \
+    }                                                                                          \
+  } while (0)
+
+namespace {
+
+template <class T>
+using bits_of = decltype(T{}.bits);
+
+template <class T>
+__global__ void widen_kernel(const T* in, float* out, std::size_t n) {
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    out[i] = static_cast<float>(in[i]);
+}
+
+template <class T>
+__global__ void narrow_kernel(const float* in, T* out, std::size_t n) {
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    out[i] = T(in[i]);
+}
+
+template <class T, reduce_op Op>
+__global__ void reduce_kernel(const T* a, const T* b, T* d, std::size_t n) {
+  const reducer<T, Op> red{4};  // avg divides by 4
+  detail::reduce_copy<true, Op == reduce_op::avg, 1>(exec::cuda_block_group{}, a, b, d, nullptr, n, red);
+}
+
+template <class T>
+bool is_nan(T v) {
+  return std::isnan(static_cast<float>(v));
+}
+
+template <class T>
+struct device_array {
+  T* p = nullptr;
+  explicit device_array(std::size_t n) { CUDA_OK(cudaMalloc(&p, n * sizeof(T) + 64)); }
+  ~device_array() { cudaFree(p); }
+  device_array(const device_array&) = delete;
+  device_array& operator=(const device_array&) = delete;
+};
+
+template <class T>
+int check_widen(const char* name) {
+  constexpr std::size_t n = std::size_t(1) << (8 * sizeof(T));
+  std::vector<T> in(n);
+  for (std::size_t b = 0; b < n; ++b) in[b] = T::from_bits(bits_of<T>(b));
+  device_array<T> din(n);
+  device_array<float> dout(n);
+  CUDA_OK(cudaMemcpy(din.p, in.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+  widen_kernel<T><<<64, 256>>>(din.p, dout.p, n);
+  CUDA_OK(cudaGetLastError());
+  std::vector<float> out(n);
+  CUDA_OK(cudaMemcpy(out.data(), dout.p, n * sizeof(float), cudaMemcpyDeviceToHost));
+  int wrong = 0;
+  for (std::size_t b = 0; b < n; ++b) {
+    const float want = static_cast<float>(in[b]);
+    if (std::memcmp(&want, &out[b], sizeof want) != 0 && wrong++ < 5)
+      std::printf("  %s widen 0x%zx: device %a, host %a\n", name, b, out[b], want);
+  }
+  std::printf("%s: widen, %zu patterns: %s\n", name, n, wrong ? "WRONG" : "ok");
+  return wrong;
+}
+
+template <class T>
+int check_narrow(const char* name) {
+  std::vector<float> in;
+  for (std::uint64_t b = 0; b < (std::uint64_t(1) << 32); b += 65521) {
+    const auto u = std::uint32_t(b);
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    in.push_back(f);
+  }
+  // Every value of T, the midpoints between neighbours and the floats on each
+  // side of them (the ties and near-ties of round-to-nearest-even).
+  constexpr std::size_t n_patterns = std::size_t(1) << (8 * sizeof(T));
+  for (std::size_t b = 0; b + 1 < n_patterns; ++b) {
+    const float lo = static_cast<float>(T::from_bits(bits_of<T>(b)));
+    const float hi = static_cast<float>(T::from_bits(bits_of<T>(b + 1)));
+    if (std::isnan(lo) || std::isnan(hi) || std::isinf(lo) || std::isinf(hi)) continue;
+    const float mid = lo + (hi - lo) / 2;
+    for (float f : {lo, mid, std::nextafter(mid, INFINITY), std::nextafter(mid, -INFINITY)}) in.push_back(f);
+  }
+  for (float f : {INFINITY, -INFINITY, NAN, -NAN, 1e30f, -1e30f, 0.0f, -0.0f}) in.push_back(f);
+  const std::size_t n = in.size();
+  device_array<float> din(n);
+  device_array<T> dout(n);
+  CUDA_OK(cudaMemcpy(din.p, in.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  narrow_kernel<T><<<64, 256>>>(din.p, dout.p, n);
+  CUDA_OK(cudaGetLastError());
+  std::vector<T> out(n);
+  CUDA_OK(cudaMemcpy(out.data(), dout.p, n * sizeof(T), cudaMemcpyDeviceToHost));
+  int wrong = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const T want(in[i]);
+    if (want.bits != out[i].bits && wrong++ < 5)
+      std::printf("  %s narrow %a: device 0x%x, host 0x%x\n", name, in[i], unsigned(out[i].bits),
+                  unsigned(want.bits));
+  }
+  std::printf("%s: narrow, %zu floats: %s\n", name, n, wrong ? "WRONG" : "ok");
+  return wrong;
+}
+
+/// reduce_copy of n pairs in one block of 256 threads; `offset` elements past
+/// a 16-byte boundary (0: the packed body; 1: element by element).
+template <class T, reduce_op Op>
+int check_reduce(const char* name, const char* op_name, const std::vector<T>& a, const std::vector<T>& b,
+                 std::size_t offset) {
+  const std::size_t n = a.size(), guard = 16, total = n + offset + 2 * guard;
+  const T sentinel = T::from_bits(bits_of<T>(0x5A));
+  std::vector<T> ha(total, sentinel), hb(total, sentinel), hd(total, sentinel);
+  for (std::size_t i = 0; i < n; ++i) {
+    ha[guard + offset + i] = a[i];
+    hb[guard + offset + i] = b[i];
+  }
+  device_array<T> da(total), db(total), dd(total);
+  CUDA_OK(cudaMemcpy(da.p, ha.data(), total * sizeof(T), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(db.p, hb.data(), total * sizeof(T), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dd.p, hd.data(), total * sizeof(T), cudaMemcpyHostToDevice));
+  const std::size_t at = guard + offset;
+  reduce_kernel<T, Op><<<1, 256>>>(da.p + at, db.p + at, dd.p + at, n);
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaDeviceSynchronize());
+  CUDA_OK(cudaMemcpy(hd.data(), dd.p, total * sizeof(T), cudaMemcpyDeviceToHost));
+  const reducer<T, Op> red{4};
+  int wrong = 0;
+  for (std::size_t i = 0; i < total; ++i) {
+    const bool inside = i >= at && i < at + n;
+    bool ok;
+    T want = sentinel;
+    if (inside) {
+      want = red(a[i - at], b[i - at]);
+      if constexpr (Op == reduce_op::avg) want = red.post(want);
+      ok = want.bits == hd[i].bits || (is_nan(want) && is_nan(hd[i]));
+    } else {
+      ok = hd[i].bits == sentinel.bits;
+    }
+    if (!ok && wrong++ < 5)
+      std::printf("  %s %s offset %zu, element %zd%s: a 0x%x b 0x%x: device 0x%x, host 0x%x\n", name, op_name,
+                  offset, std::ptrdiff_t(i) - std::ptrdiff_t(at), inside ? "" : " (guard)",
+                  inside ? unsigned(a[i - at].bits) : 0u, inside ? unsigned(b[i - at].bits) : 0u,
+                  unsigned(hd[i].bits), unsigned(want.bits));
+  }
+  return wrong;
+}
+
+template <class T>
+int check_reductions(const char* name) {
+  constexpr std::size_t n_patterns = std::size_t(1) << (8 * sizeof(T));
+  std::mt19937_64 rng(0xC0FFEE);
+  std::uniform_int_distribution<std::size_t> pick(0, n_patterns - 1);
+  std::vector<T> a, b;
+  auto add = [&](std::size_t x, std::size_t y) {
+    a.push_back(T::from_bits(bits_of<T>(x)));
+    b.push_back(T::from_bits(bits_of<T>(y)));
+  };
+  for (int i = 0; i < 200000; ++i) add(pick(rng), pick(rng));         // random patterns: every class
+  for (std::size_t x = 0; x + 1 < n_patterns; x += 3) add(x, x + 1);  // neighbours: ties, carries
+  for (std::size_t x = 0; x < n_patterns; x += 5) add(x, x);
+  const std::size_t sign = n_patterns >> 1;
+  for (std::size_t x = 0; x < sign; x += 7) add(x, x ^ sign);  // x − x, and ±0
+  int wrong = 0;
+  for (std::size_t offset : {std::size_t(0), std::size_t(1)}) {
+    int w = 0;
+    w += check_reduce<T, reduce_op::sum>(name, "sum", a, b, offset);
+    w += check_reduce<T, reduce_op::prod>(name, "prod", a, b, offset);
+    w += check_reduce<T, reduce_op::min>(name, "min", a, b, offset);
+    w += check_reduce<T, reduce_op::max>(name, "max", a, b, offset);
+    w += check_reduce<T, reduce_op::avg>(name, "avg", a, b, offset);
+    std::printf("%s: reduce_copy of %zu pairs, offset %zu, sum/prod/min/max/avg: %s\n", name, a.size(),
+                offset, w ? "WRONG" : "ok");
+    wrong += w;
+  }
+  return wrong;
+}
+
+template <class T>
+int check_type(const char* name) {
+  return check_widen<T>(name) + check_narrow<T>(name) + check_reductions<T>(name);
+}
+
+}  // namespace
+
+int main() {
+  int devices = 0;
+  const cudaError_t e = cudaGetDeviceCount(&devices);
+  if (gpu::no_device(e, devices)) {
+    std::printf("no CUDA device: skipping (cudaGetDeviceCount: %s, %d devices)\n",
+                e == cudaSuccess ? "cudaSuccess" : cudaGetErrorName(e), devices);
+    return 77;
+  }
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "FAILED: cudaGetDeviceCount: %s: %s\n", cudaGetErrorName(e), cudaGetErrorString(e));
+    return 1;
+  }
+  cudaDeviceProp prop{};
+  CUDA_OK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("GPU 0: %s, sm_%d%d\n", prop.name, prop.major, prop.minor);
+  int wrong = check_type<half_t>("half") + check_type<bfloat16_t>("bfloat16") +
+              check_type<float8_e4m3_t>("e4m3") + check_type<float8_e5m2_t>("e5m2");
+  std::printf("%s\n", wrong ? "FAILED" : "all ok");
+  return wrong ? 1 : 0;
+}
