@@ -12,6 +12,7 @@ files=(
   tests/device/collx_gpu_ring_test
   tests/device/collx_gpu_comm_test
   tests/device/collx_gpu_host_misuse
+  tests/device/collx_gpu_lowp_test
   tools/collx-perf-cuda
   tools/collxrun
 )

@@ -9,6 +9,8 @@
 #   nvidia-smi.txt        the GPU, driver and clocks
 #   ptx-check.log         tests/device/check_ptx.py on the instantiation check's PTX
 #   ring.log              the GPU ring test (P ranks of S blocks in one kernel)
+#   lowp.log              half, bfloat16 and fp8 through the GPU's cvt and packed
+#                         instructions against the host's bits (gpu_lowp_test)
 #   perf-*.log            collx-perf-cuda sweeps (nccl-tests columns, last column
 #                         the device-to-device copy bandwidth of the same bytes)
 #   host-misuse.log       the host communicator given cudaMalloc'd buffers:
@@ -92,6 +94,13 @@ fi
 [ -z "$quick" ] && step "PTX check" "$out/ptx-check.log" \
   python3 tests/device/check_ptx.py "$build"/tests/device/CMakeFiles/collx_device_instantiate.dir/*.ptx
 step "GPU ring test" "$out/ring.log" env COLLX_GPU_TIMEOUT_MS=5000 "$ring"
+lowp=$build/tests/device/collx_gpu_lowp_test
+if [ -x "$lowp" ]; then
+  step "narrow floats on the GPU against the host" "$out/lowp.log" "$lowp"
+else
+  echo "| narrow floats on the GPU against the host | FAIL ($lowp missing) | | |" >>"$summary"
+  failed=1
+fi
 misuse=$build/tests/device/collx_gpu_host_misuse
 if [ -x "$misuse" ]; then
   step "host communicator refuses GPU memory" "$out/host-misuse.log" "$misuse"
