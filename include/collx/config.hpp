@@ -19,6 +19,15 @@
 #define COLLX_DEVICE_CODE 0
 #endif
 
+// Unrolls the loop that follows completely in device code, where an array
+// indexed by a loop that stays rolled lives in local memory (a stack frame)
+// instead of registers; the host compilers decide for themselves.
+#if COLLX_DEVICE_CODE
+#define COLLX_UNROLL _Pragma("unroll")
+#else
+#define COLLX_UNROLL
+#endif
+
 #if defined(__GNUC__) || defined(__clang__)
 #define COLLX_ALWAYS_INLINE inline __attribute__((always_inline))
 #define COLLX_RESTRICT __restrict__

@@ -74,12 +74,14 @@ COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void combine_pack(const Red& red, pack<T>&
     };
     words a = __builtin_bit_cast(words, x);
     const words b = __builtin_bit_cast(words, y);
+    COLLX_UNROLL
     for (int i = 0; i < 4; ++i)
       a.w[i] = lowp::hw::combine_pairs<typename T::format, Red::op == reduce_op::prod>(a.w[i], b.w[i]);
     x = __builtin_bit_cast(pack<T>, a);
   } else
 #endif
   {
+    COLLX_UNROLL
     for (std::size_t e = 0; e < pack_elems<T>; ++e) x.v[e] = red(x.v[e], y.v[e]);
   }
 }
@@ -123,18 +125,22 @@ COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void reduce_copy_packed(const Group& g, co
     P* p1 = reinterpret_cast<P*>(d1 + (NDst == 2 ? head : 0));
     auto op = [&](P x, const P& y) {
       if constexpr (Reduce) combine_pack(red, x, y);
-      if constexpr (Post)
+      if constexpr (Post) {
+        COLLX_UNROLL
         for (std::size_t e = 0; e < V; ++e) x.v[e] = red.post(x.v[e]);
+      }
       return x;
     };
     const std::size_t round = workers * Unroll;
     std::size_t k = me;
     for (; k + (Unroll - 1) * workers < packs; k += round) {
       P x[Unroll], y[Unroll];
+      COLLX_UNROLL
       for (int u = 0; u < Unroll; ++u) {
         x[u] = pa[k + u * workers];
         if constexpr (Reduce) y[u] = pb[k + u * workers];
       }
+      COLLX_UNROLL
       for (int u = 0; u < Unroll; ++u) {
         const P r = op(x[u], y[u]);
         p0[k + u * workers] = r;
