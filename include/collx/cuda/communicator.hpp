@@ -44,9 +44,11 @@
 //
 // LL128 relies on 128-byte stores arriving whole; between blocks of one GPU
 // that is the GPU's own memory system, across GPUs NCCL enables it only on
-// NVLink. This communicator does not check links yet, so a group spanning
-// several GPUs, or whose regions are host memory, excludes LL128 from the
-// automatic choice and refuses it when named (why_not() says which).
+// NVLink. A group spanning several GPUs asks NVML whether every pair of them
+// is joined by NVLink (collx/cuda/links.hpp); where some pair is not, where
+// NVML cannot say, or where the regions are host memory, the group excludes
+// LL128 from the automatic choice and refuses it when named (why_not() says
+// why; COLLX_DEBUG=1 prints it when the group is made).
 // Needs nvcc (kernels are launched with <<<>>>).
 #pragma once
 
@@ -57,6 +59,7 @@
 #include <collx/cuda/check.hpp>
 #include <collx/cuda/device.hpp>
 #include <collx/cuda/kernel.hpp>
+#include <collx/cuda/links.hpp>
 #include <collx/detail/memory_kind.hpp>
 #include <collx/dtype.hpp>
 #include <collx/error.hpp>
@@ -158,6 +161,7 @@ struct group_state {
   int stripes = 1;
   std::vector<int> devices;  // rank → device
   bool several_devices = false;
+  std::string ll128_refusal;            // why LL128 cannot run on this group (empty: it can)
   bool host_regions = false;            // regions in mapped pinned host memory (region_memory::host)
   transport::mesh_view view{};          // regions[r]: as the device addresses them
   std::vector<void*> host_allocations;  // thread groups with host regions: what cudaFreeHost frees
@@ -252,6 +256,10 @@ class communicator {
     g->host_regions =
         use_host_regions(opt.regions, missing_peer_access(g->devices), "gpu::communicator::create_group");
     if (!g->host_regions) enable_peer_access(g->devices);
+    g->ll128_refusal =
+        ll128_refusal_for(*g, g->several_devices && !g->host_regions ? nvlink_between(bus_ids_of(g->devices))
+                                                                     : nvlink_verdict{true, {}});
+    report_ll128("gpu::communicator::create_group", g->ll128_refusal);
     g->view.layout = layout_for(g->nranks, opt, g->stripes);
     const std::size_t region = g->view.layout.region_bytes();
     for (int r = 0; r < g->nranks; ++r) {
@@ -303,14 +311,7 @@ class communicator {
 
   /// Why protocol `p` cannot run on this group (empty: it can).
   std::string why_not(proto_id p) const {
-    if (p != proto_id::ll128) return {};
-    if (live().host_regions)
-      return "LL128 needs 128-byte stores that arrive whole; this group's FIFOs are in host memory, "
-             "reached over PCIe, where they may arrive in pieces";
-    if (live().several_devices)
-      return "LL128 needs 128-byte stores that arrive whole; across GPUs that holds on NVLink only, "
-             "and this group does not check its links yet";
-    return {};
+    return p == proto_id::ll128 ? live().ll128_refusal : std::string();
   }
 
   // ---- collectives (NCCL's argument conventions; see communicator.hpp) ------------
@@ -498,7 +499,37 @@ class communicator {
 
   template <class A, class P>
   bool allowed() const {
-    return !(protocol_needs<P>::in_order_128b_lines && (live().several_devices || live().host_regions));
+    return !(protocol_needs<P>::in_order_128b_lines && !live().ll128_refusal.empty());
+  }
+
+  /// Why LL128 cannot run on group g, whose GPUs' links are `links` (empty:
+  /// it can).
+  static std::string ll128_refusal_for(const detail::group_state& g, const nvlink_verdict& links) {
+    if (g.host_regions)
+      return "LL128 needs 128-byte stores that arrive whole; this group's FIFOs are in host memory, "
+             "reached over PCIe, where they may arrive in pieces";
+    if (!links.all)
+      return "LL128 needs 128-byte stores that arrive whole; across GPUs that holds on NVLink only, and " +
+             links.why;
+    return {};
+  }
+
+  /// COLLX_DEBUG=1: says why a new group excludes LL128.
+  static void report_ll128(const char* op, const std::string& refusal) {
+    if (refusal.empty()) return;
+    if (const char* d = std::getenv("COLLX_DEBUG"); d != nullptr && *d != '\0' && std::string(d) != "0")
+      std::fprintf(stderr, "collx: %s: LL128 excluded: %s\n", op, refusal.c_str());
+  }
+
+  /// The PCI bus ids of `devices` (NVML names GPUs by them).
+  static std::vector<std::string> bus_ids_of(const std::vector<int>& devices) {
+    std::vector<std::string> ids;
+    for (int d : devices) {
+      char id[32] = {};
+      check(cudaDeviceGetPCIBusId(id, sizeof id, d), "cudaDeviceGetPCIBusId");
+      ids.emplace_back(id);
+    }
+    return ids;
   }
 
   /// Pairs (a, b) of distinct devices where a cannot reach b's memory, as text

@@ -244,11 +244,24 @@ struct process_access {
             "cudaHostGetDevicePointer of the FIFO regions");
       host_base = static_cast<std::byte*>(dev);
     }
+    // LL128 across GPUs only where every pair is on NVLink: each rank asks
+    // NVML about the group's GPUs, and the ranks agree (any refusal refuses).
+    std::vector<std::string> bus_ids;
+    for (const auto& p : places) bus_ids.emplace_back(p.bus_id, strnlen(p.bus_id, sizeof p.bus_id));
+    for (const auto& b : bus_ids) g->several_devices |= b != bus_ids[0];
+    const nvlink_verdict links =
+        g->several_devices && !g->host_regions ? nvlink_between(bus_ids) : nvlink_verdict{true, {}};
+    const auto nvlink_votes = all_of<std::uint8_t>(s, links.all ? 1 : 0);
+    nvlink_verdict agreed = links;
+    for (int q = 0; q < nranks && agreed.all; ++q)
+      if (!nvlink_votes[static_cast<std::size_t>(q)])
+        agreed = {false,
+                  "rank " + std::to_string(q) + " found a pair of the group's GPUs not joined by NVLink"};
+    g->ll128_refusal = communicator::ll128_refusal_for(*g, agreed);
+    if (rank == 0) communicator::report_ll128(op, g->ll128_refusal);
     for (int q = 0; q < nranks; ++q) {
       const auto& c = cards[static_cast<std::size_t>(q)];
       g->devices.push_back(c.device);
-      g->several_devices |= std::strncmp(places[static_cast<std::size_t>(q)].bus_id, places[0].bus_id,
-                                         sizeof place.bus_id) != 0;
       if (g->host_regions) {
         g->view.regions[q] = host_base + stride * static_cast<std::size_t>(q);
         continue;
