@@ -72,6 +72,16 @@ step() {  # step NAME LOG CMD...: runs CMD with its output in LOG, records the o
   echo "| $name | $word (exit $rc) | ${dt} s | \`$(basename "$log")\` |" >>"$summary"
   echo "$word  $name [${dt} s]"
 }
+built_step() {  # built_step NAME LOG BINARY ARGS...: step, or FAIL where the build lacks BINARY
+  local name=$1 log=$2 bin=$3
+  shift 3
+  if [ -x "$bin" ]; then
+    step "$name" "$log" "$bin" "$@"
+  else
+    echo "| $name | FAIL ($bin missing) | | |" >>"$summary"
+    failed=1
+  fi
+}
 
 echo "| step | result | time | log |" >>"$summary"
 echo "|---|---|---|---|" >>"$summary"
@@ -94,20 +104,8 @@ fi
 [ -z "$quick" ] && step "PTX check" "$out/ptx-check.log" \
   python3 tests/device/check_ptx.py "$build"/tests/device/CMakeFiles/collx_device_instantiate.dir/*.ptx
 step "GPU ring test" "$out/ring.log" env COLLX_GPU_TIMEOUT_MS=5000 "$ring"
-lowp=$build/tests/device/collx_gpu_lowp_test
-if [ -x "$lowp" ]; then
-  step "narrow floats on the GPU against the host" "$out/lowp.log" "$lowp"
-else
-  echo "| narrow floats on the GPU against the host | FAIL ($lowp missing) | | |" >>"$summary"
-  failed=1
-fi
-misuse=$build/tests/device/collx_gpu_host_misuse
-if [ -x "$misuse" ]; then
-  step "host communicator refuses GPU memory" "$out/host-misuse.log" "$misuse"
-else
-  echo "| host communicator refuses GPU memory | FAIL ($misuse missing) | | |" >>"$summary"
-  failed=1
-fi
+built_step "narrow floats on the GPU against the host" "$out/lowp.log" "$build/tests/device/collx_gpu_lowp_test"
+built_step "host communicator refuses GPU memory" "$out/host-misuse.log" "$build/tests/device/collx_gpu_host_misuse"
 comm=$build/tests/device/collx_gpu_comm_test
 if [ -x "$comm" ]; then
   step "CUDA communicator test" "$out/comm.log" "$comm"

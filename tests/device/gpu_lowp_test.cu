@@ -15,6 +15,8 @@
 // Compiled for every listed architecture, so each of hardware.hpp's paths
 // (sm_80: fma.rn.bf16x2, no fp8 cvt; sm_90 and later: all) is assembled by
 // ptxas; a run checks the one of the GPU it finds. Exits 77 without a GPU.
+#include "gpu_test.cuh"
+
 #include <collx/cuda/check.hpp>
 #include <collx/detail/reduce_copy.hpp>
 #include <collx/exec/cuda.hpp>
@@ -29,15 +31,6 @@
 #include <vector>
 
 using namespace collx;
-
-#define CUDA_OK(x)                                                                             \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                            \
-    }                                                                                          \
-  } while (0)
 
 namespace {
 
@@ -76,18 +69,26 @@ struct device_array {
   device_array& operator=(const device_array&) = delete;
 };
 
+/// out[i] = what `kernel` makes of in[i], on the GPU.
+template <class Out, class In>
+std::vector<Out> on_gpu(const std::vector<In>& in, void (*kernel)(const In*, Out*, std::size_t)) {
+  const std::size_t n = in.size();
+  device_array<In> din(n);
+  device_array<Out> dout(n);
+  CUDA_OK(cudaMemcpy(din.p, in.data(), n * sizeof(In), cudaMemcpyHostToDevice));
+  kernel<<<64, 256>>>(din.p, dout.p, n);
+  CUDA_OK(cudaGetLastError());
+  std::vector<Out> out(n);
+  CUDA_OK(cudaMemcpy(out.data(), dout.p, n * sizeof(Out), cudaMemcpyDeviceToHost));
+  return out;
+}
+
 template <class T>
 int check_widen(const char* name) {
   constexpr std::size_t n = std::size_t(1) << (8 * sizeof(T));
   std::vector<T> in(n);
   for (std::size_t b = 0; b < n; ++b) in[b] = T::from_bits(bits_of<T>(b));
-  device_array<T> din(n);
-  device_array<float> dout(n);
-  CUDA_OK(cudaMemcpy(din.p, in.data(), n * sizeof(T), cudaMemcpyHostToDevice));
-  widen_kernel<T><<<64, 256>>>(din.p, dout.p, n);
-  CUDA_OK(cudaGetLastError());
-  std::vector<float> out(n);
-  CUDA_OK(cudaMemcpy(out.data(), dout.p, n * sizeof(float), cudaMemcpyDeviceToHost));
+  const std::vector<float> out = on_gpu<float, T>(in, widen_kernel<T>);
   int wrong = 0;
   for (std::size_t b = 0; b < n; ++b) {
     const float want = static_cast<float>(in[b]);
@@ -119,13 +120,7 @@ int check_narrow(const char* name) {
   }
   for (float f : {INFINITY, -INFINITY, NAN, -NAN, 1e30f, -1e30f, 0.0f, -0.0f}) in.push_back(f);
   const std::size_t n = in.size();
-  device_array<float> din(n);
-  device_array<T> dout(n);
-  CUDA_OK(cudaMemcpy(din.p, in.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-  narrow_kernel<T><<<64, 256>>>(din.p, dout.p, n);
-  CUDA_OK(cudaGetLastError());
-  std::vector<T> out(n);
-  CUDA_OK(cudaMemcpy(out.data(), dout.p, n * sizeof(T), cudaMemcpyDeviceToHost));
+  const std::vector<T> out = on_gpu<T, float>(in, narrow_kernel<T>);
   int wrong = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const T want(in[i]);
@@ -218,17 +213,7 @@ int check_type(const char* name) {
 }  // namespace
 
 int main() {
-  int devices = 0;
-  const cudaError_t e = cudaGetDeviceCount(&devices);
-  if (gpu::no_device(e, devices)) {
-    std::printf("no CUDA device: skipping (cudaGetDeviceCount: %s, %d devices)\n",
-                e == cudaSuccess ? "cudaSuccess" : cudaGetErrorName(e), devices);
-    return 77;
-  }
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "FAILED: cudaGetDeviceCount: %s: %s\n", cudaGetErrorName(e), cudaGetErrorString(e));
-    return 1;
-  }
+  if (const int rc = test::exit_code_without_gpu(); rc >= 0) return rc;
   cudaDeviceProp prop{};
   CUDA_OK(cudaGetDeviceProperties(&prop, 0));
   std::printf("GPU 0: %s, sm_%d%d\n", prop.name, prop.major, prop.minor);

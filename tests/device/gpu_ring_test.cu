@@ -2,6 +2,7 @@
 // sharing one segment in device memory. Checks every element against a double reference
 // and guard words around every output. Exits 77 (skip) only when the machine
 // has no GPU (see gpu::no_device), 1 when a GPU is there but cannot be used.
+#include "gpu_test.cuh"
 #include "ring_kernels.cuh"
 
 #include <collx/cuda/check.hpp>
@@ -12,15 +13,6 @@
 #include <vector>
 
 using namespace collx;
-
-#define CUDA_OK(x)                                                                             \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                            \
-    }                                                                                          \
-  } while (0)
 
 namespace {
 
@@ -124,17 +116,7 @@ int run_protocol(int P, int S, std::size_t count) {
 }  // namespace
 
 int main() {
-  int devices = 0;
-  const cudaError_t e = cudaGetDeviceCount(&devices);
-  if (gpu::no_device(e, devices)) {
-    std::printf("no CUDA device: skipping (cudaGetDeviceCount: %s, %d devices)\n",
-                e == cudaSuccess ? "cudaSuccess" : cudaGetErrorName(e), devices);
-    return 77;
-  }
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "FAILED: cudaGetDeviceCount: %s: %s\n", cudaGetErrorName(e), cudaGetErrorString(e));
-    return 1;
-  }
+  if (const int rc = test::exit_code_without_gpu(); rc >= 0) return rc;
   // COLLX_GPU_SMALL=1: a small matrix, for the sanitizers (10-100x slower).
   const bool small = std::getenv("COLLX_GPU_SMALL") != nullptr;
   const std::vector<int> ranks = small ? std::vector<int>{1, 2, 3} : std::vector<int>{1, 2, 3, 4, 8};
