@@ -27,8 +27,8 @@
 // device needs registered user buffers, not built yet). in_order_128b_lines
 // is a property of the path: CPUs with release/acquire flags (tested) and
 // one GPU's memory system; across GPUs only NVLink, which the creator must
-// check before offering LL128 (gpu::communicator does not yet, and refuses
-// LL128 across GPUs).
+// check before offering LL128 (gpu::communicator asks NVML whether every
+// pair of its GPUs is on NVLink: collx/cuda/links.hpp).
 #pragma once
 
 #include <collx/config.hpp>
