@@ -2,7 +2,8 @@
 # scripts/gpu-bundle.sh [BUILD] [BUNDLE] — copies what scripts/gpu-check.sh
 # runs out of a CUDA build folder (default build/cuda) into a small folder
 # (default build/gpu-bundle) with the same layout: the executables and the
-# device instantiation's PTX, no object files. The device tool carries at most
+# device instantiation's PTX (gzipped), no object files. The device tool
+# carries at most
 # 64 MiB; a whole build folder is larger. Then:
 #   run(command='scripts/gpu-check.sh "$OUT" build/gpu-bundle', carry=["build/gpu-bundle"])
 set -euo pipefail
@@ -27,5 +28,6 @@ for f in "${files[@]}"; do
 done
 ptx=tests/device/CMakeFiles/collx_device_instantiate.dir
 mkdir -p "$bundle/$ptx"
-cp "$build/$ptx"/*.ptx "$bundle/$ptx/"
+# Compressed: the PTX is most of the bundle, and text (check_ptx.py reads .gz).
+for f in "$build/$ptx"/*.ptx; do gzip -c "$f" >"$bundle/$ptx/$(basename "$f").gz"; done
 du -sh "$bundle"

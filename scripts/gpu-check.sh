@@ -102,7 +102,7 @@ fi
 # Run directly, not through ctest: the build folder may have been carried to
 # another machine, where the absolute paths ctest recorded do not exist.
 [ -z "$quick" ] && step "PTX check" "$out/ptx-check.log" \
-  python3 tests/device/check_ptx.py "$build"/tests/device/CMakeFiles/collx_device_instantiate.dir/*.ptx
+  python3 tests/device/check_ptx.py "$build"/tests/device/CMakeFiles/collx_device_instantiate.dir/*.ptx*
 step "GPU ring test" "$out/ring.log" env COLLX_GPU_TIMEOUT_MS=5000 "$ring"
 built_step "narrow floats on the GPU against the host" "$out/lowp.log" "$build/tests/device/collx_gpu_lowp_test"
 built_step "host communicator refuses GPU memory" "$out/host-misuse.log" "$build/tests/device/collx_gpu_host_misuse"

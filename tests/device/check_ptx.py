@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The memory operations of the device instantiation check's PTX (no GPU needed).
 
-  check_ptx.py FILE.ptx...
+  check_ptx.py FILE.ptx[.gz]...
 
 Rules, each a property of FIFO lines and step counters that the host tests
 cannot see:
@@ -30,6 +30,7 @@ cannot see:
 A kernel's operations include those of the device functions it calls. Exits
 non-zero naming the rule, the kernel and the instruction.
 """
+import gzip
 import re
 import sys
 
@@ -97,7 +98,8 @@ def ops(lines):
 
 
 def check(path):
-    text = open(path).read()
+    # gpu-bundle.sh carries the PTX compressed (the device tool's carry limit).
+    text = gzip.open(path, "rt").read() if path.endswith(".gz") else open(path).read()
     funcs = functions(text)
     entries = [n for n, (k, _) in funcs.items() if k == "entry"]
     target = TARGET.search(text)
