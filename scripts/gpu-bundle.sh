@@ -3,8 +3,7 @@
 # runs out of a CUDA build folder (default build/cuda) into a small folder
 # (default build/gpu-bundle) with the same layout: the executables and the
 # device instantiation's PTX (gzipped), no object files. The device tool
-# carries at most
-# 64 MiB; a whole build folder is larger. Then:
+# carries at most 64 MiB; a whole build folder is larger. Then:
 #   run(command='scripts/gpu-check.sh "$OUT" build/gpu-bundle', carry=["build/gpu-bundle"])
 set -euo pipefail
 build=${1:-build/cuda}
