@@ -11,6 +11,8 @@
 #   ring.log              the GPU ring test (P ranks of S blocks in one kernel)
 #   lowp.log              half, bfloat16 and fp8 through the GPU's cvt and packed
 #                         instructions against the host's bits (gpu_lowp_test)
+#   lowp-comm.log         half and bfloat16 all_reduce through gpu::communicator,
+#                         bit for bit against the host reducer (gpu_lowp_comm_test)
 #   perf-*.log            collx-perf-cuda sweeps (nccl-tests columns, last column
 #                         the device-to-device copy bandwidth of the same bytes)
 #   host-misuse.log       the host communicator given cudaMalloc'd buffers:
@@ -105,6 +107,8 @@ fi
   python3 tests/device/check_ptx.py "$build"/tests/device/CMakeFiles/collx_device_instantiate.dir/*.ptx*
 step "GPU ring test" "$out/ring.log" env COLLX_GPU_TIMEOUT_MS=5000 "$ring"
 built_step "narrow floats on the GPU against the host" "$out/lowp.log" "$build/tests/device/collx_gpu_lowp_test"
+built_step "half and bfloat16 all_reduce against the host" "$out/lowp-comm.log" \
+  "$build/tests/device/collx_gpu_lowp_comm_test"
 built_step "host communicator refuses GPU memory" "$out/host-misuse.log" "$build/tests/device/collx_gpu_host_misuse"
 comm=$build/tests/device/collx_gpu_comm_test
 if [ -x "$comm" ]; then
