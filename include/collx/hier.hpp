@@ -42,6 +42,7 @@
 // Thread-safety: as basic_communicator (one thread per rank at a time).
 #pragma once
 
+#include <collx/detail/debug.hpp>
 #include <collx/net.hpp>
 #include <collx/process.hpp>
 #include <collx/tune/presets.hpp>
@@ -409,8 +410,7 @@ class hier_communicator {
     return scratch_.data();
   }
   void debug() const {
-    const char* d = std::getenv("COLLX_DEBUG");
-    if (d == nullptr || *d == '\0' || std::string(d) == "0" || flat_.rank() != 0) return;
+    if (!collx::detail::debug_enabled() || flat_.rank() != 0) return;
     if (node_comm_)
       std::fprintf(stderr, "collx: hierarchical: %d nodes x %d ranks (shm inside, network across)\n", M_, L_);
     else std::fprintf(stderr, "collx: hierarchical: flat only, %s\n", why_flat_.c_str());

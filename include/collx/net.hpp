@@ -65,6 +65,7 @@
 #include <collx/bootstrap/session.hpp>
 #include <collx/comm/watch.hpp>
 #include <collx/communicator.hpp>
+#include <collx/detail/debug.hpp>
 #include <collx/error.hpp>
 #include <collx/net/connect.hpp>
 #include <collx/net/host_id.hpp>
@@ -349,10 +350,7 @@ struct net_access {
   }
 
  private:
-  static bool debug_on() {
-    const char* d = std::getenv("COLLX_DEBUG");
-    return d != nullptr && *d != '\0' && std::string(d) != "0";
-  }
+  static bool debug_on() { return collx::detail::debug_enabled(); }
 
   /// This rank's FIFO memory, and (when `want` and it has peers on its host)
   /// that of every peer of its host mapped here: true when the ranks of this

@@ -51,6 +51,7 @@
 #include <collx/comm/state.hpp>
 #include <collx/comm/watch.hpp>
 #include <collx/detail/atomic.hpp>
+#include <collx/detail/debug.hpp>
 #include <collx/detail/sched_stat.hpp>
 #include <collx/error.hpp>
 
@@ -81,10 +82,7 @@ constexpr std::uint32_t quantize(std::uint32_t pm, std::uint32_t prev_pm) {
 
 /// COLLX_DEBUG set and not "0": rank 0 says when the agreed share changes.
 inline bool debug_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("COLLX_DEBUG");
-    return v != nullptr && *v != '\0' && std::string(v) != "0";
-  }();
+  static const bool on = collx::detail::debug_enabled();
   return on;
 }
 

@@ -60,6 +60,7 @@
 #include <collx/cuda/device.hpp>
 #include <collx/cuda/kernel.hpp>
 #include <collx/cuda/links.hpp>
+#include <collx/detail/debug.hpp>
 #include <collx/detail/memory_kind.hpp>
 #include <collx/dtype.hpp>
 #include <collx/error.hpp>
@@ -517,7 +518,7 @@ class communicator {
   /// COLLX_DEBUG=1: says why a new group excludes LL128.
   static void report_ll128(const char* op, const std::string& refusal) {
     if (refusal.empty()) return;
-    if (const char* d = std::getenv("COLLX_DEBUG"); d != nullptr && *d != '\0' && std::string(d) != "0")
+    if (collx::detail::debug_enabled())
       std::fprintf(stderr, "collx: %s: LL128 excluded: %s\n", op, refusal.c_str());
   }
 
@@ -560,7 +561,7 @@ class communicator {
                                              ": device regions need peer access between every pair of GPUs; "
                                              "missing from " +
                                              missing + " (use region_memory::host or automatic)");
-    if (const char* d = std::getenv("COLLX_DEBUG"); d != nullptr && *d != '\0' && std::string(d) != "0")
+    if (collx::detail::debug_enabled())
       std::fprintf(stderr,
                    "collx: %s: no peer access for %s; FIFO regions in mapped host memory, LL128 "
                    "excluded\n",

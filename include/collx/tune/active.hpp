@@ -24,6 +24,7 @@
 #pragma once
 
 #include <collx/config.hpp>
+#include <collx/detail/debug.hpp>
 #include <collx/error.hpp>
 #include <collx/tune/machine_id.hpp>
 #include <collx/tune/model.hpp>
@@ -128,7 +129,7 @@ COLLX_COLD inline const loaded_profile* load(std::string key, const std::string&
                                              const profile& builtin, const char* builtin_name) {
   auto* p = new loaded_profile{
       std::move(key), resolve_profile(setting, builtin, builtin_name, this_machine()), loaded_head()};
-  if (const char* dbg = std::getenv("COLLX_DEBUG"); dbg != nullptr && *dbg != '\0' && std::string(dbg) != "0")
+  if (collx::detail::debug_enabled())
     std::fprintf(stderr, "collx: tuner profile: %s\n", p->profile.origin.c_str());
   loaded_head() = p;
   return p;
