@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -207,4 +209,44 @@ TEST_CASE("streams: where messages are read in place, and ends that disagree on 
   const comm::byte_layout layout(side, side, dtype::float32, 3, storage);
   CHECK_THAT(layout.mismatch_detail(rep, 0), Contains("rank 2 offers it to be read in place") &&
                                                  Contains("rank 0 expects it through the FIFOs"));
+}
+
+namespace {
+// A transport view that, like the network one, knows what a peer's
+// connection did (transport/proxied.hpp, transport_failure).
+struct peer_record {
+  std::int32_t pid = 4242;
+};
+struct view_with_connection_text {
+  mutable peer_record rec;
+  std::string text;
+  std::string transport_failure(int) const { return text; }
+  peer_record* record(int) const { return &rec; }
+};
+struct transport_with_connection_text {
+  using view = view_with_connection_text;
+};
+}  // namespace
+
+TEST_CASE("an adopted cause: a mismatch is named as one, whatever a connection saw of the rank that found it",
+          "[errors][net]") {
+  // Rank 0 finds the mismatch, raises the abort and closes its communicator;
+  // rank 1's proxy sees that goodbye (steps unread) before rank 1 describes
+  // the cause it adopted. The goodbye is the consequence; the cause is named.
+  comm::state<transport_with_connection_text> s;
+  s.view.text = "rank 0 (10.0.0.1:4000): closed its communicator (said goodbye) with 1 step(s) unread";
+  const std::string mismatch =
+      comm::describe(s, comm::abort_cause{status::mismatch, comm::call_field::op, 0, 1});
+  CHECK_THAT(mismatch, Contains("ranks 0 and 1 issued mismatched calls (the reduce_op differs)"));
+  CHECK_THAT(mismatch, !Contains("goodbye"));
+  // A dead peer is described by what its connection did, where known.
+  CHECK(comm::describe(s, comm::abort_cause{status::peer_dead, comm::call_field::none, 0, -1}) ==
+        s.view.text);
+  s.view.text.clear();
+  CHECK_THAT(comm::describe(s, comm::abort_cause{status::peer_dead, comm::call_field::none, 0, -1}),
+             Contains("died or lost its connections"));
+  CHECK_THAT(comm::describe(s, comm::abort_cause{status::system_error, comm::call_field::none, 1, -1}),
+             Contains("aborted because rank 1 failed"));
+  CHECK(comm::describe(s, comm::abort_cause{status::aborted, comm::call_field::none, -1, -1}) ==
+        "aborted by communicator::abort()");
 }

@@ -240,6 +240,12 @@ void raise_abort(state<Transport>& s, status why, int rank) {
 template <class Transport>
 COLLX_COLD std::string describe(const state<Transport>& s, const abort_cause& c) {
   if (c.rank < 0) return "aborted by communicator::abort()";
+  // A mismatch is named as such even where a transport saw more of rank
+  // c.rank: the rank that found it fails and closes its connections, and
+  // what a proxy saw of that (a goodbye with steps unread) is a consequence.
+  if (c.why == status::mismatch)
+    return "ranks " + std::to_string(c.rank) + " and " + std::to_string(c.other) +
+           " issued mismatched calls (the " + name(c.field) + " differs)";
   // A network transport knows more than a pid: the peer's address and what
   // its connection did (transport/proxied.hpp).
   if constexpr (requires { s.view.transport_failure(c.rank); }) {
@@ -247,17 +253,12 @@ COLLX_COLD std::string describe(const state<Transport>& s, const abort_cause& c)
     if (c.why == status::peer_dead)
       return "rank " + std::to_string(c.rank) + " died or lost its connections (reported by another rank)";
   }
-  switch (c.why) {
-    case status::peer_dead: {
-      const int pid = detail::load_relaxed(&s.view.record(c.rank)->pid);
-      return "rank " + std::to_string(c.rank) + " (pid " + std::to_string(pid) +
-             ") died: its process exited or was killed";
-    }
-    case status::mismatch:
-      return "ranks " + std::to_string(c.rank) + " and " + std::to_string(c.other) +
-             " issued mismatched calls (the " + name(c.field) + " differs)";
-    default: return "aborted because rank " + std::to_string(c.rank) + " failed (" + to_string(c.why) + ")";
+  if (c.why == status::peer_dead) {
+    const int pid = detail::load_relaxed(&s.view.record(c.rank)->pid);
+    return "rank " + std::to_string(c.rank) + " (pid " + std::to_string(pid) +
+           ") died: its process exited or was killed";
   }
+  return "aborted because rank " + std::to_string(c.rank) + " failed (" + to_string(c.why) + ")";
 }
 
 /// Adopts an abort raised elsewhere as this rank's error state.
