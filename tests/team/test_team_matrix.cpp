@@ -16,6 +16,7 @@
 #include <collx/transport/mesh.hpp>
 #include <collx/transport/shm.hpp>
 #include <collx/transport/shm_segment.hpp>
+#include <collx/transport/user_windows.hpp>
 #include <collx/variants.hpp>
 
 #include <catch2/catch.hpp>
@@ -400,7 +401,10 @@ struct test_memory<transport::mesh> {
   std::vector<std::unique_ptr<std::byte, region_free>> regions;
   std::unique_ptr<std::uint32_t> abort = std::make_unique<std::uint32_t>(0);
   transport::mesh_view view;
-  test_memory(int P, int S, bool) {
+  /// Single copy: each case's buffers registered as windows (register_case).
+  bool single_copy = false;
+  transport::window_registry windows;
+  test_memory(int P, int S, bool single) : single_copy(single), windows(P) {
     view.layout = transport::mesh_layout::make(
         transport::shm_layout::make(static_cast<std::uint32_t>(P), 4, {2048, 2048, 2048}, S));
     view.abort = abort.get();
@@ -414,7 +418,36 @@ struct test_memory<transport::mesh> {
   }
   std::uint32_t* abort_word() const { return view.abort; }
   detail::doorbell* bells() const { return nullptr; }  // waits spin and yield
+
+  /// Registers every rank's vector `side(r)` of one case as a window, as
+  /// gpu::communicator::register_buffer does collectively.
+  template <class Side>
+  void register_window(int P, Side side) {
+    std::vector<transport::window_span> spans;
+    for (int r = 0; r < P; ++r) {
+      const auto& v = side(r);
+      spans.push_back({reinterpret_cast<std::uintptr_t>(v.data()), v.size() * sizeof(v[0])});
+    }
+    windows.add(spans);
+  }
+  /// The view of rank r's call: its buffers' windows where registered.
+  transport::mesh_view for_call(int r, const void* send, std::size_t send_bytes, const void* recv,
+                                std::size_t recv_bytes) const {
+    transport::mesh_view v = view;
+    if (single_copy) v.windows = windows.for_call(r, send, send_bytes, recv, recv_bytes, 0, windows.data());
+    return v;
+  }
 };
+
+/// The view each call runs with (the mesh's names the call's windows).
+template <class Tr, class T>
+typename Tr::view view_for_call(const test_memory<Tr>& mem, const case_desc& c, int r, int P, const T* send,
+                                const T* recv) {
+  if constexpr (std::is_same_v<Tr, transport::mesh>)
+    return mem.for_call(r, send, send_elems(c.kind, c.count, P) * sizeof(T), recv,
+                        recv_elems(c.kind, c.count, P) * sizeof(T));
+  else return (void)c, (void)r, (void)P, (void)send, (void)recv, mem.view;
+}
 
 /// Runs every case of <A, Pr> on P ranks of S stripes of W workers, back to back.
 template <class A, class Pr, class Tr = transport::shm>
@@ -423,7 +456,7 @@ run_result run_matrix(int W, int P, std::uint64_t seed, bool single_copy, int ch
   const auto cases = cases_for<A>(P, S);
   run_result res;
   res.cases = cases.size();
-  const test_memory<Tr> mem(P, S, single_copy);
+  test_memory<Tr> mem(P, S, single_copy);
   const auto& view = mem.view;
 
   std::vector<rank_buffers<float>> fb;
@@ -441,6 +474,21 @@ run_result run_matrix(int W, int P, std::uint64_t seed, bool single_copy, int ch
       } else if (cases[k].is_float) fbufs[k].push_back(make_buffers<float>(cases[k], r, P));
       else ibufs[k].push_back(make_buffers<std::int32_t>(cases[k], r, P));
     }
+
+  if constexpr (std::is_same_v<Tr, transport::mesh>)
+    if (single_copy)
+      for (std::size_t k = 0; k < cases.size(); ++k) {
+        auto both = [&](auto& bufs) {
+          if (bufs.empty()) return;
+          if (!cases[k].in_place)
+            mem.register_window(
+                P, [&](int r) -> auto& { return bufs[static_cast<std::size_t>(r)].send; });
+          mem.register_window(
+              P, [&](int r) -> auto& { return bufs[static_cast<std::size_t>(r)].recv; });
+        };
+        both(fbufs[k]);
+        both(ibufs[k]);
+      }
 
   std::vector<std::unique_ptr<exec::team_state>> teams;  // rank r, stripe s: teams[r * S + s]
   for (int r = 0; r < P; ++r)
@@ -474,11 +522,13 @@ run_result run_matrix(int W, int P, std::uint64_t seed, bool single_copy, int ch
                                   &b.plan, &b.report);
             } else if (c.is_float) {
               auto& b = fbufs[k][static_cast<std::size_t>(r)];
-              st = run_one<A, Pr>(channel, s, S, ex, view, r, c, b.send_ptr, b.recv_ptr,
+              st = run_one<A, Pr>(channel, s, S, ex, view_for_call(mem, c, r, P, b.send_ptr, b.recv_ptr), r,
+                                  c, b.send_ptr, b.recv_ptr,
                                   reducer<float, reduce_op::sum>{static_cast<std::uint32_t>(P)});
             } else {
               auto& b = ibufs[k][static_cast<std::size_t>(r)];
-              st = run_one<A, Pr>(channel, s, S, ex, view, r, c, b.send_ptr, b.recv_ptr,
+              st = run_one<A, Pr>(channel, s, S, ex, view_for_call(mem, c, r, P, b.send_ptr, b.recv_ptr), r,
+                                  c, b.send_ptr, b.recv_ptr,
                                   reducer<std::int32_t, reduce_op::max>{static_cast<std::uint32_t>(P)});
             }
             if (lane == 0) statuses[team][k] = st;
@@ -676,4 +726,70 @@ TEST_CASE("stripes: a view with fewer stripes than asked is refused before any F
 TEST_CASE("team executor: every algorithm × protocol × collective over the mesh transport", "[team][mesh]") {
   const auto [W, P, S] = GENERATE(std::tuple{2, 3, 1}, std::tuple{3, 2, 2}, std::tuple{1, 4, 3});
   run_all<transport::mesh>(W, P, false, S);
+}
+
+// Registered user buffers (transport/user_windows.hpp): every case's buffers
+// are windows, so the peer-memory schedule (nvls) reads peers' send and recv
+// buffers in place, and an in-place broadcast root writes into them.
+TEST_CASE("team executor: single copy through the mesh's registered windows", "[team][mesh]") {
+  const auto [W, P, S] = GENERATE(std::tuple{2, 2, 1}, std::tuple{3, 3, 1}, std::tuple{2, 4, 2});
+  run_all<transport::mesh>(W, P, true, S);
+}
+
+// Every rank of a call is registered or none is: a rank whose peer did not
+// publish the same windows for the same barrier fails with mismatch instead of
+// reading where that peer's buffers are not; the peer, which staged, then
+// stops on the abort word.
+TEST_CASE("mesh windows: a peer that is not registered, or in another window, is a mismatch",
+          "[team][mesh]") {
+  constexpr int P = 2;
+  constexpr std::size_t n = 1000;
+  const bool other_window = GENERATE(false, true);
+  INFO((other_window ? "rank 1's buffers in another window" : "rank 1's buffers not registered"));
+  test_memory<transport::mesh> mem(P, 1, true);
+  std::vector<std::vector<float>> send(P, std::vector<float>(n, 1.0f)), recv(P, std::vector<float>(n, 0.0f));
+  std::vector<float> spare_send(n, 1.0f), spare_recv(n, 0.0f);
+  mem.register_window(
+      P, [&](int r) -> auto& { return send[static_cast<std::size_t>(r)]; });
+  mem.register_window(
+      P, [&](int r) -> auto& { return recv[static_cast<std::size_t>(r)]; });
+  if (other_window) {
+    mem.register_window(
+        P, [&](int) -> auto& { return spare_send; });
+    mem.register_window(
+        P, [&](int) -> auto& { return spare_recv; });
+  }
+  std::vector<status> got(P, status::ok);
+  std::vector<std::unique_ptr<exec::team_state>> teams;
+  for (int r = 0; r < P; ++r)
+    teams.push_back(std::make_unique<exec::team_state>(2, 9 + r, 2000, 20'000'000'000ull));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < P; ++r)
+    for (int lane = 0; lane < 2; ++lane)
+      threads.emplace_back([&, r, lane] {
+        exec::host_team ex;
+        ex.base.abort_word = mem.abort_word();
+        ex.base.timeout_ns = 20'000'000'000ull;
+        ex.base.spin_ns = 2'000;
+        ex.base.self = r;
+        ex.team = teams[static_cast<std::size_t>(r)].get();
+        ex.lane = lane;
+        const auto i = static_cast<std::size_t>(r);
+        const float* s = send[i].data();
+        float* d = recv[i].data();
+        if (r == 1 && other_window) s = spare_send.data(), d = spare_recv.data();
+        transport::mesh_view v = mem.for_call(r, s, n * sizeof(float), d, n * sizeof(float));
+        if (r == 1 && !other_window) v.windows = {};
+        const schedule_args<float> a{s, d, n, 0, r, P};
+        const status st = run_stripe<algo::nvls, proto::simple, coll::all_reduce>(
+            ex, v, reducer<float, reduce_op::sum>{P}, 0, a, 0, 1);
+        if (lane == 0) got[i] = st;
+        if (st != status::ok) detail::store_relaxed(mem.abort_word(), std::uint32_t{1});
+      });
+  for (auto& t : threads) t.join();
+  CHECK(got[0] == status::mismatch);
+  if (other_window) CHECK(got[1] == status::mismatch);
+  else CHECK(got[1] != status::ok);
+  // Nothing was reduced into rank 0's recv from a peer it could not read.
+  CHECK(recv[0] == std::vector<float>(n, 0.0f));
 }

@@ -23,8 +23,12 @@
 // Counters start at zero in a zeroed region; LL flags derive from steps, so
 // zeroed slots hold no valid line.
 //
-// Capabilities: as shm, except peers' user buffers (single copy on the
-// device needs registered user buffers, not built yet). in_order_128b_lines
+// Peers' user buffers (single copy): only registered ones, windows
+// (transport/user_windows.hpp): the launch puts the call's windows in the
+// view (`windows`), and each rank publishes the windows, offsets and size of
+// its call in its barrier line (words after the counter), stamped with the
+// barrier it precedes, so a peer that is not in the same registered call is
+// found, not read. Capabilities otherwise as shm. in_order_128b_lines
 // is a property of the path: CPUs with release/acquire flags (tested) and
 // one GPU's memory system; across GPUs only NVLink, which the creator must
 // check before offering LL128 (gpu::communicator asks NVML whether every
@@ -36,6 +40,7 @@
 #include <collx/transport/fifo.hpp>
 #include <collx/transport/shm.hpp>
 #include <collx/transport/switch_channel.hpp>
+#include <collx/transport/user_windows.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -119,6 +124,86 @@ struct mesh_view {
   }
   /// Multicast load-reduce and store by P loads / P stores (switch_channel.hpp).
   COLLX_HOST_DEVICE peer_switch_channel<mesh_view> switch_channel(int rank) const { return {*this, rank}; }
+
+  // ---- peers' registered user buffers (single copy) ----------------------------
+  /// This call's windows (set per launch; empty: the call is not registered).
+  call_windows windows{};
+
+  /// Words of rank r's barrier line after the counter, written by rank r
+  /// before the barrier that publishes them: its call's send and recv windows
+  /// (+1; 0: none) and offsets in them, the bytes per rank, and the barrier
+  /// count they were published for.
+  enum line_word : int { send_window = 1, send_offset, recv_window, recv_offset, user_bytes, published_for };
+  COLLX_HOST_DEVICE std::uint64_t* line(int r, line_word w) const { return barrier_word(r) + w; }
+
+  /// Smallest call in bytes from which ranks read peers' buffers in place:
+  /// windows.min_bytes where this call is registered, else UINT64_MAX.
+  COLLX_HOST_DEVICE std::uint64_t user_buffer_min_bytes() const {
+    return windows.registered() ? windows.min_bytes : ~std::uint64_t{0};
+  }
+  /// Stores rank r's windows and offsets of this call and its bytes per rank,
+  /// stamped with the barrier that will publish them (the next one).
+  COLLX_HOST_DEVICE void publish_user_buffers(int r, const void* send, const void* recv,
+                                              std::uint64_t bytes) const {
+    const std::uint64_t next = detail::load_relaxed(barrier_word(r)) + 1;
+    const bool reg = windows.registered();
+    detail::store_relaxed(line(r, send_window), reg ? std::uint64_t(windows.send) + 1 : 0);
+    detail::store_relaxed(line(r, send_offset), reg ? offset_in(windows.send, r, send) : 0);
+    detail::store_relaxed(line(r, recv_window), reg ? std::uint64_t(windows.recv) + 1 : 0);
+    detail::store_relaxed(line(r, recv_offset), reg ? offset_in(windows.recv, r, recv) : 0);
+    detail::store_relaxed(line(r, user_bytes), bytes);
+    detail::store_relaxed(line(r, published_for), next);
+  }
+  /// After the barrier that published them: status::mismatch unless every
+  /// peer published, for that barrier, the same windows and bytes as rank
+  /// `self` (an unregistered peer, or one in another call, has not).
+  /// Registered buffers stay mapped until deregistered, so no abort check.
+  COLLX_HOST_DEVICE status may_load_peers(int self, std::uint64_t bytes) const {
+    const std::uint64_t at = detail::load_relaxed(barrier_word(self));
+    for (int q = 0; q < nranks(); ++q) {
+      if (q == self) continue;
+      if (detail::load_relaxed(line(q, published_for)) != at ||
+          detail::load_relaxed(line(q, send_window)) != detail::load_relaxed(line(self, send_window)) ||
+          detail::load_relaxed(line(q, recv_window)) != detail::load_relaxed(line(self, recv_window)) ||
+          (bytes != ~std::uint64_t{0} && detail::load_relaxed(line(q, user_bytes)) != bytes))
+        return status::mismatch;
+    }
+    return status::ok;
+  }
+  /// Rank q's published send (or recv) buffer as mapped here.
+  COLLX_HOST_DEVICE const void* loadable_user_buffer(int, int q, bool recv_side) const {
+    return user_address(q, recv_side);
+  }
+  COLLX_HOST_DEVICE void* storable_user_recv(int, int q) const { return user_address(q, true); }
+  /// Whether rank q's call is in place (it published one buffer for both sides).
+  COLLX_HOST_DEVICE bool user_buffers_alias(int q) const {
+    return detail::load_relaxed(line(q, send_window)) == detail::load_relaxed(line(q, recv_window)) &&
+           detail::load_relaxed(line(q, send_offset)) == detail::load_relaxed(line(q, recv_offset));
+  }
+  COLLX_HOST_DEVICE bool user_buffers_writable() const { return true; }
+  /// Every registered buffer is loadable (above), so nothing is read or
+  /// written by a transport copy.
+  COLLX_HOST_DEVICE status read_user_buffer(int, bool, std::size_t, void*, std::size_t) const {
+    return status::not_supported;
+  }
+  COLLX_HOST_DEVICE status write_user_recv(int, std::size_t, const void*, std::size_t) const {
+    return status::not_supported;
+  }
+
+ private:
+  COLLX_HOST_DEVICE std::uint64_t offset_in(int w, int r, const void* p) const {
+    return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p) - span(w, r).base);
+  }
+  COLLX_HOST_DEVICE const window_span& span(int w, int q) const {
+    return windows.table[static_cast<std::size_t>(w) * static_cast<std::size_t>(nranks()) +
+                         static_cast<std::size_t>(q)];
+  }
+  COLLX_HOST_DEVICE std::byte* user_address(int q, bool recv_side) const {
+    const std::uint64_t w = detail::load_relaxed(line(q, recv_side ? recv_window : send_window));
+    if (w == 0 || !windows.registered()) return nullptr;
+    const std::uint64_t off = detail::load_relaxed(line(q, recv_side ? recv_offset : send_offset));
+    return reinterpret_cast<std::byte*>(span(static_cast<int>(w - 1), q).base + off);
+  }
 };
 
 /// Compile-time capabilities (collx/concepts.hpp); see the header comment.
@@ -127,7 +212,7 @@ struct mesh {
   static constexpr bool direct_load_store = true;
   static constexpr bool in_order_128b_lines = true;  // per path: see the header comment
   static constexpr bool peer_buffer_access = true;
-  static constexpr bool user_buffer_access = false;
+  static constexpr bool user_buffer_access = true;  // registered windows only
   static constexpr bool multicast = true;
   static constexpr bool needs_proxy = false;
   using view = mesh_view;
