@@ -14,6 +14,7 @@ files=(
   tests/device/collx_gpu_host_misuse
   tests/device/collx_gpu_lowp_test
   tests/device/collx_gpu_lowp_comm_test
+  tests/device/collx_gpu_register_test
   tools/collx-perf-cuda
   tools/collxrun
 )

@@ -13,6 +13,9 @@
 #                         instructions against the host's bits (gpu_lowp_test)
 #   lowp-comm.log         half and bfloat16 all_reduce through gpu::communicator,
 #                         bit for bit against the host reducer (gpu_lowp_comm_test)
+#   register.log          registered user buffers: nvls's single copy in place,
+#                         every collective, 2-4 ranks, and its time per call
+#                         beside staged nvls and the ring (gpu_register_test)
 #   perf-*.log            collx-perf-cuda sweeps (nccl-tests columns, last column
 #                         the device-to-device copy bandwidth of the same bytes)
 #   host-misuse.log       the host communicator given cudaMalloc'd buffers:
@@ -109,6 +112,8 @@ step "GPU ring test" "$out/ring.log" env COLLX_GPU_TIMEOUT_MS=5000 "$ring"
 built_step "narrow floats on the GPU against the host" "$out/lowp.log" "$build/tests/device/collx_gpu_lowp_test"
 built_step "half and bfloat16 all_reduce against the host" "$out/lowp-comm.log" \
   "$build/tests/device/collx_gpu_lowp_comm_test"
+built_step "registered user buffers (nvls single copy)" "$out/register.log" \
+  "$build/tests/device/collx_gpu_register_test"
 built_step "host communicator refuses GPU memory" "$out/host-misuse.log" "$build/tests/device/collx_gpu_host_misuse"
 comm=$build/tests/device/collx_gpu_comm_test
 if [ -x "$comm" ]; then

@@ -72,6 +72,7 @@
 #include <collx/reduce_op.hpp>
 #include <collx/stripes.hpp>
 #include <collx/transport/mesh.hpp>
+#include <collx/transport/user_windows.hpp>
 #include <collx/tune/model.hpp>
 #include <collx/tune/presets.hpp>
 #include <collx/type_list.hpp>
@@ -86,6 +87,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -194,7 +196,35 @@ struct group_state {
   /// mappings this holds, released with it, not allocations freed here.
   std::shared_ptr<void> mappings;
 
+  /// Registered user buffers (communicator::register_buffer), under
+  /// windows_lock. `windows` holds every rank's span of each window (as this
+  /// process maps it; a thread group fills a window's spans as its ranks
+  /// register, process ranks all at once); `filled` how many ranks have, per
+  /// window; `registered[r]` how many buffers rank r registered. Each rank's
+  /// kernels read a copy in its GPU's memory (`tables[r]`, max_windows ×
+  /// nranks spans), written when a window is complete.
+  static constexpr int max_windows = 256;
+  mutable std::mutex windows_lock;
+  transport::window_registry windows;
+  std::vector<int> filled;
+  std::vector<int> registered;
+  std::vector<transport::window_span*> tables;
+  /// Process ranks: what registers (every rank's span of the new window, by
+  /// rank, through the bootstrap) and deregisters a buffer of this process.
+  std::function<std::vector<transport::window_span>(void*, std::size_t, int)> register_across;
+  std::function<void(int)> deregister_across;
+
   ~group_state() {
+    {
+      int saved = 0;
+      (void)cudaGetDevice(&saved);
+      for (std::size_t r = 0; r < tables.size(); ++r)
+        if (tables[r] != nullptr) {
+          (void)cudaSetDevice(devices[r]);
+          (void)cudaFree(tables[r]);
+        }
+      (void)cudaSetDevice(saved);
+    }
     if (mappings) {
       view = {};
       mappings.reset();
@@ -402,6 +432,17 @@ class communicator {
     require(allowed<Algo, Proto>(), name(C), [&] { return why_not(Proto::id); });
     validate<C, T>(send, recv, count, op, root, stream);
     const schedule_args<T> a{send, recv, count, root, rank_, g.nranks};
+    // Peer-memory schedules read registered buffers in place (register_buffer).
+    transport::call_windows windows{};
+    if constexpr (algorithm_needs<Algo>::peer_memory) {
+      const std::size_t P = static_cast<std::size_t>(g.nranks);
+      const std::size_t send_n = C == coll::reduce_scatter || C == coll::all_to_all ? count * P : count;
+      const std::size_t recv_n = C == coll::all_gather || C == coll::all_to_all ? count * P : count;
+      // A broadcast's non-root send is never read: its recv stands for it.
+      const bool root_only = C == coll::broadcast && rank_ != root;
+      windows = windows_of(g, root_only ? recv : send, (root_only ? recv_n : send_n) * sizeof(T), recv,
+                           recv_n * sizeof(T));
+    }
     visit_reduce_op(op, [&](auto o) {
       constexpr reduce_op Op = decltype(o)::value;
       if constexpr (is_reduction(C) && is_bitwise(Op) && !std::is_integral_v<T>) {
@@ -409,7 +450,7 @@ class communicator {
                     std::string(name(C)) + ": bitwise reduction of a floating type");
       } else {
         constexpr reduce_op Used = is_reduction(C) ? Op : reduce_op::sum;
-        if constexpr (Used == Op) launch(collective_kernel<Algo, Proto, C, T, Used>, a, stream);
+        if constexpr (Used == Op) launch(collective_kernel<Algo, Proto, C, T, Used>, a, stream, windows);
       }
     });
   }
@@ -451,6 +492,76 @@ class communicator {
 
   /// Makes every waiting kernel of the group return status::aborted. Any thread.
   void abort() const { *static_cast<volatile std::uint32_t*>(live().abort_host) = 1; }
+
+  // ---- registered user buffers ------------------------------------------------------
+  /// Registers [ptr, ptr + bytes) of this rank's GPU memory as its part of a
+  /// window: the k-th buffer every rank registers makes window k (returned).
+  /// A call whose send and recv buffers lie inside windows on every rank
+  /// (any offsets, any windows; a broadcast's non-root send is not looked
+  /// at) lets the peer-memory schedule (algo::nvls) read peers' send buffers
+  /// and write into their recv buffers in place: each datum is copied once,
+  /// not staged through the FIFO region (transport/user_windows.hpp).
+  /// Collective, in the same order on every rank. A thread group's ranks do
+  /// not wait for each other here (one thread may register for all of them);
+  /// a window is used once every rank has registered its part, so register
+  /// on every rank before the first call on those buffers. Process ranks
+  /// exchange CUDA IPC handles through the bootstrap (the buffer must come
+  /// from cudaMalloc). Not during a graph capture. Errors: host memory,
+  /// another GPU's memory, bytes 0, more than max_windows windows.
+  /// A call registered on some ranks and not on others fails with
+  /// status::mismatch on the registered ones where they find it out, or runs
+  /// into the deadline: register on every rank or none.
+  int register_buffer(void* ptr, std::size_t bytes) {
+    detail::group_state& g = *g_;
+    const char* op = "gpu::communicator::register_buffer";
+    require(bytes > 0, op, "bytes is 0");
+    check_buffer(ptr, bytes, op, "the buffer");
+    std::lock_guard<std::mutex> hold(g.windows_lock);
+    if (g.filled.empty()) {
+      g.windows = transport::window_registry(g.nranks);
+      g.registered.assign(static_cast<std::size_t>(g.nranks), 0);
+      g.tables.assign(static_cast<std::size_t>(g.nranks), nullptr);
+    }
+    const int k = g.registered[static_cast<std::size_t>(rank_)];
+    require(k < detail::group_state::max_windows, op, [&] {
+      return "rank " + std::to_string(rank_) + " has registered " + std::to_string(k) +
+             " buffers, the most (" + std::to_string(detail::group_state::max_windows) + ")";
+    });
+    const auto mine = transport::window_span{reinterpret_cast<std::uintptr_t>(ptr), bytes};
+    if (g.register_across) {  // process ranks: every rank's span at once
+      const std::vector<transport::window_span> spans = g.register_across(ptr, bytes, k);
+      g.windows.add(spans);
+      g.filled.push_back(g.nranks);
+      write_table(g, rank_, k);
+    } else {
+      if (k == static_cast<int>(g.filled.size())) {
+        g.windows.add(std::vector<transport::window_span>(static_cast<std::size_t>(g.nranks)));
+        g.filled.push_back(0);
+      }
+      g.windows.set(k, rank_, mine);
+      if (++g.filled[static_cast<std::size_t>(k)] == g.nranks)
+        for (int q = 0; q < g.nranks; ++q) write_table(g, q, k);
+    }
+    ++g.registered[static_cast<std::size_t>(rank_)];
+    return k;
+  }
+
+  /// Forgets this rank's part of window `window`: later calls of this rank
+  /// on it are not registered. Calls already enqueued on it must have
+  /// finished (synchronise their streams first); the memory may be freed
+  /// once every rank has deregistered. Collective for process ranks (their
+  /// IPC mappings of the peers' parts are closed).
+  void deregister_buffer(int window) {
+    detail::group_state& g = *g_;
+    std::lock_guard<std::mutex> hold(g.windows_lock);
+    require(window >= 0 && window < g.windows.count() && g.windows.span(window, rank_).bytes > 0,
+            "gpu::communicator::deregister_buffer", [&] {
+              return "window " + std::to_string(window) + " is not registered on rank " +
+                     std::to_string(rank_);
+            });
+    g.windows.set(window, rank_, {});
+    if (g.deregister_across) g.deregister_across(window);
+  }
 
  private:
   friend struct process_access;
@@ -719,12 +830,52 @@ class communicator {
     if (known == nullptr) buffers_.remember(p, k);
   }
 
+  /// Copies window k's spans into rank q's table on q's GPU (allocated at
+  /// the first window). On a stream of its own, waited for: no call of any
+  /// rank that could see the window is enqueued before it, and a device-wide
+  /// synchronisation would wait for kernels waiting for this thread's ranks.
+  static void write_table(detail::group_state& g, int q, int k) {
+    const auto i = static_cast<std::size_t>(q);
+    device_guard on(g.devices[i]);
+    const std::size_t P = static_cast<std::size_t>(g.nranks);
+    if (g.tables[i] == nullptr) {
+      void* t = nullptr;
+      check(cudaMalloc(&t, sizeof(transport::window_span) * P * detail::group_state::max_windows),
+            "cudaMalloc of the registered buffers' table");
+      g.tables[i] = static_cast<transport::window_span*>(t);
+    }
+    std::vector<transport::window_span> row(P);
+    for (std::size_t r = 0; r < P; ++r) row[r] = g.windows.span(k, static_cast<int>(r));
+    cudaStream_t s = nullptr;
+    check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    const cudaError_t e = cudaMemcpyAsync(g.tables[i] + static_cast<std::size_t>(k) * P, row.data(),
+                                          sizeof(transport::window_span) * P, cudaMemcpyHostToDevice, s);
+    const cudaError_t w = e == cudaSuccess ? cudaStreamSynchronize(s) : e;
+    (void)cudaStreamDestroy(s);
+    check(w, "copying a registered window's spans to the GPU");
+  }
+
+  /// The windows of this rank's call (empty where a side is not inside a
+  /// complete window of this rank): what nvls's single copy reads.
+  transport::call_windows windows_of(const detail::group_state& g, const void* send, std::size_t send_bytes,
+                                     const void* recv, std::size_t recv_bytes) const {
+    std::lock_guard<std::mutex> hold(g.windows_lock);
+    if (g.filled.empty()) return {};
+    const auto me = static_cast<std::size_t>(rank_);
+    transport::call_windows w =
+        g.windows.for_call(rank_, send, send_bytes, recv, recv_bytes, 0, g.tables[me]);
+    const auto complete = [&](int k) { return g.filled[static_cast<std::size_t>(k)] == g.nranks; };
+    if (w.registered() && (!complete(w.send) || !complete(w.recv))) return {};
+    return w;
+  }
+
   /// Launches `kernel` as this rank's `stripes` blocks on `stream`, after
   /// checking (once per kernel and device) that every rank sharing the GPU
   /// can have its blocks resident at once: they wait for each other.
   template <class T>
   void launch(void (*kernel)(transport::mesh_view, exec::cuda, schedule_args<T>, int*),
-              const schedule_args<T>& a, cudaStream_t stream) const {
+              const schedule_args<T>& a, cudaStream_t stream,
+              const transport::call_windows& windows = {}) const {
     const detail::group_state& g = live();
     const int dev = device();
     device_guard on(dev);
@@ -741,7 +892,9 @@ class communicator {
     ex.timeout_ns = g.timeout_ns;
     ex.fence_each_thread = g.fence_each_thread;
     const std::uint64_t call = claim_stream(g, dev, stream);
-    kernel<<<g.stripes, block_threads, 0, stream>>>(g.view, ex, a, g.status_dev(rank_));
+    transport::mesh_view view = g.view;
+    view.windows = windows;
+    kernel<<<g.stripes, block_threads, 0, stream>>>(view, ex, a, g.status_dev(rank_));
     check(cudaGetLastError(), "kernel launch");
     std::lock_guard<std::mutex> hold(g.launch_lock);
     g.launched[static_cast<std::size_t>(rank_)] = {call, stream};
@@ -830,6 +983,10 @@ template <class Algo, class Proto, class T>
 void reduce(communicator& c, const T* send, T* recv, std::size_t count, reduce_op op, int root,
             cudaStream_t s) {
   c.template execute<Algo, Proto, coll::reduce>(send, recv, count, op, root, s);
+}
+template <class Algo, class Proto, class T>
+void all_to_all(communicator& c, const T* send, T* recv, std::size_t count, cudaStream_t s) {
+  c.template execute<Algo, Proto, coll::all_to_all>(send, recv, count, reduce_op::sum, 0, s);
 }
 
 }  // namespace collx::gpu

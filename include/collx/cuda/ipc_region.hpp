@@ -47,6 +47,7 @@ struct driver {
   decltype(&cuMemExportToShareableHandle) export_handle = nullptr;
   decltype(&cuMemImportFromShareableHandle) import_handle = nullptr;
   decltype(&cuDeviceGetAttribute) attribute = nullptr;
+  decltype(&cuMemGetAddressRange) address_range = nullptr;
 
   static const driver& get() {
     static const driver d = [] {
@@ -71,6 +72,7 @@ struct driver {
       load("cuMemExportToShareableHandle", x.export_handle);
       load("cuMemImportFromShareableHandle", x.import_handle);
       load("cuDeviceGetAttribute", x.attribute);
+      load("cuMemGetAddressRange", x.address_range);
       return x;
     }();
     return d;

@@ -43,7 +43,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -123,6 +125,66 @@ inline std::shared_ptr<shared_words> map_words(const std::string& name, std::siz
   w->registered = true;
   return w;
 }
+
+/// One rank's part of a new window, as it tells the others: the IPC handle
+/// of the allocation holding it and where in that allocation it starts.
+struct window_card {
+  cudaIpcMemHandle_t handle;
+  std::uint64_t offset;
+  std::uint64_t bytes;
+  std::int32_t ok;  // 0: this rank could not export it (error says why)
+  char error[160];
+};
+
+/// This process's mappings of peers' registered buffers: an allocation is
+/// opened once however many windows lie in it (cudaIpcOpenMemHandle maps
+/// the whole allocation), and closed with its last window.
+class window_mappings {
+ public:
+  explicit window_mappings(int device) : device_(device) {}
+  window_mappings(const window_mappings&) = delete;
+  window_mappings& operator=(const window_mappings&) = delete;
+  ~window_mappings() {
+    device_guard on(device_);
+    for (const opened& o : open_) (void)cudaIpcCloseMemHandle(o.base);
+  }
+
+  /// Rank q's allocation `h` as mapped here, for window w.
+  std::byte* open(int q, const cudaIpcMemHandle_t& h, int w) {
+    for (opened& o : open_)
+      if (o.rank == q && std::memcmp(&o.handle, &h, sizeof h) == 0) {
+        o.windows.push_back(w);
+        return o.base;
+      }
+    device_guard on(device_);
+    void* p = nullptr;
+    check(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess),
+          ("cudaIpcOpenMemHandle of rank " + std::to_string(q) + "'s registered buffer").c_str());
+    open_.push_back({q, h, static_cast<std::byte*>(p), {w}});
+    return open_.back().base;
+  }
+  /// Drops window w; closes the allocations no other window uses.
+  void close(int w) {
+    device_guard on(device_);
+    for (std::size_t i = open_.size(); i-- > 0;) {
+      auto& ws = open_[i].windows;
+      ws.erase(std::remove(ws.begin(), ws.end(), w), ws.end());
+      if (!ws.empty()) continue;
+      (void)cudaIpcCloseMemHandle(open_[i].base);
+      open_.erase(open_.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+  }
+
+ private:
+  struct opened {
+    int rank;
+    cudaIpcMemHandle_t handle;
+    std::byte* base;
+    std::vector<int> windows;
+  };
+  int device_;
+  std::vector<opened> open_;
+};
 
 /// What a process rank's group state holds on to.
 struct process_mappings {
@@ -299,10 +361,53 @@ struct process_access {
     g->fence_each_thread = communicator::fences_of(opt);
     g->profile = opt.profile;
     g->mappings = keep;
+    attach_windows(*g, std::make_shared<bootstrap::session>(std::move(s)), device);
     return communicator(std::move(g), rank);
   }
 
  private:
+  /// register_buffer across processes: each rank exports the allocation
+  /// holding its buffer as a CUDA IPC handle, the ranks trade handles through
+  /// the bootstrap (kept for this), and each maps the peers' allocations.
+  /// Every rank takes part even where its own export failed, so that all of
+  /// them fail alike instead of waiting for it.
+  static void attach_windows(detail::group_state& g, std::shared_ptr<bootstrap::session> s, int device) {
+    auto maps = std::make_shared<process_detail::window_mappings>(device);
+    g.register_across = [s, maps, device](void* ptr, std::size_t bytes, int w) {
+      const int rank = s->rank(), P = s->size();
+      process_detail::window_card mine{};
+      mine.bytes = bytes;
+      try {
+        device_guard on(device);
+        CUdeviceptr base = 0;
+        std::size_t size = 0;
+        ipc_detail::cu(
+            ipc_detail::driver::get().address_range(&base, &size, reinterpret_cast<CUdeviceptr>(ptr)),
+            "cuMemGetAddressRange");
+        mine.offset = reinterpret_cast<std::uintptr_t>(ptr) - static_cast<std::uintptr_t>(base);
+        check(cudaIpcGetMemHandle(&mine.handle, reinterpret_cast<void*>(base)),
+              "cudaIpcGetMemHandle (the buffer must come from cudaMalloc)");
+        mine.ok = 1;
+      } catch (const std::exception& e) {
+        std::snprintf(mine.error, sizeof mine.error, "%s", e.what());
+      }
+      const auto cards = all_of<process_detail::window_card>(*s, mine);
+      for (int q = 0; q < P; ++q)
+        if (!cards[static_cast<std::size_t>(q)].ok)
+          throw_error(status::invalid_argument,
+                      "gpu::communicator::register_buffer: rank " + std::to_string(q) +
+                          " could not export its buffer: " + cards[static_cast<std::size_t>(q)].error);
+      std::vector<transport::window_span> spans(static_cast<std::size_t>(P));
+      for (int q = 0; q < P; ++q) {
+        const auto& c = cards[static_cast<std::size_t>(q)];
+        const std::uintptr_t base = q == rank ? reinterpret_cast<std::uintptr_t>(ptr) - c.offset
+                                              : reinterpret_cast<std::uintptr_t>(maps->open(q, c.handle, w));
+        spans[static_cast<std::size_t>(q)] = {base + c.offset, c.bytes};
+      }
+      return spans;
+    };
+    g.deregister_across = [maps](int w) { maps->close(w); };
+  }
   /// Every rank's `mine`, by rank.
   template <class Card>
   static std::vector<Card> all_of(bootstrap::session& s, const Card& mine) {

@@ -72,6 +72,8 @@ class window_registry {
     spans_.insert(spans_.end(), spans.begin(), spans.end());
     return count() - 1;
   }
+  /// Sets rank q's span of window w (a group whose ranks register one by one).
+  void set(int w, int q, const window_span& s) { at(w, q) = s; }
   /// Forgets window w (its number is not reused).
   void remove(int w) {
     for (int q = 0; q < nranks_; ++q) at(w, q) = {};
