@@ -16,6 +16,7 @@
 #   register.log          registered user buffers: nvls's single copy in place,
 #                         every collective, 2-4 ranks, and its time per call
 #                         beside staged nvls and the ring (gpu_register_test)
+#   register-procs.log    the same collectives on two processes (CUDA IPC handles)
 #   perf-*.log            collx-perf-cuda sweeps (nccl-tests columns, last column
 #                         the device-to-device copy bandwidth of the same bytes)
 #   host-misuse.log       the host communicator given cudaMalloc'd buffers:
@@ -114,6 +115,8 @@ built_step "half and bfloat16 all_reduce against the host" "$out/lowp-comm.log" 
   "$build/tests/device/collx_gpu_lowp_comm_test"
 built_step "registered user buffers (nvls single copy)" "$out/register.log" \
   "$build/tests/device/collx_gpu_register_test"
+built_step "registered user buffers, process ranks (CUDA IPC)" "$out/register-procs.log" \
+  "$build/tools/collxrun" -n 2 "$build/tests/device/collx_gpu_register_test" --procs
 built_step "host communicator refuses GPU memory" "$out/host-misuse.log" "$build/tests/device/collx_gpu_host_misuse"
 comm=$build/tests/device/collx_gpu_comm_test
 if [ -x "$comm" ]; then

@@ -14,9 +14,11 @@
 
 #include <collx/algo/nvls.hpp>
 #include <collx/cuda/communicator.hpp>
+#include <collx/cuda/process.hpp>
 
 #include <chrono>
 #include <cstddef>
+#include <cstring>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -285,10 +287,65 @@ void all_cases(std::vector<gpu::communicator>& comms, const std::string& where) 
         for (bool registered : {true, false}) run_case(comms, k, n, in_place, registered, where);
 }
 
+/// Process ranks (collxrun -n P ... --procs): each process is one rank; its
+/// buffers are registered through CUDA IPC handles. Every rank checks its own
+/// result; the exit code is 1 where any rank found a wrong one.
+int process_ranks() {
+  gpu::communicator c = gpu::from_env();
+  const int P = c.size(), r = c.rank();
+  CUDA_OK(cudaSetDevice(c.device()));
+  cudaStream_t st;
+  CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  for (kind k : {kind::all_reduce, kind::reduce_scatter, kind::all_gather, kind::broadcast, kind::all_to_all})
+    for (std::size_t n : {std::size_t(1031), (std::size_t(1) << 18) + 3})
+      for (bool registered : {true, false}) {
+        const std::size_t sn = send_count(k, n, P), rn = recv_count(k, n, P);
+        std::vector<float> send(sn + 2 * guard, sentinel), recv(rn + 2 * guard, sentinel);
+        for (std::size_t i = 0; i < sn; ++i) send[guard + i] = input(r, i);
+        float *ds = nullptr, *dr = nullptr;
+        CUDA_OK(cudaMalloc(&ds, send.size() * sizeof(float)));
+        CUDA_OK(cudaMalloc(&dr, recv.size() * sizeof(float)));
+        CUDA_OK(cudaMemcpy(ds, send.data(), send.size() * sizeof(float), cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemcpy(dr, recv.data(), recv.size() * sizeof(float), cudaMemcpyHostToDevice));
+        std::string err;
+        int w[2] = {-1, -1};
+        try {
+          if (registered) {
+            w[0] = c.register_buffer(ds, send.size() * sizeof(float));
+            w[1] = c.register_buffer(dr, recv.size() * sizeof(float));
+          }
+          enqueue(k, c, ds + guard, dr + guard, n, st);
+          c.wait(st);
+        } catch (const std::exception& e) {
+          err = e.what();
+        }
+        std::vector<float> got(recv.size()), sent(send.size());
+        CUDA_OK(cudaMemcpy(got.data(), dr, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(sent.data(), ds, sent.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        const std::vector<float> want = expected(k, r, P, n);
+        std::size_t wrong = 0;
+        for (std::size_t i = 0; i < got.size(); ++i)
+          wrong += got[i] != (i >= guard && i < guard + rn ? want[i - guard] : sentinel);
+        wrong += sent != send;
+        for (int x : w)
+          if (x >= 0) c.deregister_buffer(x);
+        cudaFree(ds), cudaFree(dr);
+        const bool ok = err.empty() && wrong == 0;
+        failures += !ok;
+        std::printf("%s rank %d of %d (process) %s n=%zu %s%s\n", ok ? "ok   " : "WRONG", r, P, name_of(k), n,
+                    registered ? "registered" : "staged",
+                    err.empty() ? (wrong ? " (wrong values)" : "") : (": " + err).c_str());
+      }
+  cudaStreamDestroy(st);
+  std::printf("%s\n", failures ? "FAILED" : "all ok");
+  return failures ? 1 : 0;
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   if (const int rc = test::exit_code_without_gpu(); rc >= 0) return rc;
+  if (argc > 1 && std::strcmp(argv[1], "--procs") == 0) return process_ranks();
   int devices = 0;
   CUDA_OK(cudaGetDeviceCount(&devices));
   for (int P : {2, 3, 4}) {
