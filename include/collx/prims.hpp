@@ -36,6 +36,8 @@
 //   user_buffer(q, recv_side)                 q's buffer if loadable here (same process)
 //   read_user(q, recv_side, off, dst, n)      dst ← q's buffer [off, off + n), one copy
 //   user_in_place(q)                          whether q's call is in place (send == recv)
+//   single_copy_one_shot_bytes()              all_reduce up to this size: one-shot (where
+//                                             the view sets it: GPU windows)
 //   can_write_user()                          whether write_user may be used (same on all ranks)
 //   write_user(q, off, src, n)                q's recv buffer [off, off + n) ← src, one copy
 //   read_peer(q, addr, dst, n)                dst ← n elements at address addr of q's address
@@ -282,6 +284,13 @@ class prims {
     return split_read(dst, n, [&](std::size_t lo, T* d, std::size_t m) {
       return view_.read_peer_address(q, addr + lo * sizeof(T), d, m * sizeof(T));
     });
+  }
+  /// Largest all_reduce (bytes per rank) that single copy runs one-shot
+  /// (algo::nvls); only where the view sets one (GPU windows). Same on every rank.
+  COLLX_HOST_DEVICE std::uint64_t single_copy_one_shot_bytes() const
+    requires requires(const View& v) { v.user_one_shot_bytes(); }
+  {
+    return view_.user_one_shot_bytes();
   }
   /// Whether rank q published one buffer as its send and recv (an in-place call).
   COLLX_HOST_DEVICE bool user_in_place(int q) const requires user_buffers {

@@ -434,7 +434,12 @@ struct test_memory<transport::mesh> {
   transport::mesh_view for_call(int r, const void* send, std::size_t send_bytes, const void* recv,
                                 std::size_t recv_bytes) const {
     transport::mesh_view v = view;
-    if (single_copy) v.windows = windows.for_call(r, send, send_bytes, recv, recv_bytes, 0, windows.data());
+    if (single_copy) {
+      v.windows = windows.for_call(r, send, send_bytes, recv, recv_bytes, 0, windows.data());
+      // all_reduce up to 512 floats one-shot (counts 1 and P + 1), larger
+      // ones (1031, 6151) two-shot; in place always two-shot.
+      v.windows.one_shot_bytes = 2048;
+    }
     return v;
   }
 };

@@ -45,7 +45,12 @@
 //   all_reduce      publish; rank r reduces slice r of every rank's send (its
 //                   own first, then r+1, r+2, … mod P; peers' chunks read into
 //                   its scratch) into its recv; barrier; it reads every other
-//                   slice from its owner's recv; barrier.
+//                   slice from its owner's recv; barrier (two-shot). Where the
+//                   transport sets a one-shot size (GPU windows) and no rank
+//                   is in place, up to that size: rank r reduces the whole of
+//                   every rank's send, ranks 0, 1, … in order, into its recv;
+//                   barrier (one-shot: one barrier fewer, P-1 peer reads of
+//                   the whole instead of 2(P-1)/P).
 //   reduce_scatter  publish; rank r reduces block r of every rank's send into
 //                   recv (same order); barrier.
 //   all_gather      publish; rank r reads every block from its owner's send;
@@ -69,8 +74,9 @@
 //
 // Determinism: each element is reduced once, by the rank owning its slice, in
 // an order fixed by (rank, P) (the owner's copy first, then rank+1, rank+2, …
-// mod P); everyone else copies the result. all_reduce results are bitwise
-// identical on every rank and across calls.
+// mod P); everyone else copies the result. One-shot: every rank reduces every
+// element in the same order (rank 0 first). all_reduce results are bitwise
+// identical on every rank and across calls of the same size.
 #pragma once
 
 #include <collx/algo/cost.hpp>
@@ -219,10 +225,10 @@ struct nvls {
     return p.read_user(q, false, off, dst, n);
   }
 
-  /// dst[0, n) ← ⊕ over ranks q of q's send [off, off + n), starting with this
-  /// rank's own (`mine`), then r+1, r+2, … mod P. post() on the last step.
+  /// dst[0, n) ← ⊕ over ranks q of q's send [off, off + n), starting with
+  /// rank `first`'s, then first+1, first+2, … mod P. post() on the last step.
   template <class Prims, class T>
-  COLLX_HOST_DEVICE static status reduce_from_peers(Prims& p, const schedule_args<T>& a, const T* mine,
+  COLLX_HOST_DEVICE static status reduce_from_peers(Prims& p, const schedule_args<T>& a, int first,
                                                     std::size_t off, T* dst, std::size_t n) {
     const int P = a.nranks, r = a.rank;
     const std::size_t chunk = single_copy_chunk / sizeof(T);
@@ -231,10 +237,12 @@ struct nvls {
     T* in = acc + chunk;
     for (std::size_t o = 0; o < n; o += chunk) {
       const std::size_t m = n - o < chunk ? n - o : chunk;
-      const T* x = mine + o;
+      const T* x = a.send + off + o;
+      if (first != r) COLLX_TRY(peer_span(p, first, false, off + o, m, acc, x));
       for (int k = 1; k < P; ++k) {
-        const T* y = nullptr;
-        COLLX_TRY(peer_span(p, (r + k) % P, false, off + o, m, in, y));
+        const int q = (first + k) % P;
+        const T* y = a.send + off + o;
+        if (q != r) COLLX_TRY(peer_span(p, q, false, off + o, m, in, y));
         T* d = k == P - 1 ? dst + o : acc;
         COLLX_TRY(p.local_reduce(x, y, d, m, k == P - 1));
         x = d;
@@ -243,14 +251,37 @@ struct nvls {
     return status::ok;
   }
 
+  /// Whether a single-copy all_reduce is one-shot: every rank reduces the
+  /// whole input from every rank's send (2 barriers) instead of its slice,
+  /// then gathering the others' slices (3 barriers). Only where the
+  /// transport sets a size for it (prims::single_copy_one_shot_bytes), up to
+  /// that size, and only when no rank is in place (its result would
+  /// overwrite an input peers are still reading). The same on every rank:
+  /// count is, and the in-place flags are what every rank published.
+  template <class Prims, class T>
+  COLLX_HOST_DEVICE static bool one_shot(Prims& p, const schedule_args<T>& a) {
+    if constexpr (requires { p.single_copy_one_shot_bytes(); }) {
+      if (std::uint64_t(a.count) * sizeof(T) > p.single_copy_one_shot_bytes()) return false;
+      for (int q = 0; q < a.nranks; ++q)
+        if (p.user_in_place(q)) return false;
+      return true;
+    } else {
+      return (void)p, (void)a, false;
+    }
+  }
+
   template <coll C, class Prims, class T>
   COLLX_HOST_DEVICE static status single_copy(Prims& p, const schedule_args<T>& a) {
     const int P = a.nranks, r = a.rank;
     const std::size_t c = a.count, Pz = static_cast<std::size_t>(P), rz = static_cast<std::size_t>(r);
     COLLX_TRY(p.publish_user_buffers(a.send, a.recv, a.count));
     if constexpr (C == coll::all_reduce) {
+      if (one_shot(p, a)) {
+        COLLX_TRY(reduce_from_peers(p, a, 0, 0, a.recv, c));  // every rank in the order 0, 1, …
+        return p.barrier();
+      }
       const std::size_t lo = c * rz / Pz, hi = c * (rz + 1) / Pz;
-      COLLX_TRY(reduce_from_peers(p, a, a.send + lo, lo, a.recv + lo, hi - lo));
+      COLLX_TRY(reduce_from_peers(p, a, r, lo, a.recv + lo, hi - lo));
       COLLX_TRY(p.barrier());
       for (int k = 1; k < P; ++k) {
         const int q = (r + k) % P;
@@ -261,7 +292,7 @@ struct nvls {
         else COLLX_TRY(p.read_user(q, true, qlo, a.recv + qlo, qhi - qlo));
       }
     } else if constexpr (C == coll::reduce_scatter) {
-      COLLX_TRY(reduce_from_peers(p, a, a.send + rz * c, rz * c, a.recv, c));
+      COLLX_TRY(reduce_from_peers(p, a, r, rz * c, a.recv, c));
     } else if constexpr (C == coll::broadcast) {
       // The root's share when it is in place (see above); the same on every
       // rank: the root's published buffers say whether it is.

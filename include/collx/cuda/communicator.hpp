@@ -866,7 +866,17 @@ class communicator {
         g.windows.for_call(rank_, send, send_bytes, recv, recv_bytes, 0, g.tables[me]);
     const auto complete = [&](int k) { return g.filled[static_cast<std::size_t>(k)] == g.nranks; };
     if (w.registered() && (!complete(w.send) || !complete(w.recv))) return {};
+    w.one_shot_bytes = one_shot_bytes(g.nranks);
     return w;
+  }
+
+  /// Largest registered all_reduce run one-shot (algo::nvls): on 2 ranks
+  /// always (the same bytes read as two-shot, one barrier fewer); up to 512
+  /// KiB on 3-4 ranks and 256 KiB on 5-8; never above. These are the limits
+  /// vLLM's custom all-reduce measured for its one-stage kernel on NVLink
+  /// (csrc/custom_all_reduce.cuh); collx has not measured its own yet.
+  static constexpr std::uint64_t one_shot_bytes(int nranks) {
+    return nranks <= 2 ? ~std::uint64_t{0} : nranks <= 4 ? 512 * 1024 : nranks <= 8 ? 256 * 1024 : 0;
   }
 
   /// Launches `kernel` as this rank's `stripes` blocks on `stream`, after

@@ -141,6 +141,8 @@ struct mesh_view {
   COLLX_HOST_DEVICE std::uint64_t user_buffer_min_bytes() const {
     return windows.registered() ? windows.min_bytes : ~std::uint64_t{0};
   }
+  /// Largest single-copy all_reduce (bytes per rank) run one-shot (algo::nvls).
+  COLLX_HOST_DEVICE std::uint64_t user_one_shot_bytes() const { return windows.one_shot_bytes; }
   /// Stores rank r's windows and offsets of this call and its bytes per rank,
   /// stamped with the barrier that will publish them (the next one).
   COLLX_HOST_DEVICE void publish_user_buffers(int r, const void* send, const void* recv,

@@ -51,6 +51,9 @@ struct call_windows {
   const window_span* table = nullptr;  // [w * nranks + q]
   std::int32_t send = -1, recv = -1;
   std::uint64_t min_bytes = ~std::uint64_t{0};
+  /// A single-copy all_reduce up to this many bytes per rank is one-shot
+  /// (algo::nvls); 0: never.
+  std::uint64_t one_shot_bytes = 0;
 
   COLLX_HOST_DEVICE constexpr bool registered() const { return table != nullptr && send >= 0 && recv >= 0; }
 };
