@@ -38,9 +38,11 @@
 // 8 buffers of each handle, so a handle is for one thread at a time). A
 // failure inside a kernel (a wait past its deadline, an abort) is stored in
 // the rank's status word: error() reads it at any time without synchronising;
-// wait(stream) synchronises the stream and throws naming the rank. abort()
-// (any thread) makes every waiting kernel of the group return. After a kernel
-// failure the connection state is undefined: destroy the group.
+// wait(stream) synchronises the stream and throws naming the rank. A kernel
+// that fails raises the group's abort word, so the other ranks' kernels stop
+// at once with status::aborted (their wait() names the rank that failed).
+// abort() (any thread) makes every waiting kernel of the group return. After
+// a kernel failure the connection state is undefined: destroy the group.
 //
 // LL128 relies on 128-byte stores arriving whole; between blocks of one GPU
 // that is the GPU's own memory system, across GPUs NCCL enables it only on
@@ -472,7 +474,22 @@ class communicator {
     const status st = error();
     if (st != status::ok)
       throw_error(st, "gpu::communicator: rank " + std::to_string(rank_) + " (device " +
-                          std::to_string(device()) + "): a collective failed: " + to_string(st));
+                          std::to_string(device()) + "): a collective failed: " + to_string(st) +
+                          cause_of(st));
+  }
+
+  /// Where this rank was aborted: the rank whose kernel failed first, as far
+  /// as the status words show (a failing kernel raises the group's abort
+  /// word, collx/cuda/kernel.hpp's report_failure).
+  std::string cause_of(status st) const {
+    if (st != status::aborted) return {};
+    const detail::group_state& g = live();
+    for (int q = 0; q < g.nranks; ++q) {
+      const auto v = static_cast<status>(*static_cast<volatile int*>(g.status_host(q)));
+      if (v != status::ok && v != status::aborted)
+        return " (rank " + std::to_string(q) + "'s collective failed: " + to_string(v) + ")";
+    }
+    return " (abort() was called, or the failing rank's status is not visible yet)";
   }
 
   /// The handle a user kernel runs collectives with (collx/cuda/device.hpp).

@@ -19,7 +19,9 @@
 // group must run the same calls in the same order, interleaved in stream
 // order with the host API's calls (they share the FIFOs' step counters).
 // A failure is returned to the calling block and stored in the rank's status
-// word, where communicator::error() and wait() find it.
+// word, where communicator::error() and wait() find it; unless it was an
+// abort, it also raises the group's abort word, so every other rank's waits
+// end with status::aborted at once.
 //
 // The handle is trivially copyable: pass it by value as a kernel argument.
 #pragma once
@@ -64,8 +66,7 @@ struct device_comm {
       st = run_stripe<Algo, Proto, C>(exec, view, red, proto::channel_of<Proto>, a,
                                       static_cast<int>(blockIdx.x), stripes);
     }
-    if (threadIdx.x == 0 && st != status::ok && status_word != nullptr)
-      atomicCAS(status_word, 0, static_cast<int>(st));
+    report_failure(st, status_word, view.abort_word());
     return st;
   }
   template <class Algo, class Proto, class T, reduce_op Op = reduce_op::sum>
