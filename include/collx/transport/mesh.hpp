@@ -157,16 +157,18 @@ struct mesh_view {
     detail::store_relaxed(line(r, published_for), next);
   }
   /// After the barrier that published them: status::mismatch unless every
-  /// peer published, for that barrier, the same windows and bytes as rank
-  /// `self` (an unregistered peer, or one in another call, has not).
-  /// Registered buffers stay mapped until deregistered, so no abort check.
+  /// peer published, for that barrier, registered windows for both sides and
+  /// the same bytes as rank `self` (an unregistered peer, or one in another
+  /// call, has not). Each peer's buffers are found through its own windows,
+  /// so the ranks' windows need not be the same ones. Registered buffers
+  /// stay mapped until deregistered, so no abort check.
   COLLX_HOST_DEVICE status may_load_peers(int self, std::uint64_t bytes) const {
     const std::uint64_t at = detail::load_relaxed(barrier_word(self));
     for (int q = 0; q < nranks(); ++q) {
       if (q == self) continue;
       if (detail::load_relaxed(line(q, published_for)) != at ||
-          detail::load_relaxed(line(q, send_window)) != detail::load_relaxed(line(self, send_window)) ||
-          detail::load_relaxed(line(q, recv_window)) != detail::load_relaxed(line(self, recv_window)) ||
+          detail::load_relaxed(line(q, send_window)) == 0 ||
+          detail::load_relaxed(line(q, recv_window)) == 0 ||
           (bytes != ~std::uint64_t{0} && detail::load_relaxed(line(q, user_bytes)) != bytes))
         return status::mismatch;
     }
