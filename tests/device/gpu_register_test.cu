@@ -235,6 +235,37 @@ void unregistered_peer() {
   cudaFree(spare);
 }
 
+/// register_buffer and deregister_buffer refuse what they cannot use.
+void misuse() {
+  const int devs[2] = {0, 0};
+  auto comms = gpu::communicator::create_group(devs);
+  std::vector<float> host(64);
+  float* dev = nullptr;
+  CUDA_OK(cudaMalloc(&dev, 64 * sizeof(float)));
+  auto refused = [&](const char* what, auto&& call, const char* words) {
+    std::string msg;
+    try {
+      call();
+    } catch (const std::exception& e) {
+      msg = e.what();
+    }
+    const bool ok = msg.find(words) != std::string::npos;
+    failures += !ok;
+    std::printf("%s %s: %s\n", ok ? "ok   " : "WRONG", what, msg.empty() ? "(accepted)" : msg.c_str());
+  };
+  refused(
+      "host memory", [&] { comms[0].register_buffer(host.data(), 64 * sizeof(float)); }, "host memory");
+  refused(
+      "0 bytes", [&] { comms[0].register_buffer(dev, 0); }, "bytes is 0");
+  refused(
+      "a window never registered", [&] { comms[0].deregister_buffer(3); }, "not registered");
+  const int w = comms[0].register_buffer(dev, 64 * sizeof(float));
+  comms[0].deregister_buffer(w);
+  refused(
+      "a window deregistered twice", [&] { comms[0].deregister_buffer(w); }, "not registered");
+  cudaFree(dev);
+}
+
 /// Microseconds per all_reduce of n floats on every rank (20 back to back).
 double time_calls(
     std::vector<gpu::communicator>& comms, std::size_t n,
@@ -372,6 +403,7 @@ int main(int argc, char** argv) {
     timings(comms, "GPUs 0,1");
   }
   unregistered_peer();
+  misuse();
   std::printf("%s\n", failures ? "FAILED" : "all ok");
   return failures ? 1 : 0;
 }

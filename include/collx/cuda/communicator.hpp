@@ -524,7 +524,8 @@ class communicator {
   /// on every rank before the first call on those buffers. Process ranks
   /// exchange CUDA IPC handles through the bootstrap (the buffer must come
   /// from cudaMalloc). Not during a graph capture. Errors: host memory,
-  /// another GPU's memory, bytes 0, more than max_windows windows.
+  /// another GPU's memory, bytes 0, more than max_windows windows,
+  /// status::not_supported on a group of GPUs without peer access.
   /// A call registered on some ranks and not on others fails with
   /// status::mismatch on the registered ones where they find it out, or runs
   /// into the deadline: register on every rank or none.
@@ -532,6 +533,12 @@ class communicator {
     detail::group_state& g = *g_;
     const char* op = "gpu::communicator::register_buffer";
     require(bytes > 0, op, "bytes is 0");
+    if (g.host_regions && g.several_devices)
+      throw_error(
+          status::not_supported,
+          std::string(op) +
+              ": this group's GPUs cannot reach each other's memory (its FIFO regions are host memory), "
+              "and peers would load the registered buffers directly");
     check_buffer(ptr, bytes, op, "the buffer");
     std::lock_guard<std::mutex> hold(g.windows_lock);
     if (g.filled.empty()) {
