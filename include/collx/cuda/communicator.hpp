@@ -213,7 +213,9 @@ struct group_state {
   std::vector<transport::window_span*> tables;
   /// Process ranks: what registers (every rank's span of the new window, by
   /// rank, through the bootstrap) and deregisters a buffer of this process.
-  std::function<std::vector<transport::window_span>(void*, std::size_t, int)> register_across;
+  /// The last argument: why this rank refuses its buffer ("" where it does not).
+  std::function<std::vector<transport::window_span>(void*, std::size_t, int, const std::string&)>
+      register_across;
   std::function<void(int)> deregister_across;
 
   ~group_state() {
@@ -532,14 +534,22 @@ class communicator {
   int register_buffer(void* ptr, std::size_t bytes) {
     detail::group_state& g = *g_;
     const char* op = "gpu::communicator::register_buffer";
-    require(bytes > 0, op, "bytes is 0");
-    if (g.host_regions && g.several_devices)
-      throw_error(
-          status::not_supported,
-          std::string(op) +
-              ": this group's GPUs cannot reach each other's memory (its FIFO regions are host memory), "
-              "and peers would load the registered buffers directly");
-    check_buffer(ptr, bytes, op, "the buffer");
+    // Process ranks exchange what they register: one that refuses its buffer
+    // still takes part, so that every rank fails alike instead of waiting.
+    std::string refusal;
+    try {
+      require(bytes > 0, op, "bytes is 0");
+      if (g.host_regions && g.several_devices)
+        throw_error(
+            status::not_supported,
+            std::string(op) +
+                ": this group's GPUs cannot reach each other's memory (its FIFO regions are host memory), "
+                "and peers would load the registered buffers directly");
+      check_buffer(ptr, bytes, op, "the buffer");
+    } catch (const error& e) {
+      if (!g.register_across) throw;
+      refusal = e.what();
+    }
     std::lock_guard<std::mutex> hold(g.windows_lock);
     if (g.filled.empty()) {
       g.windows = transport::window_registry(g.nranks);
@@ -553,7 +563,7 @@ class communicator {
     });
     const auto mine = transport::window_span{reinterpret_cast<std::uintptr_t>(ptr), bytes};
     if (g.register_across) {  // process ranks: every rank's span at once
-      const std::vector<transport::window_span> spans = g.register_across(ptr, bytes, k);
+      const std::vector<transport::window_span> spans = g.register_across(ptr, bytes, k, refusal);
       g.windows.add(spans);
       g.filled.push_back(g.nranks);
       write_table(g, rank_, k);

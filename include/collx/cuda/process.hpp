@@ -133,7 +133,7 @@ struct window_card {
   std::uint64_t offset;
   std::uint64_t bytes;
   std::int32_t ok;  // 0: this rank could not export it (error says why)
-  char error[160];
+  char error[240];
 };
 
 /// This process's mappings of peers' registered buffers: an allocation is
@@ -373,11 +373,12 @@ struct process_access {
   /// them fail alike instead of waiting for it.
   static void attach_windows(detail::group_state& g, std::shared_ptr<bootstrap::session> s, int device) {
     auto maps = std::make_shared<process_detail::window_mappings>(device);
-    g.register_across = [s, maps, device](void* ptr, std::size_t bytes, int w) {
+    g.register_across = [s, maps, device](void* ptr, std::size_t bytes, int w, const std::string& refusal) {
       const int rank = s->rank(), P = s->size();
       process_detail::window_card mine{};
       mine.bytes = bytes;
       try {
+        if (!refusal.empty()) throw_error(status::invalid_argument, refusal);
         device_guard on(device);
         CUdeviceptr base = 0;
         std::size_t size = 0;
@@ -396,7 +397,7 @@ struct process_access {
         if (!cards[static_cast<std::size_t>(q)].ok)
           throw_error(status::invalid_argument,
                       "gpu::communicator::register_buffer: rank " + std::to_string(q) +
-                          " could not export its buffer: " + cards[static_cast<std::size_t>(q)].error);
+                          " could not register its buffer: " + cards[static_cast<std::size_t>(q)].error);
       std::vector<transport::window_span> spans(static_cast<std::size_t>(P));
       for (int q = 0; q < P; ++q) {
         const auto& c = cards[static_cast<std::size_t>(q)];
