@@ -746,7 +746,7 @@ TEST_CASE("team executor: single copy through the mesh's registered windows", "[
 // of reading where that peer's buffers are not; the peer, which staged, then
 // stops on the abort word. Ranks whose buffers lie in different windows are
 // fine: each peer's buffer is found through its own window.
-TEST_CASE("mesh windows: a peer that is not registered is a mismatch; one in another window is read there",
+TEST_CASE("mesh windows: a peer that is not registered is a mismatch, one in another window is read there",
           "[team][mesh]") {
   constexpr int P = 2;
   constexpr std::size_t n = 1000;
