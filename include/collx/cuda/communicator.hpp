@@ -546,7 +546,7 @@ class communicator {
                 ": this group's GPUs cannot reach each other's memory (its FIFO regions are host memory), "
                 "and peers would load the registered buffers directly");
       check_buffer(ptr, bytes, op, "the buffer");
-    } catch (const error& e) {
+    } catch (const collx::error& e) {
       if (!g.register_across) throw;
       refusal = e.what();
     }
