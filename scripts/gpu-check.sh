@@ -30,6 +30,8 @@
 #                         and the same over host-memory regions
 #   comm-each.log         the same with COLLX_GPU_FENCE=each (a system fence in
 #                         every thread before a post, the former default)
+#   perf-ar-p*-nvls-{registered,staged}.log  nvls with registered buffers (read
+#                         in place) against nvls staging them, 8 B-4 MiB
 #   perf-ar-p2-sweep-*.log  every explicit variant and the automatic choice,
 #                         8 B-64 MiB; variants-report.md holds them side by side
 #   nsys-*.log            nsys's summary of a small-call sweep, where nsys is
@@ -161,6 +163,14 @@ if [ -x "$perf" ]; then
         -p 2 --algo "${v%/*}" --proto "${v#*/}"
     done
     step "perf all_reduce P=2 auto sweep" "$out/perf-ar-p2-sweep-auto.log" "$perf" all_reduce -b 8 -e 64M -f 8 -p 2
+    # Registered buffers (nvls reads peers' buffers in place; one block) against
+    # nvls staging them, small and mid sizes, 2 and 4 ranks.
+    for p in 2 4; do
+      step "perf all_reduce P=$p nvls registered" "$out/perf-ar-p$p-nvls-registered.log" "$perf" all_reduce -b 8 \
+        -e 4M -f 4 -p $p -n 100 --algo nvls --proto simple --register
+      step "perf all_reduce P=$p nvls staged" "$out/perf-ar-p$p-nvls-staged.log" "$perf" all_reduce -b 8 -e 4M -f 4 \
+        -p $p -n 100 --algo nvls --proto simple
+    done
     step "automatic choice against the variants" "$out/variants-report.md" python3 bench/gpu_variants_report.py "$out"
     # More ranks on the GPU, and fewer stripes than the default.
     step "perf all_reduce P=4 auto" "$out/perf-ar-p4.log" "$perf" all_reduce -b 8 -e 256M -f 4 -p 4

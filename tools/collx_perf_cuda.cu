@@ -5,7 +5,7 @@
 // there is no peer to run beside it here).
 //
 //   collx-perf-cuda all_reduce -b 8 -e 256M -f 4 -p 2 [--stripes 32] [--graph]
-//                   [--algo ring --proto ll]
+//                   [--algo ring --proto ll] [--algo nvls --proto simple --register]
 //
 // Time per call: every rank's calls enqueued on its own stream, `iters` of
 // them, the wall time from the first enqueue to the last stream's end, over
@@ -15,9 +15,12 @@
 // once per size with collx-perf's inputs, reference and guard bytes
 // (perf_common.hpp) before timing. The footer names the variant that ran at
 // each size and, for stream runs, what the host spent enqueueing one rank's
-// call.
+// call. --register registers every rank's send and receive buffers
+// (gpu::communicator::register_buffer), so nvls reads peers' buffers in
+// place (one-shot or two-shot all_reduce); without it nvls stages them.
 #include "perf_common.hpp"
 
+#include <collx/algo/nvls.hpp>
 #include <collx/cuda/communicator.hpp>
 
 #include <algorithm>
@@ -41,6 +44,8 @@ void usage(std::FILE* f, const char* prog) {
                "  --stripes <n>              blocks per rank per call (default: automatic)\n"
                "  --graph                    time CUDA graph launches of the calls\n"
                "  --algo ring|tree --proto simple|ll|ll128   explicit composition (all_reduce)\n"
+               "  --algo nvls --proto simple  peer memory (all_reduce); with --register, the\n"
+               "                             buffers are registered and read in place\n"
                "  every size runs out of place, then in place; -c 1 checks each once (values and\n"
                "  guard bytes, as collx-perf) before timing\n",
                prog, sweep_flags_help);
@@ -67,6 +72,7 @@ void call(gpu::communicator& c, const options& o, const float* s, float* r, std:
     try_variant.template operator()<algo::tree, proto::simple>();
     try_variant.template operator()<algo::tree, proto::ll>();
     try_variant.template operator()<algo::tree, proto::ll128>();
+    try_variant.template operator()<algo::nvls, proto::simple>();
     if (!done) throw_error(status::not_supported, "collx-perf-cuda: variant " + o.algo + "/" + o.proto);
     return;
   }
@@ -86,10 +92,13 @@ int main(int argc, char** argv) {
   // The flags of this tool first, then the shared ones.
   long stripes = 0;  // 0: collx::automatic_stripes (stripes.hpp)
   bool graph = false;
+  bool registered = false;  // --register: every rank's buffers are windows
   std::vector<char*> rest{argv[0]};
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--graph") == 0) {
       graph = true;
+    } else if (std::strcmp(argv[i], "--register") == 0) {
+      registered = true;
     } else if (std::strcmp(argv[i], "--stripes") == 0) {
       if (i + 1 >= argc || !parse_int(argv[i + 1], 1, transport::max_stripes, stripes)) {
         std::fprintf(stderr, "%s: --stripes needs an integer in [1, %d]\n", argv[0], transport::max_stripes);
@@ -139,10 +148,16 @@ int main(int argc, char** argv) {
       gpu::check(cudaMalloc(&x.recv, need.recv), "cudaMalloc");
       gpu::check(cudaStreamCreateWithFlags(&x.stream, cudaStreamNonBlocking), "cudaStreamCreate");
     }
+    if (registered)
+      for (int r = 0; r < P; ++r) {
+        comms[r].register_buffer(b[r].send, need.send);
+        comms[r].register_buffer(b[r].recv, need.recv);
+      }
     std::vector<std::byte> hs(need.send), hr(need.recv);
     print_header(stdout, o, "collx-perf-cuda", name(o.collective), P, graph ? "cuda-graph" : "cuda-stream",
                  op_column(o.collective, o.op), root_column(o.collective, o.root),
-                 "variant " + o.algo + "/" + o.proto + "  stripes " + std::to_string(comms[0].stripes()) +
+                 "variant " + o.algo + "/" + o.proto + (registered ? " (buffers registered)" : "") +
+                     "  stripes " + std::to_string(comms[0].stripes()) +
                      "  (ranks share GPU 0; last column: device-to-device copy of size bytes, GB/s)");
     double busbw_sum = 0;
     long long wrong_total = 0, oob_total = 0;
