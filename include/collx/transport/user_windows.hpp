@@ -12,15 +12,14 @@
 // A call is registered when its send and recv buffers each lie inside this
 // rank's part of some window (a broadcast's non-root send is not looked at).
 // The host looks that up when it launches the call (window_registry::find)
-// and puts, in the view, the window of each side and every rank's mapping of
-// that window (call_windows): the kernel then reads no table. During the call
-// each rank publishes the windows and offsets it uses; a peer's address is
-// that peer's mapping of the window plus its published offset, so the
-// buffers may sit at different offsets of the window on different ranks, but
-// every rank must use the same window for the same side. Every rank of a call
-// is registered or none is (the choice of schedule depends on it); a rank
-// that finds a peer's buffers unregistered, in another window or of another
-// size fails the call with status::mismatch (transport/mesh.hpp,
+// and puts, in the view, the windows of both sides and where the kernel reads
+// every rank's mapping of every window (call_windows: on a GPU, a table in
+// its own memory). During the call each rank publishes the windows and
+// offsets it uses; a peer's address is that peer's mapping of its own
+// published window plus its offset, so ranks may use different windows and
+// offsets. Every rank of a call is registered or none is (the choice of
+// schedule depends on it); a rank that finds a peer unregistered, or of
+// another size, fails the call with status::mismatch (transport/mesh.hpp,
 // mesh_view::may_load_peers).
 #pragma once
 
