@@ -16,7 +16,7 @@
 #include <collx/transport/mesh.hpp>
 #include <collx/transport/shm.hpp>
 #include <collx/transport/shm_segment.hpp>
-#include <collx/transport/user_windows.hpp>
+#include <collx/transport/window_registry.hpp>
 #include <collx/variants.hpp>
 
 #include <catch2/catch.hpp>

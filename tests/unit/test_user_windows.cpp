@@ -1,6 +1,6 @@
-// The registry of registered user buffers (transport/user_windows.hpp): which
+// The registry of registered user buffers (transport/window_registry.hpp): which
 // window holds a call's buffers, against spans computed by hand.
-#include <collx/transport/user_windows.hpp>
+#include <collx/transport/window_registry.hpp>
 
 #include <catch2/catch.hpp>
 

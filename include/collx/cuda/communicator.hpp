@@ -74,7 +74,7 @@
 #include <collx/reduce_op.hpp>
 #include <collx/stripes.hpp>
 #include <collx/transport/mesh.hpp>
-#include <collx/transport/user_windows.hpp>
+#include <collx/transport/window_registry.hpp>
 #include <collx/tune/model.hpp>
 #include <collx/tune/presets.hpp>
 #include <collx/type_list.hpp>
@@ -532,6 +532,7 @@ class communicator {
   /// status::mismatch on the registered ones where they find it out, or runs
   /// into the deadline: register on every rank or none.
   int register_buffer(void* ptr, std::size_t bytes) {
+    (void)live();  // an empty handle: a clear error, not a null dereference
     detail::group_state& g = *g_;
     const char* op = "gpu::communicator::register_buffer";
     // Process ranks exchange what they register: one that refuses its buffer
@@ -586,6 +587,7 @@ class communicator {
   /// once every rank has deregistered. Collective for process ranks (their
   /// IPC mappings of the peers' parts are closed).
   void deregister_buffer(int window) {
+    (void)live();
     detail::group_state& g = *g_;
     std::lock_guard<std::mutex> hold(g.windows_lock);
     require(window >= 0 && window < g.windows.count() && g.windows.span(window, rank_).bytes > 0,
