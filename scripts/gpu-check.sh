@@ -163,12 +163,12 @@ if [ -x "$perf" ]; then
         -p 2 --algo "${v%/*}" --proto "${v#*/}"
     done
     step "perf all_reduce P=2 auto sweep" "$out/perf-ar-p2-sweep-auto.log" "$perf" all_reduce -b 8 -e 64M -f 8 -p 2
-    # Registered buffers (nvls reads peers' buffers in place; one block) against
-    # nvls staging them, small and mid sizes, 2 and 4 ranks.
+    # Registered buffers (nvls reads peers' buffers in place, on every block) against
+    # nvls staging them, 8 B to 64 MiB, 2 and 4 ranks.
     for p in 2 4; do
       step "perf all_reduce P=$p nvls registered" "$out/perf-ar-p$p-nvls-registered.log" "$perf" all_reduce -b 8 \
-        -e 4M -f 4 -p $p -n 100 --algo nvls --proto simple --register
-      step "perf all_reduce P=$p nvls staged" "$out/perf-ar-p$p-nvls-staged.log" "$perf" all_reduce -b 8 -e 4M -f 4 \
+        -e 64M -f 4 -p $p -n 100 --algo nvls --proto simple --register
+      step "perf all_reduce P=$p nvls staged" "$out/perf-ar-p$p-nvls-staged.log" "$perf" all_reduce -b 8 -e 64M -f 4 \
         -p $p -n 100 --algo nvls --proto simple
     done
     step "automatic choice against the variants" "$out/variants-report.md" python3 bench/gpu_variants_report.py "$out"

@@ -25,6 +25,10 @@
 //   local_reduce(a, b, dst, n, finish)        dst ← a ⊕ b (post() if finish), local
 //   barrier()                                 every rank's earlier loads/stores of peer
 //                                             buffers happen before any rank's later ones
+// A call split into stripes (collx/stripes.hpp) gives each stripe its own
+// share of every buffer, its own barrier lines and its own published user
+// buffers, so a stripe's peer-memory accesses never meet another's and its
+// barriers synchronise the same stripe of every rank only.
 //
 // Switch channel (Transport::multicast; the View provides switch_channel):
 //   mc_load_reduce(off, dst, n, finish)       dst ← ⊕ over ranks q of buffer(q)[off, off + n)
@@ -165,9 +169,8 @@ class prims {
   }
 
   // ---- peer memory ----------------------------------------------------------------
-  // A stripe's share of each buffer: only schedules that use peer buffers as
-  // their own rank's scratch are split into stripes (collx/stripes.hpp), so stripes
-  // never meet in a buffer.
+  // A stripe's share of each buffer (256-byte aligned), at the same place in
+  // every rank's buffer, so stripes never meet in a buffer.
   COLLX_HOST_DEVICE std::size_t stripe_buffer_bytes() const {
     return view_.peer_buffer_bytes() / static_cast<std::size_t>(nstripes_) / 256 * 256;
   }
@@ -176,6 +179,10 @@ class prims {
                                 static_cast<std::size_t>(stripe_) * stripe_buffer_bytes());
   }
   COLLX_HOST_DEVICE std::size_t buffer_elems() const { return stripe_buffer_bytes() / sizeof(T); }
+  /// Where this stripe's share starts, in elements of T from a buffer's start.
+  COLLX_HOST_DEVICE std::size_t stripe_elems() const {
+    return static_cast<std::size_t>(stripe_) * stripe_buffer_bytes() / sizeof(T);
+  }
 
   COLLX_HOST_DEVICE status local_reduce(const T* a, const T* b, T* dst, std::size_t n, bool finish) {
     const auto g = ex_.workers();
@@ -198,12 +205,12 @@ class prims {
   /// be this rank's own buffer at off.
   COLLX_HOST_DEVICE status mc_load_reduce(std::size_t off, T* dst, std::size_t n,
                                           bool finish) requires multicast {
-    view_.switch_channel(rank_).load_reduce(ex_.workers(), off, dst, n, red_, finish);
+    view_.switch_channel(rank_).load_reduce(ex_.workers(), stripe_elems() + off, dst, n, red_, finish);
     return status::ok;
   }
   /// Every rank's buffer [off, off + n) ← src[0, n).
   COLLX_HOST_DEVICE status mc_store(std::size_t off, const T* src, std::size_t n) requires multicast {
-    view_.switch_channel(rank_).store(ex_.workers(), off, src, n, red_);
+    view_.switch_channel(rank_).store(ex_.workers(), stripe_elems() + off, src, n, red_);
     return status::ok;
   }
 
@@ -212,7 +219,7 @@ class prims {
   /// grow, so a rank already in the next barrier still satisfies this one.
   COLLX_HOST_DEVICE status barrier() {
     const auto g = ex_.workers();
-    std::uint64_t* mine = view_.barrier_word(rank_);
+    std::uint64_t* mine = view_.barrier_word(rank_, stripe_);
     const std::uint64_t want = detail::load_relaxed(mine) + 1;
     g.sync();
     ex_.fence_before_post();
@@ -222,7 +229,7 @@ class prims {
         if (q != rank_) ex_.notify(q);
     }
     for (int q = 0; q < view_.nranks(); ++q) {
-      const std::uint64_t* w = view_.barrier_word(q);
+      const std::uint64_t* w = view_.barrier_word(q, stripe_);
       COLLX_TRY(ex_.wait([&] { return detail::load_acquire(w) >= want; }));
     }
     g.sync();
@@ -245,16 +252,16 @@ class prims {
   COLLX_HOST_DEVICE status publish_user_buffers(const T* send, const T* recv,
                                                 std::size_t count) requires user_buffers {
     if (ex_.workers().leader())
-      view_.publish_user_buffers(rank_, send, recv, std::uint64_t(count) * sizeof(T));
+      view_.publish_user_buffers(rank_, send, recv, std::uint64_t(count) * sizeof(T), stripe_);
     COLLX_TRY(barrier());
     // Peers' buffers are loaded only while their owners are in the call
     // with the same bytes (the view's may_load_peers).
-    return view_.may_load_peers(rank_, std::uint64_t(count) * sizeof(T));
+    return view_.may_load_peers(rank_, std::uint64_t(count) * sizeof(T), stripe_);
   }
   /// Rank q's published send (or recv) buffer when it can be loaded directly
   /// (q runs in this process), else nullptr: read it with read_user().
   COLLX_HOST_DEVICE const T* user_buffer(int q, bool recv_side) const requires user_buffers {
-    return static_cast<const T*>(view_.loadable_user_buffer(rank_, q, recv_side));
+    return static_cast<const T*>(view_.loadable_user_buffer(rank_, q, recv_side, stripe_));
   }
   /// dst[0, n) ← rank q's published send (or recv) buffer [off, off + n): one
   /// copy (a load through the pointer, or one read by the transport).
@@ -263,7 +270,7 @@ class prims {
     if (n == 0) return status::ok;
     if (const T* src = user_buffer(q, recv_side)) return local_copy(src + off, dst, n, false);
     return split_read(dst, n, [&](std::size_t lo, T* d, std::size_t m) {
-      return view_.read_user_buffer(q, recv_side, (off + lo) * sizeof(T), d, m * sizeof(T));
+      return view_.read_user_buffer(q, recv_side, (off + lo) * sizeof(T), d, m * sizeof(T), stripe_);
     });
   }
   /// Whether read_peer() may be used (the view reads addresses peers hand over).
@@ -294,7 +301,7 @@ class prims {
   }
   /// Whether rank q published one buffer as its send and recv (an in-place call).
   COLLX_HOST_DEVICE bool user_in_place(int q) const requires user_buffers {
-    return view_.user_buffers_alias(q);
+    return view_.user_buffers_alias(q, stripe_);
   }
   /// Whether write_user may be used; the same on every rank.
   COLLX_HOST_DEVICE bool can_write_user() const requires user_buffers {
@@ -307,9 +314,9 @@ class prims {
   COLLX_HOST_DEVICE status write_user(int q, std::size_t off, const T* src,
                                       std::size_t n) requires user_buffers {
     if (n == 0) return status::ok;
-    if (void* dst = view_.storable_user_recv(rank_, q))
+    if (void* dst = view_.storable_user_recv(rank_, q, stripe_))
       return local_copy(src, static_cast<T*>(dst) + off, n, false);
-    return view_.write_user_recv(q, off * sizeof(T), src, n * sizeof(T));
+    return view_.write_user_recv(q, off * sizeof(T), src, n * sizeof(T), stripe_);
   }
 
  private:

@@ -20,9 +20,12 @@
 // Which schedules split: an algorithm says so with
 // `static constexpr bool stripe_split(coll)`; without it, the contiguous
 // collectives (all_reduce, broadcast, reduce) split unless the algorithm
-// uses peer memory, peer user buffers or a switch channel (their barriers
-// and buffer offsets are per rank, not per stripe). A schedule that does not
-// split runs whole on stripe 0 while the other stripes return.
+// uses peer memory, peer user buffers or a switch channel. Those primitives
+// are per stripe too (each stripe has its own share of the registered
+// buffers, its own barrier lines and published user buffers), but a
+// schedule must address blocks by the slice's stride and take its decisions
+// on the whole call, so it opts in (algo::nvls does). A schedule that does
+// not split runs whole on stripe 0 while the other stripes return.
 #pragma once
 
 #include <collx/coll.hpp>

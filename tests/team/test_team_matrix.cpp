@@ -671,6 +671,13 @@ TEST_CASE("team executor: every algorithm × protocol × collective in stripes",
   run_all(W, P, false, S);
 }
 
+// Single copy in stripes: each stripe publishes its own slice's buffers and
+// synchronises on its own barrier lines (algo::nvls splits; prims.hpp).
+TEST_CASE("team executor: single copy paths in stripes", "[team][stripes]") {
+  const auto [W, P, S] = GENERATE(std::tuple{2, 2, 3}, std::tuple{1, 3, 2});
+  run_all(W, P, true, S);
+}
+
 TEST_CASE("stripes: slices cover every element once, at the same grain on every rank", "[stripes]") {
   for (std::size_t elem : {1u, 2u, 4u, 8u, 16u})
     for (int S : {1, 2, 3, 7, 64})

@@ -72,6 +72,15 @@
 // Device: the same code runs in a kernel; on the shm layout the switch
 // channel is plain loads/stores through peer pointers of the mapped segment.
 //
+// Stripes (collx/stripes.hpp): every collective splits. Stripe s of every
+// rank runs the schedule above on slice s of each block, with its own share
+// of the registered buffers, its own barrier lines and its own published
+// user buffers (prims), so the stripes of a call never wait for each other:
+// a GPU call runs on all of its blocks. Decisions that must be the same for
+// every stripe (single copy or staged, one-shot or two-shot) are taken on
+// the whole call's size (schedule_args::block(): a slice keeps the call's
+// per-rank count as its stride).
+//
 // Determinism: each element is reduced once, by the rank owning its slice, in
 // an order fixed by (rank, P) (the owner's copy first, then rank+1, rank+2, …
 // mod P); everyone else copies the result. One-shot: every rank reduces every
@@ -108,6 +117,8 @@ struct nvls {
     return c == coll::all_reduce || c == coll::reduce_scatter || c == coll::all_gather ||
            c == coll::broadcast || c == coll::all_to_all;
   }
+  /// Every collective splits into stripes (see the header comment).
+  COLLX_HOST_DEVICE static constexpr bool stripe_split(coll c) { return implements(c); }
 
   /// Terms for `bytes` on P ranks (algo/cost.hpp); no connection steps or
   /// sent bytes. barriers: staged, two per segment of the registered buffer
@@ -172,7 +183,7 @@ struct nvls {
     // access, an instrumented test harness) always stage.
     if constexpr (requires { p.single_copy_min_bytes(); }) {
       const bool whole = C == coll::all_reduce || C == coll::broadcast;
-      const std::uint64_t total = std::uint64_t(a.count) * sizeof(T) * (whole ? 1 : a.nranks);
+      const std::uint64_t total = std::uint64_t(a.block()) * sizeof(T) * (whole ? 1 : a.nranks);
       if (a.nranks > 1 && total >= p.single_copy_min_bytes()) return single_copy<C>(p, a);
     }
     if constexpr (C == coll::all_reduce) return all_reduce(p, a);
@@ -231,8 +242,10 @@ struct nvls {
   COLLX_HOST_DEVICE static status reduce_from_peers(Prims& p, const schedule_args<T>& a, int first,
                                                     std::size_t off, T* dst, std::size_t n) {
     const int P = a.nranks, r = a.rank;
-    const std::size_t chunk = single_copy_chunk / sizeof(T);
-    // Scratch: [0, chunk) the partial result, [chunk, 2 chunk) a peer's chunk.
+    // Scratch: [0, chunk) the partial result, [chunk, 2 chunk) a peer's chunk;
+    // a stripe's share of the buffer may hold less than two default chunks.
+    const std::size_t most = p.buffer_elems() / 2, want = single_copy_chunk / sizeof(T);
+    const std::size_t chunk = want < most ? want : most;
     T* acc = p.buffer(r);
     T* in = acc + chunk;
     for (std::size_t o = 0; o < n; o += chunk) {
@@ -261,7 +274,7 @@ struct nvls {
   template <class Prims, class T>
   COLLX_HOST_DEVICE static bool one_shot(Prims& p, const schedule_args<T>& a) {
     if constexpr (requires { p.single_copy_one_shot_bytes(); }) {
-      if (std::uint64_t(a.count) * sizeof(T) > p.single_copy_one_shot_bytes()) return false;
+      if (std::uint64_t(a.block()) * sizeof(T) > p.single_copy_one_shot_bytes()) return false;
       for (int q = 0; q < a.nranks; ++q)
         if (p.user_in_place(q)) return false;
       return true;
@@ -273,7 +286,9 @@ struct nvls {
   template <coll C, class Prims, class T>
   COLLX_HOST_DEVICE static status single_copy(Prims& p, const schedule_args<T>& a) {
     const int P = a.nranks, r = a.rank;
-    const std::size_t c = a.count, Pz = static_cast<std::size_t>(P), rz = static_cast<std::size_t>(r);
+    // c: this stripe's elements per block; b: elements between blocks.
+    const std::size_t c = a.count, b = a.block(), Pz = static_cast<std::size_t>(P),
+                      rz = static_cast<std::size_t>(r);
     COLLX_TRY(p.publish_user_buffers(a.send, a.recv, a.count));
     if constexpr (C == coll::all_reduce) {
       if (one_shot(p, a)) {
@@ -292,7 +307,7 @@ struct nvls {
         else COLLX_TRY(p.read_user(q, true, qlo, a.recv + qlo, qhi - qlo));
       }
     } else if constexpr (C == coll::reduce_scatter) {
-      COLLX_TRY(reduce_from_peers(p, a, r, rz * c, a.recv, c));
+      COLLX_TRY(reduce_from_peers(p, a, r, rz * b, a.recv, c));
     } else if constexpr (C == coll::broadcast) {
       // The root's share when it is in place (see above); the same on every
       // rank: the root's published buffers say whether it is.
@@ -304,16 +319,16 @@ struct nvls {
         COLLX_TRY(read_whole(p, a.root, pushed, a.recv + pushed, c - pushed));
       }
     } else if constexpr (C == coll::all_to_all) {
-      COLLX_TRY(p.local_copy(a.send + rz * c, a.recv + rz * c, c, false));
+      COLLX_TRY(p.local_copy(a.send + rz * b, a.recv + rz * b, c, false));
       for (int k = 1; k < P; ++k) {
         const int q = (r + k) % P;
-        COLLX_TRY(read_whole(p, q, rz * c, a.recv + static_cast<std::size_t>(q) * c, c));
+        COLLX_TRY(read_whole(p, q, rz * b, a.recv + static_cast<std::size_t>(q) * b, c));
       }
     } else {
-      COLLX_TRY(p.local_copy(a.send, a.recv + rz * c, c, false));
+      COLLX_TRY(p.local_copy(a.send, a.recv + rz * b, c, false));
       for (int k = 1; k < P; ++k) {
         const int q = (r + k) % P;
-        T* dst = a.recv + static_cast<std::size_t>(q) * c;
+        T* dst = a.recv + static_cast<std::size_t>(q) * b;
         if (const T* d = p.user_buffer(q, false)) COLLX_TRY(p.local_copy(d, dst, c, false));
         else COLLX_TRY(p.read_user(q, false, 0, dst, c));
       }
@@ -355,20 +370,21 @@ struct nvls {
   template <bool Reduce, class Prims, class T>
   COLLX_HOST_DEVICE static status staged_blocks(Prims& p, const schedule_args<T>& a) {
     const int P = a.nranks, r = a.rank;
-    const std::size_t c = a.count, Pz = static_cast<std::size_t>(P), rz = static_cast<std::size_t>(r);
+    const std::size_t c = a.count, b = a.block(), Pz = static_cast<std::size_t>(P),
+                      rz = static_cast<std::size_t>(r);
     if (P == 1) return p.local_copy(a.send, a.recv, c, Reduce);
     T* mine = p.buffer(r);
     const std::size_t seg = p.buffer_elems() / Pz;  // ≥ 1: buffers hold ≥ 1 MiB, P ≤ 4096
     for (std::size_t so = 0; so < c; so += seg) {
       const std::size_t m = c - so < seg ? c - so : seg;
       for (std::size_t q = 0; q < Pz; ++q)
-        COLLX_TRY(p.local_copy(a.send + q * c + so, mine + q * m, m, false));
+        COLLX_TRY(p.local_copy(a.send + q * b + so, mine + q * m, m, false));
       COLLX_TRY(p.barrier());
       if constexpr (Reduce) {
         COLLX_TRY(p.mc_load_reduce(rz * m, a.recv + so, m, true));  // block r over every buffer
       } else {
         for (std::size_t q = 0; q < Pz; ++q)
-          COLLX_TRY(p.local_copy(p.buffer(static_cast<int>(q)) + rz * m, a.recv + q * c + so, m, false));
+          COLLX_TRY(p.local_copy(p.buffer(static_cast<int>(q)) + rz * m, a.recv + q * b + so, m, false));
       }
       COLLX_TRY(p.barrier());
     }
@@ -386,7 +402,7 @@ struct nvls {
       COLLX_TRY(p.local_copy(a.send + so, p.buffer(r), m, false));
       COLLX_TRY(p.barrier());
       for (int q = 0; q < P; ++q)
-        COLLX_TRY(p.local_copy(p.buffer(q), a.recv + static_cast<std::size_t>(q) * c + so, m, false));
+        COLLX_TRY(p.local_copy(p.buffer(q), a.recv + static_cast<std::size_t>(q) * a.block() + so, m, false));
       COLLX_TRY(p.barrier());
     }
     return status::ok;

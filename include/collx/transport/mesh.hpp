@@ -15,7 +15,9 @@
 // Region of rank r, in order (each part page-aligned where noted):
 //   receive control: one line per (src, stripe, channel): the tail
 //   send control:    two lines per (dst, stripe, channel): the head, then head_seen
-//   barrier line:    rank r's peer-memory barrier counter
+//   barrier lines:   rank r's peer-memory barrier counter, one line per
+//                    stripe (a split peer-memory schedule's stripes
+//                    synchronise and publish independently)
 //   FIFO slots (page-aligned): per (src, stripe) one block of every channel's
 //                    slots, as shm_layout lays a pair's block out
 //   registered buffer (page-aligned): what the peer-memory primitives load
@@ -68,7 +70,7 @@ struct mesh_layout {
     return send_ctrl_offset() + links() * 2 * cache_line;
   }
   COLLX_HOST_DEVICE constexpr std::size_t slots_offset() const {
-    return align_up(barrier_offset() + cache_line, shm_page);
+    return align_up(barrier_offset() + std::size_t(fifos.nstripes) * cache_line, shm_page);
   }
   COLLX_HOST_DEVICE constexpr std::size_t peer_buffer_offset() const {
     return slots_offset() + std::size_t(fifos.nranks) * fifos.nstripes * fifos.pair_bytes();
@@ -119,8 +121,10 @@ struct mesh_view {
   // ---- peer memory (the registered buffers and the barrier) ----------------------
   COLLX_HOST_DEVICE std::byte* peer_buffer(int r) const { return regions[r] + layout.peer_buffer_offset(); }
   COLLX_HOST_DEVICE std::size_t peer_buffer_bytes() const { return layout.fifos.peer_buffer_bytes(); }
-  COLLX_HOST_DEVICE std::uint64_t* barrier_word(int r) const {
-    return reinterpret_cast<std::uint64_t*>(regions[r] + layout.barrier_offset());
+  /// Rank r's barrier counter of stripe s, in its own region.
+  COLLX_HOST_DEVICE std::uint64_t* barrier_word(int r, int s = 0) const {
+    return reinterpret_cast<std::uint64_t*>(regions[r] + layout.barrier_offset() +
+                                            std::size_t(s) * cache_line);
   }
   /// Multicast load-reduce and store by P loads / P stores (switch_channel.hpp).
   COLLX_HOST_DEVICE peer_switch_channel<mesh_view> switch_channel(int rank) const { return {*this, rank}; }
@@ -129,12 +133,14 @@ struct mesh_view {
   /// This call's windows (set per launch; empty: the call is not registered).
   call_windows windows{};
 
-  /// Words of rank r's barrier line after the counter, written by rank r
-  /// before the barrier that publishes them: its call's send and recv windows
-  /// (+1; 0: none) and offsets in them, the bytes per rank, and the barrier
-  /// count they were published for.
+  /// Words of rank r's barrier line of a stripe after the counter, written by
+  /// rank r before the barrier that publishes them: the stripe's send and
+  /// recv windows (+1; 0: none) and offsets in them, its bytes per rank, and
+  /// the barrier count (of that stripe) they were published for.
   enum line_word : int { send_window = 1, send_offset, recv_window, recv_offset, user_bytes, published_for };
-  COLLX_HOST_DEVICE std::uint64_t* line(int r, line_word w) const { return barrier_word(r) + w; }
+  COLLX_HOST_DEVICE std::uint64_t* line(int r, line_word w, int s = 0) const {
+    return barrier_word(r, s) + w;
+  }
 
   /// Smallest call in bytes from which ranks read peers' buffers in place:
   /// windows.min_bytes where this call is registered, else UINT64_MAX.
@@ -143,18 +149,19 @@ struct mesh_view {
   }
   /// Largest single-copy all_reduce (bytes per rank) run one-shot (algo::nvls).
   COLLX_HOST_DEVICE std::uint64_t user_one_shot_bytes() const { return windows.one_shot_bytes; }
-  /// Stores rank r's windows and offsets of this call and its bytes per rank,
-  /// stamped with the barrier that will publish them (the next one).
-  COLLX_HOST_DEVICE void publish_user_buffers(int r, const void* send, const void* recv,
-                                              std::uint64_t bytes) const {
-    const std::uint64_t next = detail::load_relaxed(barrier_word(r)) + 1;
+  /// Stores rank r's windows and offsets of this call (of stripe s's slice)
+  /// and its bytes per rank, stamped with the barrier of that stripe that
+  /// will publish them (the next one).
+  COLLX_HOST_DEVICE void publish_user_buffers(int r, const void* send, const void* recv, std::uint64_t bytes,
+                                              int s = 0) const {
+    const std::uint64_t next = detail::load_relaxed(barrier_word(r, s)) + 1;
     const bool reg = windows.registered();
-    detail::store_relaxed(line(r, send_window), reg ? std::uint64_t(windows.send) + 1 : 0);
-    detail::store_relaxed(line(r, send_offset), reg ? offset_in(windows.send, r, send) : 0);
-    detail::store_relaxed(line(r, recv_window), reg ? std::uint64_t(windows.recv) + 1 : 0);
-    detail::store_relaxed(line(r, recv_offset), reg ? offset_in(windows.recv, r, recv) : 0);
-    detail::store_relaxed(line(r, user_bytes), bytes);
-    detail::store_relaxed(line(r, published_for), next);
+    detail::store_relaxed(line(r, send_window, s), reg ? std::uint64_t(windows.send) + 1 : 0);
+    detail::store_relaxed(line(r, send_offset, s), reg ? offset_in(windows.send, r, send) : 0);
+    detail::store_relaxed(line(r, recv_window, s), reg ? std::uint64_t(windows.recv) + 1 : 0);
+    detail::store_relaxed(line(r, recv_offset, s), reg ? offset_in(windows.recv, r, recv) : 0);
+    detail::store_relaxed(line(r, user_bytes, s), bytes);
+    detail::store_relaxed(line(r, published_for, s), next);
   }
   /// After the barrier that published them: status::mismatch unless every
   /// peer published, for that barrier, registered windows for both sides and
@@ -162,35 +169,35 @@ struct mesh_view {
   /// call, has not). Each peer's buffers are found through its own windows,
   /// so the ranks' windows need not be the same ones. Registered buffers
   /// stay mapped until deregistered, so no abort check.
-  COLLX_HOST_DEVICE status may_load_peers(int self, std::uint64_t bytes) const {
-    const std::uint64_t at = detail::load_relaxed(barrier_word(self));
+  COLLX_HOST_DEVICE status may_load_peers(int self, std::uint64_t bytes, int s = 0) const {
+    const std::uint64_t at = detail::load_relaxed(barrier_word(self, s));
     for (int q = 0; q < nranks(); ++q) {
       if (q == self) continue;
-      if (detail::load_relaxed(line(q, published_for)) != at ||
-          detail::load_relaxed(line(q, send_window)) == 0 ||
-          detail::load_relaxed(line(q, recv_window)) == 0 ||
-          (bytes != ~std::uint64_t{0} && detail::load_relaxed(line(q, user_bytes)) != bytes))
+      if (detail::load_relaxed(line(q, published_for, s)) != at ||
+          detail::load_relaxed(line(q, send_window, s)) == 0 ||
+          detail::load_relaxed(line(q, recv_window, s)) == 0 ||
+          (bytes != ~std::uint64_t{0} && detail::load_relaxed(line(q, user_bytes, s)) != bytes))
         return status::mismatch;
     }
     return status::ok;
   }
-  /// Rank q's published send (or recv) buffer as mapped here.
-  COLLX_HOST_DEVICE const void* loadable_user_buffer(int, int q, bool recv_side) const {
-    return user_address(q, recv_side);
+  /// Rank q's published send (or recv) buffer (of stripe s's slice) as mapped here.
+  COLLX_HOST_DEVICE const void* loadable_user_buffer(int, int q, bool recv_side, int s = 0) const {
+    return user_address(q, recv_side, s);
   }
-  COLLX_HOST_DEVICE void* storable_user_recv(int, int q) const { return user_address(q, true); }
+  COLLX_HOST_DEVICE void* storable_user_recv(int, int q, int s = 0) const { return user_address(q, true, s); }
   /// Whether rank q's call is in place (it published one buffer for both sides).
-  COLLX_HOST_DEVICE bool user_buffers_alias(int q) const {
-    return detail::load_relaxed(line(q, send_window)) == detail::load_relaxed(line(q, recv_window)) &&
-           detail::load_relaxed(line(q, send_offset)) == detail::load_relaxed(line(q, recv_offset));
+  COLLX_HOST_DEVICE bool user_buffers_alias(int q, int s = 0) const {
+    return detail::load_relaxed(line(q, send_window, s)) == detail::load_relaxed(line(q, recv_window, s)) &&
+           detail::load_relaxed(line(q, send_offset, s)) == detail::load_relaxed(line(q, recv_offset, s));
   }
   COLLX_HOST_DEVICE bool user_buffers_writable() const { return true; }
   /// Every registered buffer is loadable (above), so nothing is read or
   /// written by a transport copy.
-  COLLX_HOST_DEVICE status read_user_buffer(int, bool, std::size_t, void*, std::size_t) const {
+  COLLX_HOST_DEVICE status read_user_buffer(int, bool, std::size_t, void*, std::size_t, int = 0) const {
     return status::not_supported;
   }
-  COLLX_HOST_DEVICE status write_user_recv(int, std::size_t, const void*, std::size_t) const {
+  COLLX_HOST_DEVICE status write_user_recv(int, std::size_t, const void*, std::size_t, int = 0) const {
     return status::not_supported;
   }
 
@@ -202,10 +209,10 @@ struct mesh_view {
     return windows.table[static_cast<std::size_t>(w) * static_cast<std::size_t>(nranks()) +
                          static_cast<std::size_t>(q)];
   }
-  COLLX_HOST_DEVICE std::byte* user_address(int q, bool recv_side) const {
-    const std::uint64_t w = detail::load_relaxed(line(q, recv_side ? recv_window : send_window));
+  COLLX_HOST_DEVICE std::byte* user_address(int q, bool recv_side, int s) const {
+    const std::uint64_t w = detail::load_relaxed(line(q, recv_side ? recv_window : send_window, s));
     if (w == 0 || !windows.registered()) return nullptr;
-    const std::uint64_t off = detail::load_relaxed(line(q, recv_side ? recv_offset : send_offset));
+    const std::uint64_t off = detail::load_relaxed(line(q, recv_side ? recv_offset : send_offset, s));
     return reinterpret_cast<std::byte*>(span(static_cast<int>(w - 1), q).base + off);
   }
 };

@@ -9,8 +9,11 @@
 // memory. The same layout serves thread ranks (one anonymous mapping) and
 // process ranks (a POSIX shm object); see shm_segment.hpp for creation.
 //
-// After the FIFOs come one barrier line per rank (a counter and the addresses
-// of the rank's current user buffers, for single-copy reads) and one
+// After the FIFOs come one barrier line per rank and stripe (a counter and
+// the addresses of the rank's current user buffers, for single-copy reads;
+// stripe s's lines follow stripe s-1's, so stripe 0's are where a layout
+// without stripes has them, and only stripe 0's line carries the
+// communicator's words: mapping, left_call, in_group) and one
 // registered buffer per rank (peer_buffer_bytes(), at least 1 MiB and at least
 // one FIFO): every rank may load and store every rank's buffer, which is what
 // the peer-memory primitives and the NVLS-style algorithm build on; a rank's
@@ -217,9 +220,9 @@ struct shm_layout {
     for (std::uint32_t c = 0; c < nchannels; ++c) b = fifo[c].bytes() > b ? fifo[c].bytes() : b;
     return align_up(b, shm_page);
   }
-  /// One doorbell line per rank, after the barrier lines.
+  /// One doorbell line per rank, after the barrier lines (one per rank and stripe).
   COLLX_HOST_DEVICE constexpr std::size_t doorbell_offset() const {
-    return barrier_offset() + std::size_t(nranks) * cache_line;
+    return barrier_offset() + std::size_t(nranks) * nstripes * cache_line;
   }
   COLLX_HOST_DEVICE constexpr std::size_t peer_buffers_offset() const {
     return align_up(doorbell_offset() + std::size_t(nranks) * cache_line, shm_page);
@@ -292,8 +295,11 @@ struct shm_view {
   /// The switch channel over the registered buffers, as rank `rank` uses it:
   /// multicast load-reduce and store by P loads / P stores (switch_channel.hpp).
   COLLX_HOST_DEVICE peer_switch_channel<shm_view> switch_channel(int rank) const { return {*this, rank}; }
-  COLLX_HOST_DEVICE std::uint64_t* barrier_word(int r) const {
-    return reinterpret_cast<std::uint64_t*>(base + layout.barrier_offset() + std::size_t(r) * cache_line);
+  /// Rank r's barrier counter of stripe s (each stripe of a split peer-memory
+  /// schedule synchronises on its own line).
+  COLLX_HOST_DEVICE std::uint64_t* barrier_word(int r, int s = 0) const {
+    return reinterpret_cast<std::uint64_t*>(base + layout.barrier_offset() +
+                                            (std::size_t(s) * layout.nranks + std::size_t(r)) * cache_line);
   }
   COLLX_HOST_DEVICE struct doorbell* doorbell(int r) const {
     return reinterpret_cast<struct doorbell*>(base + layout.doorbell_offset()) + r;
@@ -314,7 +320,11 @@ struct shm_view {
     left_call = 5,
     in_group = 6
   };
-  COLLX_HOST_DEVICE std::uint64_t* line(int r, line_word w) const { return barrier_word(r) + w; }
+  /// Word w of rank r's line of stripe s (user_send, user_recv and user_bytes
+  /// per stripe; the others only in stripe 0's).
+  COLLX_HOST_DEVICE std::uint64_t* line(int r, line_word w, int s = 0) const {
+    return barrier_word(r, s) + w;
+  }
 
   // ---- peer user buffers (single copy) -------------------------------------------
   // Host ranks read a peer's user buffer in place: thread ranks through the
@@ -337,13 +347,14 @@ struct shm_view {
   }
   /// Stores rank r's current send and recv addresses and the call's bytes
   /// per rank; a barrier publishes them.
-  COLLX_HOST_DEVICE void publish_user_buffers(int r, const void* send, const void* recv,
-                                              std::uint64_t bytes) const {
-    detail::store_relaxed(line(r, user_send),
+  /// `stripe`: the stripe whose slice these are (its own line; likewise below).
+  COLLX_HOST_DEVICE void publish_user_buffers(int r, const void* send, const void* recv, std::uint64_t bytes,
+                                              int stripe = 0) const {
+    detail::store_relaxed(line(r, user_send, stripe),
                           static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(send)));
-    detail::store_relaxed(line(r, user_recv),
+    detail::store_relaxed(line(r, user_recv, stripe),
                           static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(recv)));
-    detail::store_relaxed(line(r, user_bytes), bytes);
+    detail::store_relaxed(line(r, user_bytes, stripe), bytes);
   }
   /// Whether rank `self` may now load the buffers that the ranks of its own
   /// process published (after the barrier that publishes them, before the
@@ -359,16 +370,16 @@ struct shm_view {
   ///   sees this rank inside and waits for it to leave, or this rank sees
   ///   the word.
   /// Other ranks are read by the transport, which fails cleanly on a bad address.
-  COLLX_HOST_DEVICE status may_load_peers(int self, std::uint64_t bytes) const {
+  COLLX_HOST_DEVICE status may_load_peers(int self, std::uint64_t bytes, int stripe = 0) const {
 #if COLLX_DEVICE_CODE
-    (void)self, (void)bytes;
+    (void)self, (void)bytes, (void)stripe;
     return status::ok;
 #else
     bool loads = false;
     for (int q = 0; q < nranks(); ++q) {
       if (q == self || !same_process(self, q)) continue;
       loads = true;
-      if (bytes != ~std::uint64_t{0} && detail::load_relaxed(line(q, user_bytes)) != bytes)
+      if (bytes != ~std::uint64_t{0} && detail::load_relaxed(line(q, user_bytes, stripe)) != bytes)
         return status::mismatch;
     }
     if (loads) {
@@ -384,29 +395,31 @@ struct shm_view {
 #endif
   /// Rank q's published buffer if rank `self` can load it directly (both run
   /// in one process), else nullptr.
-  COLLX_HOST_DEVICE const void* loadable_user_buffer(int self, int q, bool recv_side) const {
+  COLLX_HOST_DEVICE const void* loadable_user_buffer(int self, int q, bool recv_side, int stripe = 0) const {
 #if COLLX_DEVICE_CODE
-    (void)self, (void)q, (void)recv_side;
+    (void)self, (void)q, (void)recv_side, (void)stripe;
     return nullptr;
 #else
-    return same_process(self, q) ? reinterpret_cast<const void*>(published_address(q, recv_side)) : nullptr;
+    return same_process(self, q) ? reinterpret_cast<const void*>(published_address(q, recv_side, stripe))
+                                 : nullptr;
 #endif
   }
   /// Rank q's published recv buffer if rank `self` can store to it directly
   /// (both run in one process), else nullptr. A peer's send buffer is never
   /// writable: that rank passed it as const.
-  COLLX_HOST_DEVICE void* storable_user_recv(int self, int q) const {
+  COLLX_HOST_DEVICE void* storable_user_recv(int self, int q, int stripe = 0) const {
 #if COLLX_DEVICE_CODE
-    (void)self, (void)q;
+    (void)self, (void)q, (void)stripe;
     return nullptr;
 #else
-    return same_process(self, q) ? reinterpret_cast<void*>(published_address(q, true)) : nullptr;
+    return same_process(self, q) ? reinterpret_cast<void*>(published_address(q, true, stripe)) : nullptr;
 #endif
   }
   /// Whether rank q published the same address as its send and recv buffer
   /// (an in-place call).
-  COLLX_HOST_DEVICE bool user_buffers_alias(int q) const {
-    return detail::load_relaxed(line(q, user_send)) == detail::load_relaxed(line(q, user_recv));
+  COLLX_HOST_DEVICE bool user_buffers_alias(int q, int stripe = 0) const {
+    return detail::load_relaxed(line(q, user_send, stripe)) ==
+           detail::load_relaxed(line(q, user_recv, stripe));
   }
   /// Whether ranks may also write into peers' published buffers (one copy
   /// pushed instead of pulled). The same on every rank.
@@ -422,12 +435,13 @@ struct shm_view {
   /// `symmetric`), else one cross-memory-attach write (q runs in another
   /// process; a thread rank stores through storable_user_recv instead). On failure:
   /// status::system_error, and last_peer_read_failure names q, its pid and errno.
-  COLLX_HOST_DEVICE status write_user_recv(int q, std::size_t off, const void* src, std::size_t n) const {
+  COLLX_HOST_DEVICE status write_user_recv(int q, std::size_t off, const void* src, std::size_t n,
+                                           int stripe = 0) const {
 #if COLLX_DEVICE_CODE
-    (void)q, (void)off, (void)src, (void)n;
+    (void)q, (void)off, (void)src, (void)n, (void)stripe;
     return status::not_supported;
 #else
-    const std::uintptr_t addr = published_address(q, true) + off;
+    const std::uintptr_t addr = published_address(q, true, stripe) + off;
     if (std::byte* mapped = symmetric_address(q, addr, n)) {
       std::memcpy(mapped, src, n);
       symmetric_counters.bytes_written.fetch_add(n, std::memory_order_relaxed);
@@ -440,13 +454,13 @@ struct shm_view {
   /// dst ← bytes [off, off + n) of rank q's published buffer, as
   /// read_peer_address. On failure: status::system_error, and
   /// last_peer_read_failure names q, its pid and errno.
-  COLLX_HOST_DEVICE status read_user_buffer(int q, bool recv_side, std::size_t off, void* dst,
-                                            std::size_t n) const {
+  COLLX_HOST_DEVICE status read_user_buffer(int q, bool recv_side, std::size_t off, void* dst, std::size_t n,
+                                            int stripe = 0) const {
 #if COLLX_DEVICE_CODE
-    (void)q, (void)recv_side, (void)off, (void)dst, (void)n;
+    (void)q, (void)recv_side, (void)off, (void)dst, (void)n, (void)stripe;
     return status::not_supported;
 #else
-    return read_peer_address(q, published_address(q, recv_side) + off, dst, n);
+    return read_peer_address(q, published_address(q, recv_side, stripe) + off, dst, n);
 #endif
   }
   /// Address `addr` of rank q's address space (one q handed over during the
@@ -489,8 +503,9 @@ struct shm_view {
   bool same_process(int self, int q) const {
     return detail::load_relaxed(&record(q)->pid) == detail::load_relaxed(&record(self)->pid);
   }
-  std::uintptr_t published_address(int q, bool recv_side) const {
-    return static_cast<std::uintptr_t>(detail::load_relaxed(line(q, recv_side ? user_recv : user_send)));
+  std::uintptr_t published_address(int q, bool recv_side, int stripe) const {
+    return static_cast<std::uintptr_t>(
+        detail::load_relaxed(line(q, recv_side ? user_recv : user_send, stripe)));
   }
   /// A cross-memory-attach copy's outcome, counted in peer_read_counters
   /// (or, on failure, recorded in last_peer_read_failure).
