@@ -23,6 +23,7 @@
 //                                             may load/store it); buffer(rank) doubles
 //                                             as this rank's scratch between barriers
 //   local_reduce(a, b, dst, n, finish)        dst ← a ⊕ b (post() if finish), local
+//   local_reduce_many(src, k, dst, n, finish) dst ← src[0] ⊕ … ⊕ src[k-1], all loaded first
 //   barrier()                                 every rank's earlier loads/stores of peer
 //                                             buffers happen before any rank's later ones
 // A call split into stripes (collx/stripes.hpp) gives each stripe its own
@@ -188,6 +189,20 @@ class prims {
     const auto g = ex_.workers();
     if (finish && Red::has_post) detail::reduce_copy<true, true, 1>(g, a, b, dst, nullptr, n, red_);
     else detail::reduce_copy<true, false, 1>(g, a, b, dst, nullptr, n, red_);
+    g.sync();
+    return status::ok;
+  }
+
+  /// dst[0, n) ← src[0] ⊕ src[1] ⊕ … ⊕ src[nsrc-1] (left to right: the bits of
+  /// a chain of local_reduce calls; post() if finish), local or peers' loadable
+  /// memory; 1 <= nsrc <= reduce_many_max. Every source of an element
+  /// is loaded before any is combined. dst may alias src[0] only.
+  static constexpr int reduce_many_max = detail::reduce_many_max;
+  COLLX_HOST_DEVICE status local_reduce_many(const T* const* src, int nsrc, T* dst, std::size_t n,
+                                             bool finish) {
+    const auto g = ex_.workers();
+    if (finish && Red::has_post) detail::reduce_many<true>(g, src, nsrc, dst, n, red_);
+    else detail::reduce_many<false>(g, src, nsrc, dst, n, red_);
     g.sync();
     return status::ok;
   }

@@ -748,6 +748,23 @@ TEST_CASE("team executor: single copy through the mesh's registered windows", "[
   run_all<transport::mesh>(W, P, true, S);
 }
 
+// More ranks than one reduce_many pass takes (prims::reduce_many_max): nvls's
+// single copy reduces the first sources into recv, then continues from it.
+TEST_CASE("team executor: nvls single copy on more ranks than one reduction pass takes", "[team][mesh]") {
+  const int P = GENERATE(9, 10);
+  for (bool mesh : {true, false}) {
+    INFO((mesh ? "mesh windows" : "thread ranks' loads") << ", P " << P);
+    const run_result r =
+        mesh ? run_matrix<algo::nvls, proto::simple, transport::mesh>(1, P, seed_from_env(), true)
+             : run_matrix<algo::nvls, proto::simple>(1, P, seed_from_env(), true);
+    std::string all;
+    for (const auto& e : r.errors) all += "\n  " + e;
+    INFO("failures:" << all);
+    CHECK(r.errors.empty());
+    CHECK(r.cases > 0);
+  }
+}
+
 // Every rank of a call is registered or none is: a rank whose peer did not
 // publish registered buffers for the same barrier fails with mismatch instead
 // of reading where that peer's buffers are not; the peer, which staged, then

@@ -242,6 +242,7 @@ struct nvls {
   COLLX_HOST_DEVICE static status reduce_from_peers(Prims& p, const schedule_args<T>& a, int first,
                                                     std::size_t off, T* dst, std::size_t n) {
     const int P = a.nranks, r = a.rank;
+    if (loads_every_peer(p, a)) return reduce_loaded(p, a, first, off, dst, n);
     // Scratch: [0, chunk) the partial result, [chunk, 2 chunk) a peer's chunk;
     // a stripe's share of the buffer may hold less than two default chunks.
     const std::size_t most = p.buffer_elems() / 2, want = single_copy_chunk / sizeof(T);
@@ -259,6 +260,43 @@ struct nvls {
         T* d = k == P - 1 ? dst + o : acc;
         COLLX_TRY(p.local_reduce(x, y, d, m, k == P - 1));
         x = d;
+      }
+    }
+    return status::ok;
+  }
+
+  /// Whether every peer's send buffer can be loaded here (thread ranks,
+  /// symmetric memory, GPU windows), rather than read by the transport.
+  template <class Prims, class T>
+  COLLX_HOST_DEVICE static bool loads_every_peer(Prims& p, const schedule_args<T>& a) {
+    for (int q = 0; q < a.nranks; ++q)
+      if (q != a.rank && p.user_buffer(q, false) == nullptr) return false;
+    return true;
+  }
+
+  /// reduce_from_peers where every peer's send is loadable: each chunk is
+  /// reduced from the P sends in one pass (all of an element's loads in
+  /// flight together: one round trip to the peers per element on a GPU,
+  /// instead of one per peer), at most Prims::reduce_many_max sources per
+  /// pass, later passes starting from dst's partial result; no scratch. The
+  /// same order, so the same bits, as the pairwise chain.
+  template <class Prims, class T>
+  COLLX_HOST_DEVICE static status reduce_loaded(Prims& p, const schedule_args<T>& a, int first,
+                                                std::size_t off, T* dst, std::size_t n) {
+    const int P = a.nranks, r = a.rank;
+    const std::size_t chunk = single_copy_chunk / sizeof(T);
+    for (std::size_t o = 0; o < n; o += chunk) {
+      const std::size_t m = n - o < chunk ? n - o : chunk;
+      int k = 0;
+      while (k < P) {
+        const T* src[Prims::reduce_many_max];
+        int s = 0;
+        if (k > 0) src[s++] = dst + o;
+        for (; s < Prims::reduce_many_max && k < P; ++s, ++k) {
+          const int q = (first + k) % P;
+          src[s] = (q == r ? a.send : p.user_buffer(q, false)) + off + o;
+        }
+        COLLX_TRY(p.local_reduce_many(src, s, dst + o, m, k == P));
       }
     }
     return status::ok;

@@ -182,4 +182,110 @@ COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void reduce_copy(const Group& g, const T* 
     reduce_copy_packed<Reduce, Post, NDst>(g, a, b, d0, d1, n, red);
   }
 }
+/// Most sources reduce_many combines in one pass.
+inline constexpr int reduce_many_max = 8;
+
+/// The loop of a worker group for reduce_many: every source of an element is
+/// loaded before any is combined, so a GPU thread has all of its loads from
+/// peers in flight at once (one round trip per pack instead of one per
+/// source), Unroll packs per worker per round.
+template <bool Post, int Unroll = 2, class Group, class T, class Red>
+COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void reduce_many_packed(const Group& g, const T* const* src, int nsrc,
+                                                              T* d, std::size_t n, const Red& red) {
+  const std::size_t workers = static_cast<std::size_t>(g.size()), me = static_cast<std::size_t>(g.index());
+  auto scalar = [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo + me; i < hi; i += workers) {
+      T v = src[0][i];
+      for (int k = 1; k < nsrc; ++k) v = red(v, src[k][i]);
+      if constexpr (Post) v = red.post(v);
+      d[i] = v;
+    }
+  };
+  constexpr std::size_t V = pack_elems<T>;
+  if constexpr (V < 2) {
+    scalar(0, n);
+  } else {
+    auto off = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16; };
+    const std::uintptr_t o = off(d);
+    bool same = o % sizeof(T) == 0 && n >= 2 * V;
+    for (int k = 0; k < nsrc; ++k) same = same && off(src[k]) == o;
+    if (!same) {
+      scalar(0, n);
+      return;
+    }
+    const std::size_t head = o == 0 ? 0 : (16 - o) / sizeof(T);
+    const std::size_t packs = (n - head) / V, body_end = head + packs * V;
+    using P = pack<T>;
+    const P* ps[reduce_many_max];
+    COLLX_UNROLL
+    for (int k = 0; k < reduce_many_max; ++k)
+      ps[k] = reinterpret_cast<const P*>(src[k < nsrc ? k : 0] + head);
+    P* pd = reinterpret_cast<P*>(d + head);
+    auto finish = [&](P& x) {
+      if constexpr (Post) {
+        COLLX_UNROLL
+        for (std::size_t e = 0; e < V; ++e) x.v[e] = red.post(x.v[e]);
+      }
+    };
+    const std::size_t round = workers * Unroll;
+    std::size_t i = me;
+    for (; i + (Unroll - 1) * workers < packs; i += round) {
+      P x[Unroll][reduce_many_max]{};  // zeros: sources past nsrc are never loaded
+      COLLX_UNROLL
+      for (int u = 0; u < Unroll; ++u) {
+        COLLX_UNROLL
+        for (int k = 0; k < reduce_many_max; ++k)
+          if (k < nsrc) x[u][k] = ps[k][i + u * workers];
+      }
+      COLLX_UNROLL
+      for (int u = 0; u < Unroll; ++u) {
+        COLLX_UNROLL
+        for (int k = 1; k < reduce_many_max; ++k)
+          if (k < nsrc) combine_pack(red, x[u][0], x[u][k]);
+        finish(x[u][0]);
+        pd[i + u * workers] = x[u][0];
+      }
+    }
+    for (; i < packs; i += workers) {
+      P x[reduce_many_max]{};
+      COLLX_UNROLL
+      for (int k = 0; k < reduce_many_max; ++k)
+        if (k < nsrc) x[k] = ps[k][i];
+      COLLX_UNROLL
+      for (int k = 1; k < reduce_many_max; ++k)
+        if (k < nsrc) combine_pack(red, x[0], x[k]);
+      finish(x[0]);
+      pd[i] = x[0];
+    }
+    scalar(0, head);
+    scalar(body_end, n);
+  }
+}
+
+/// d[i] = post?(src[0][i] ⊕ src[1][i] ⊕ … ⊕ src[nsrc-1][i]), combined left to
+/// right (the bits of a chain of pairwise reduce_copy calls), for the
+/// elements of [0, n) this worker owns; 1 <= nsrc <= reduce_many_max. d may
+/// alias src[0] only. A one-worker host group runs the chain itself (the
+/// erased reducer's kernels are pairwise), in place in d after the first step.
+template <bool Post, class Group, class T, class Red>
+COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void reduce_many(const Group& g, const T* const* src, int nsrc, T* d,
+                                                       std::size_t n, const Red& red) {
+#if !COLLX_DEVICE_CODE
+  if constexpr (single_worker<Group>) {
+    if (nsrc == 1) {
+      reduce_copy<false, Post, 1>(g, src[0], nullptr, d, nullptr, n, red);
+      return;
+    }
+    for (int k = 1; k < nsrc; ++k) {
+      const T* a = k == 1 ? src[0] : d;
+      if (Post && k == nsrc - 1) reduce_copy<true, Post, 1>(g, a, src[k], d, nullptr, n, red);
+      else reduce_copy<true, false, 1>(g, a, src[k], d, nullptr, n, red);
+    }
+    return;
+  } else
+#endif
+  {
+    reduce_many_packed<Post>(g, src, nsrc, d, n, red);
+  }
+}
 }  // namespace collx::detail
