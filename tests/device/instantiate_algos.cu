@@ -23,15 +23,17 @@ template __global__ void algo_kernel<h100_large::algorithm, h100_large::protocol
                                                      std::size_t, const peer_layout*, const p2p_plan*,
                                                      mismatch_report*, int*);
 
-// nvls over the mesh transport, as a GPU communicator launches it: with the
-// call's registered windows in the view, its single-copy paths (one-shot and
-// two-shot all_reduce, reading peers' buffers in place) are compiled too,
-// and the PTX rules see the loads of the peers' published lines.
+// nvls over the mesh transport, as a GPU communicator launches it (block s
+// runs stripe s): with the call's registered windows in the view, its
+// single-copy paths (one-shot and two-shot all_reduce, reading peers'
+// buffers in place) are compiled too, and the PTX rules see the loads of
+// the peers' published lines.
 template <coll C>
 __global__ void nvls_mesh_kernel(transport::mesh_view view, exec::cuda ex, schedule_args<float> a,
                                  int* status_out) {
   const reducer<float, reduce_op::sum> red{static_cast<std::uint32_t>(view.nranks())};
-  const status st = run_stripe<algo::nvls, proto::simple, C>(ex, view, red, 0, a, 0, 1);
+  const status st = run_stripe<algo::nvls, proto::simple, C>(
+      ex, view, red, 0, a, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
   if (threadIdx.x == 0) status_out[0] = static_cast<int>(st);
 }
 template __global__ void nvls_mesh_kernel<coll::all_reduce>(transport::mesh_view, exec::cuda,

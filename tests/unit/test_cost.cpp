@@ -166,6 +166,13 @@ class counting_prims {
     reduced += bytes(n);
     return status::ok;
   }
+  static constexpr int reduce_many_max = 8;
+  status local_reduce_many(const T* const* src, int k, T* dst, std::size_t n, bool) {
+    for (int j = 0; j < k; ++j) peer_bytes += bytes(peer(src[j]) ? n : 0);
+    peer_bytes += bytes(peer(dst) ? n : 0);
+    reduced += bytes(n * static_cast<std::size_t>(k - 1));
+    return status::ok;
+  }
   // Switch channel: a load-reduce loads (and combines) every peer's copy, a
   // store writes every peer's.
   status mc_load_reduce(std::size_t, T*, std::size_t n, bool) {

@@ -242,7 +242,8 @@ struct nvls {
   COLLX_HOST_DEVICE static status reduce_from_peers(Prims& p, const schedule_args<T>& a, int first,
                                                     std::size_t off, T* dst, std::size_t n) {
     const int P = a.nranks, r = a.rank;
-    if (loads_every_peer(p, a)) return reduce_loaded(p, a, first, off, dst, n);
+    if constexpr (requires { Prims::reduce_many_max; })
+      if (loads_every_peer(p, a)) return reduce_loaded(p, a, first, off, dst, n);
     // Scratch: [0, chunk) the partial result, [chunk, 2 chunk) a peer's chunk;
     // a stripe's share of the buffer may hold less than two default chunks.
     const std::size_t most = p.buffer_elems() / 2, want = single_copy_chunk / sizeof(T);
