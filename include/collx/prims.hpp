@@ -18,7 +18,8 @@
 //                                             (partial results that are reduced further)
 //
 // Peer memory, for transports whose ranks load and store each other's memory
-// (Transport::peer_buffer_access; the View provides peer_buffer/barrier_word):
+// (Transport::peer_buffer_access; the View provides peer_buffer and the barrier
+// words: barrier_word, barrier_seen, barrier_post):
 //   buffer(q), buffer_elems()                 rank q's registered buffer (every rank
 //                                             may load/store it); buffer(rank) doubles
 //                                             as this rank's scratch between barriers
@@ -229,22 +230,24 @@ class prims {
     return status::ok;
   }
 
-  /// Each rank bumps its own counter in the segment (release) and waits until
-  /// every rank's counter has reached the same value (acquire). Counters only
-  /// grow, so a rank already in the next barrier still satisfies this one.
+  /// Each rank bumps its own counter (release; the view's barrier_post: one
+  /// store where ranks share the words, a store into every rank's memory
+  /// where each polls its own) and waits until every rank's counter, where
+  /// this rank sees it (barrier_seen), has reached the same value (acquire).
+  /// Counters only grow, so a rank already in the next barrier still
+  /// satisfies this one.
   COLLX_HOST_DEVICE status barrier() {
     const auto g = ex_.workers();
-    std::uint64_t* mine = view_.barrier_word(rank_, stripe_);
-    const std::uint64_t want = detail::load_relaxed(mine) + 1;
+    const std::uint64_t want = detail::load_relaxed(view_.barrier_word(rank_, stripe_)) + 1;
     g.sync();
     ex_.fence_before_post();
     if (g.leader()) {
-      detail::store_release(mine, want);
+      view_.barrier_post(rank_, stripe_, want);
       for (int q = 0; q < view_.nranks(); ++q)
         if (q != rank_) ex_.notify(q);
     }
     for (int q = 0; q < view_.nranks(); ++q) {
-      const std::uint64_t* w = view_.barrier_word(q, stripe_);
+      const std::uint64_t* w = view_.barrier_seen(rank_, q, stripe_);
       COLLX_TRY(ex_.wait([&] { return detail::load_acquire(w) >= want; }));
     }
     g.sync();
@@ -316,7 +319,7 @@ class prims {
   }
   /// Whether rank q published one buffer as its send and recv (an in-place call).
   COLLX_HOST_DEVICE bool user_in_place(int q) const requires user_buffers {
-    return view_.user_buffers_alias(q, stripe_);
+    return view_.user_buffers_alias(rank_, q, stripe_);
   }
   /// Whether write_user may be used; the same on every rank.
   COLLX_HOST_DEVICE bool can_write_user() const requires user_buffers {

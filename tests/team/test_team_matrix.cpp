@@ -748,6 +748,40 @@ TEST_CASE("team executor: single copy through the mesh's registered windows", "[
   run_all<transport::mesh>(W, P, true, S);
 }
 
+// "Poll local, write remote" for the peer-memory barrier too: a rank's count
+// and published buffers are stored into every region, and every word a rank
+// polls or reads lies in its own (on a GPU a load from a peer is a round
+// trip over the link).
+TEST_CASE("mesh: barrier words and published lines are read from the reader's own region", "[mesh]") {
+  constexpr int P = 3, S = 2;
+  test_memory<transport::mesh> mem(P, S, false);
+  const transport::mesh_view& v = mem.view;
+  const std::size_t bytes = v.layout.region_bytes();
+  auto inside = [&](const void* p, int r) {
+    const auto* b = static_cast<const std::byte*>(p);
+    return b >= v.regions[r] && b + sizeof(std::uint64_t) <= v.regions[r] + bytes;
+  };
+  for (int s = 0; s < S; ++s)
+    for (int r = 0; r < P; ++r) {
+      v.barrier_post(r, s, 100 + 10 * r + s);
+      v.publish_user_buffers(r, nullptr, nullptr, 1000 + r, s);
+    }
+  for (int s = 0; s < S; ++s)
+    for (int reader = 0; reader < P; ++reader)
+      for (int q = 0; q < P; ++q) {
+        INFO("stripe " << s << ", reader " << reader << ", rank " << q);
+        CHECK(inside(v.barrier_seen(reader, q, s), reader));
+        CHECK(inside(v.line(reader, q, transport::mesh_view::user_bytes, s), reader));
+        CHECK(*v.barrier_seen(reader, q, s) == std::uint64_t(100 + 10 * q + s));
+        CHECK(*v.line(reader, q, transport::mesh_view::user_bytes, s) == std::uint64_t(1000 + q));
+        // Published for the count after the one posted above.
+        CHECK(*v.line(reader, q, transport::mesh_view::published_for, s) ==
+              std::uint64_t(100 + 10 * q + s + 1));
+      }
+  // A rank's own count is the copy in its own region.
+  for (int r = 0; r < P; ++r) CHECK(v.barrier_word(r, 1) == v.barrier_seen(r, r, 1));
+}
+
 // More ranks than one reduce_many pass takes (prims::reduce_many_max): nvls's
 // single copy reduces the first sources into recv, then continues from it.
 TEST_CASE("team executor: nvls single copy on more ranks than one reduction pass takes", "[team][mesh]") {

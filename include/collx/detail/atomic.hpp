@@ -47,6 +47,15 @@ template <class T>
 COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void store_relaxed(T* p, T v) {
   atomic_ref<T>(*p).store(v, mo::memory_order_relaxed);
 }
+/// A release fence at system scope: later relaxed stores publish what came
+/// before it, as release stores would (one fence for several stores).
+COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void fence_release() {
+#if COLLX_HAS_LIBCUDACXX
+  cuda::atomic_thread_fence(cuda::std::memory_order_release, cuda::thread_scope_system);
+#else
+  std::atomic_thread_fence(std::memory_order_release);
+#endif
+}
 template <class T>
 COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE T fetch_add(T* p, T v) {
   return atomic_ref<T>(*p).fetch_add(v, mo::memory_order_acq_rel);

@@ -10,14 +10,19 @@
 // and its `head` and `head_seen` in src's region (the sender polls its own
 // memory for credit). No load ever crosses a link in a wait loop, which is
 // what makes polling cheap on a GPU: a poll of peer memory is a round trip
-// over the link.
+// over the link. The peer-memory barrier follows the same rule: a rank
+// stores its count into every region and polls only its own.
 //
 // Region of rank r, in order (each part page-aligned where noted):
 //   receive control: one line per (src, stripe, channel): the tail
 //   send control:    two lines per (dst, stripe, channel): the head, then head_seen
-//   barrier lines:   rank r's peer-memory barrier counter, one line per
-//                    stripe (a split peer-memory schedule's stripes
-//                    synchronise and publish independently)
+//   barrier lines:   one line per (rank q, stripe): q's peer-memory barrier
+//                    counter of that stripe and the user buffers it
+//                    published, as q wrote them here (every rank writes its
+//                    line into every region, so barriers and the published
+//                    buffers are read from the reader's own memory; a
+//                    split peer-memory schedule's stripes synchronise and
+//                    publish independently)
 //   FIFO slots (page-aligned): per (src, stripe) one block of every channel's
 //                    slots, as shm_layout lays a pair's block out
 //   registered buffer (page-aligned): what the peer-memory primitives load
@@ -69,8 +74,12 @@ struct mesh_layout {
   COLLX_HOST_DEVICE constexpr std::size_t barrier_offset() const {
     return send_ctrl_offset() + links() * 2 * cache_line;
   }
+  /// Offset of rank q's barrier line of stripe s (in every region).
+  COLLX_HOST_DEVICE constexpr std::size_t barrier_line(int q, int s) const {
+    return barrier_offset() + (std::size_t(s) * fifos.nranks + std::size_t(q)) * cache_line;
+  }
   COLLX_HOST_DEVICE constexpr std::size_t slots_offset() const {
-    return align_up(barrier_offset() + std::size_t(fifos.nstripes) * cache_line, shm_page);
+    return align_up(barrier_offset() + std::size_t(fifos.nranks) * fifos.nstripes * cache_line, shm_page);
   }
   COLLX_HOST_DEVICE constexpr std::size_t peer_buffer_offset() const {
     return slots_offset() + std::size_t(fifos.nranks) * fifos.nstripes * fifos.pair_bytes();
@@ -121,10 +130,25 @@ struct mesh_view {
   // ---- peer memory (the registered buffers and the barrier) ----------------------
   COLLX_HOST_DEVICE std::byte* peer_buffer(int r) const { return regions[r] + layout.peer_buffer_offset(); }
   COLLX_HOST_DEVICE std::size_t peer_buffer_bytes() const { return layout.fifos.peer_buffer_bytes(); }
-  /// Rank r's barrier counter of stripe s, in its own region.
-  COLLX_HOST_DEVICE std::uint64_t* barrier_word(int r, int s = 0) const {
-    return reinterpret_cast<std::uint64_t*>(regions[r] + layout.barrier_offset() +
-                                            std::size_t(s) * cache_line);
+  /// Rank r's barrier counter of stripe s as its own region holds it (the
+  /// count r has reached).
+  COLLX_HOST_DEVICE std::uint64_t* barrier_word(int r, int s = 0) const { return held(r, r, s); }
+  /// Where rank `reader` polls rank q's counter of stripe s: its own region.
+  COLLX_HOST_DEVICE const std::uint64_t* barrier_seen(int reader, int q, int s = 0) const {
+    return held(reader, q, s);
+  }
+  /// Rank r has reached count v of stripe s: a release store into every
+  /// region (remote stores, no round trip), its own last.
+  COLLX_HOST_DEVICE void barrier_post(int r, int s, std::uint64_t v) const {
+#if COLLX_DEVICE_CODE
+    // One release fence for all P stores: a release store each would wait
+    // for the previous one to reach its peer before the next could start.
+    detail::fence_release();
+    for (int k = 1; k <= nranks(); ++k) detail::store_relaxed(held((r + k) % nranks(), r, s), v);
+#else
+    // Release stores (plain stores on x86), which ThreadSanitizer follows.
+    for (int k = 1; k <= nranks(); ++k) detail::store_release(held((r + k) % nranks(), r, s), v);
+#endif
   }
   /// Multicast load-reduce and store by P loads / P stores (switch_channel.hpp).
   COLLX_HOST_DEVICE peer_switch_channel<mesh_view> switch_channel(int rank) const { return {*this, rank}; }
@@ -133,13 +157,14 @@ struct mesh_view {
   /// This call's windows (set per launch; empty: the call is not registered).
   call_windows windows{};
 
-  /// Words of rank r's barrier line of a stripe after the counter, written by
-  /// rank r before the barrier that publishes them: the stripe's send and
-  /// recv windows (+1; 0: none) and offsets in them, its bytes per rank, and
-  /// the barrier count (of that stripe) they were published for.
+  /// Words of rank q's barrier line of a stripe after the counter, written by
+  /// rank q into every region before the barrier that publishes them: the
+  /// stripe's send and recv windows (+1; 0: none) and offsets in them, its
+  /// bytes per rank, and the barrier count (of that stripe) they were
+  /// published for. line(reader, q, …): the copy in reader's region.
   enum line_word : int { send_window = 1, send_offset, recv_window, recv_offset, user_bytes, published_for };
-  COLLX_HOST_DEVICE std::uint64_t* line(int r, line_word w, int s = 0) const {
-    return barrier_word(r, s) + w;
+  COLLX_HOST_DEVICE std::uint64_t* line(int reader, int q, line_word w, int s = 0) const {
+    return held(reader, q, s) + w;
   }
 
   /// Smallest call in bytes from which ranks read peers' buffers in place:
@@ -152,16 +177,19 @@ struct mesh_view {
   /// Stores rank r's windows and offsets of this call (of stripe s's slice)
   /// and its bytes per rank, stamped with the barrier of that stripe that
   /// will publish them (the next one).
+  /// Written into every peer's region; the barrier's release store, which
+  /// follows, publishes them.
   COLLX_HOST_DEVICE void publish_user_buffers(int r, const void* send, const void* recv, std::uint64_t bytes,
                                               int s = 0) const {
-    const std::uint64_t next = detail::load_relaxed(barrier_word(r, s)) + 1;
     const bool reg = windows.registered();
-    detail::store_relaxed(line(r, send_window, s), reg ? std::uint64_t(windows.send) + 1 : 0);
-    detail::store_relaxed(line(r, send_offset, s), reg ? offset_in(windows.send, r, send) : 0);
-    detail::store_relaxed(line(r, recv_window, s), reg ? std::uint64_t(windows.recv) + 1 : 0);
-    detail::store_relaxed(line(r, recv_offset, s), reg ? offset_in(windows.recv, r, recv) : 0);
-    detail::store_relaxed(line(r, user_bytes, s), bytes);
-    detail::store_relaxed(line(r, published_for, s), next);
+    const std::uint64_t words[] = {reg ? std::uint64_t(windows.send) + 1 : 0,
+                                   reg ? offset_in(windows.send, r, send) : 0,
+                                   reg ? std::uint64_t(windows.recv) + 1 : 0,
+                                   reg ? offset_in(windows.recv, r, recv) : 0,
+                                   bytes,
+                                   detail::load_relaxed(barrier_word(r, s)) + 1};
+    for (int q = 0; q < nranks(); ++q)
+      for (int w = 0; w < 6; ++w) detail::store_relaxed(held(q, r, s) + send_window + w, words[w]);
   }
   /// After the barrier that published them: status::mismatch unless every
   /// peer published, for that barrier, registered windows for both sides and
@@ -173,23 +201,27 @@ struct mesh_view {
     const std::uint64_t at = detail::load_relaxed(barrier_word(self, s));
     for (int q = 0; q < nranks(); ++q) {
       if (q == self) continue;
-      if (detail::load_relaxed(line(q, published_for, s)) != at ||
-          detail::load_relaxed(line(q, send_window, s)) == 0 ||
-          detail::load_relaxed(line(q, recv_window, s)) == 0 ||
-          (bytes != ~std::uint64_t{0} && detail::load_relaxed(line(q, user_bytes, s)) != bytes))
+      if (detail::load_relaxed(line(self, q, published_for, s)) != at ||
+          detail::load_relaxed(line(self, q, send_window, s)) == 0 ||
+          detail::load_relaxed(line(self, q, recv_window, s)) == 0 ||
+          (bytes != ~std::uint64_t{0} && detail::load_relaxed(line(self, q, user_bytes, s)) != bytes))
         return status::mismatch;
     }
     return status::ok;
   }
   /// Rank q's published send (or recv) buffer (of stripe s's slice) as mapped here.
-  COLLX_HOST_DEVICE const void* loadable_user_buffer(int, int q, bool recv_side, int s = 0) const {
-    return user_address(q, recv_side, s);
+  COLLX_HOST_DEVICE const void* loadable_user_buffer(int self, int q, bool recv_side, int s = 0) const {
+    return user_address(self, q, recv_side, s);
   }
-  COLLX_HOST_DEVICE void* storable_user_recv(int, int q, int s = 0) const { return user_address(q, true, s); }
+  COLLX_HOST_DEVICE void* storable_user_recv(int self, int q, int s = 0) const {
+    return user_address(self, q, true, s);
+  }
   /// Whether rank q's call is in place (it published one buffer for both sides).
-  COLLX_HOST_DEVICE bool user_buffers_alias(int q, int s = 0) const {
-    return detail::load_relaxed(line(q, send_window, s)) == detail::load_relaxed(line(q, recv_window, s)) &&
-           detail::load_relaxed(line(q, send_offset, s)) == detail::load_relaxed(line(q, recv_offset, s));
+  COLLX_HOST_DEVICE bool user_buffers_alias(int self, int q, int s = 0) const {
+    return detail::load_relaxed(line(self, q, send_window, s)) ==
+               detail::load_relaxed(line(self, q, recv_window, s)) &&
+           detail::load_relaxed(line(self, q, send_offset, s)) ==
+               detail::load_relaxed(line(self, q, recv_offset, s));
   }
   COLLX_HOST_DEVICE bool user_buffers_writable() const { return true; }
   /// Every registered buffer is loadable (above), so nothing is read or
@@ -209,10 +241,14 @@ struct mesh_view {
     return windows.table[static_cast<std::size_t>(w) * static_cast<std::size_t>(nranks()) +
                          static_cast<std::size_t>(q)];
   }
-  COLLX_HOST_DEVICE std::byte* user_address(int q, bool recv_side, int s) const {
-    const std::uint64_t w = detail::load_relaxed(line(q, recv_side ? recv_window : send_window, s));
+  /// Rank q's line of stripe s as `reader`'s region holds it.
+  COLLX_HOST_DEVICE std::uint64_t* held(int reader, int q, int s) const {
+    return reinterpret_cast<std::uint64_t*>(regions[reader] + layout.barrier_line(q, s));
+  }
+  COLLX_HOST_DEVICE std::byte* user_address(int self, int q, bool recv_side, int s) const {
+    const std::uint64_t w = detail::load_relaxed(line(self, q, recv_side ? recv_window : send_window, s));
     if (w == 0 || !windows.registered()) return nullptr;
-    const std::uint64_t off = detail::load_relaxed(line(q, recv_side ? recv_offset : send_offset, s));
+    const std::uint64_t off = detail::load_relaxed(line(self, q, recv_side ? recv_offset : send_offset, s));
     return reinterpret_cast<std::byte*>(span(static_cast<int>(w - 1), q).base + off);
   }
 };

@@ -301,6 +301,14 @@ struct shm_view {
     return reinterpret_cast<std::uint64_t*>(base + layout.barrier_offset() +
                                             (std::size_t(s) * layout.nranks + std::size_t(r)) * cache_line);
   }
+  /// Where any rank reads rank q's counter of stripe s: the one word.
+  COLLX_HOST_DEVICE const std::uint64_t* barrier_seen(int, int q, int s = 0) const {
+    return barrier_word(q, s);
+  }
+  /// Rank r has reached count v of stripe s (a release store).
+  COLLX_HOST_DEVICE void barrier_post(int r, int s, std::uint64_t v) const {
+    detail::store_release(barrier_word(r, s), v);
+  }
   COLLX_HOST_DEVICE struct doorbell* doorbell(int r) const {
     return reinterpret_cast<struct doorbell*>(base + layout.doorbell_offset()) + r;
   }
@@ -417,7 +425,7 @@ struct shm_view {
   }
   /// Whether rank q published the same address as its send and recv buffer
   /// (an in-place call).
-  COLLX_HOST_DEVICE bool user_buffers_alias(int q, int stripe = 0) const {
+  COLLX_HOST_DEVICE bool user_buffers_alias(int, int q, int stripe = 0) const {
     return detail::load_relaxed(line(q, user_send, stripe)) ==
            detail::load_relaxed(line(q, user_recv, stripe));
   }
