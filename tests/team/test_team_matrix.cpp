@@ -782,21 +782,23 @@ TEST_CASE("mesh: barrier words and published lines are read from the reader's ow
   for (int r = 0; r < P; ++r) CHECK(v.barrier_word(r, 1) == v.barrier_seen(r, r, 1));
 }
 
-// More ranks than one reduce_many pass takes (prims::reduce_many_max): nvls's
-// single copy reduces the first sources into recv, then continues from it.
-TEST_CASE("team executor: nvls single copy on more ranks than one reduction pass takes", "[team][mesh]") {
+// More ranks than one reduce_many pass takes (detail::reduce_many_max):
+// nvls's single copy and its switch channel (staged) reduce the first
+// sources, then continue from the partial result.
+TEST_CASE("team executor: nvls on more ranks than one reduction pass takes", "[team][mesh]") {
   const int P = GENERATE(9, 10);
-  for (bool mesh : {true, false}) {
-    INFO((mesh ? "mesh windows" : "thread ranks' loads") << ", P " << P);
-    const run_result r =
-        mesh ? run_matrix<algo::nvls, proto::simple, transport::mesh>(1, P, seed_from_env(), true)
-             : run_matrix<algo::nvls, proto::simple>(1, P, seed_from_env(), true);
-    std::string all;
-    for (const auto& e : r.errors) all += "\n  " + e;
-    INFO("failures:" << all);
-    CHECK(r.errors.empty());
-    CHECK(r.cases > 0);
-  }
+  for (bool single : {true, false})
+    for (bool mesh : {true, false}) {
+      INFO((mesh ? "mesh" : "shm") << (single ? ", single copy" : ", staged") << ", P " << P);
+      const run_result r =
+          mesh ? run_matrix<algo::nvls, proto::simple, transport::mesh>(2, P, seed_from_env(), single)
+               : run_matrix<algo::nvls, proto::simple>(2, P, seed_from_env(), single);
+      std::string all;
+      for (const auto& e : r.errors) all += "\n  " + e;
+      INFO("failures:" << all);
+      CHECK(r.errors.empty());
+      CHECK(r.cases > 0);
+    }
 }
 
 // Every rank of a call is registered or none is: a rank whose peer did not

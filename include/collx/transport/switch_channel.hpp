@@ -37,17 +37,19 @@ struct peer_switch_channel {
   COLLX_HOST_DEVICE void load_reduce(const Group& g, std::size_t off, T* dst, std::size_t n, const Red& red,
                                      bool finish) const {
     const int P = view.nranks();
-    const T* own = at<T>(rank) + off;
-    if (P == 1) {
-      if (finish && Red::has_post) detail::reduce_copy<false, true, 1>(g, own, nullptr, dst, nullptr, n, red);
-      else if (own != dst) detail::reduce_copy<false, false, 1>(g, own, nullptr, dst, nullptr, n, red);
-    }
-    for (int k = 1; k < P; ++k) {
-      const T* a = k == 1 ? own : dst;
-      const T* b = at<T>((rank + k) % P) + off;
-      if (finish && k == P - 1 && Red::has_post)
-        detail::reduce_copy<true, true, 1>(g, a, b, dst, nullptr, n, red);
-      else detail::reduce_copy<true, false, 1>(g, a, b, dst, nullptr, n, red);
+    if (P == 1 && at<T>(rank) + off == dst && !(finish && Red::has_post)) return g.sync();
+    // Every copy of an element loaded before any is combined (one round trip
+    // to the peers per element on a GPU), reduce_many_max copies per pass,
+    // later passes continuing from dst.
+    int k = 0;
+    while (k < P) {
+      const T* src[detail::reduce_many_max];
+      int m = 0;
+      if (k > 0) src[m++] = dst;
+      for (; m < detail::reduce_many_max && k < P; ++m, ++k) src[m] = at<T>((rank + k) % P) + off;
+      if (finish && k == P && Red::has_post) detail::reduce_many<true>(g, src, m, dst, n, red);
+      else detail::reduce_many<false>(g, src, m, dst, n, red);
+      if (k < P) g.sync();
     }
     g.sync();
   }
