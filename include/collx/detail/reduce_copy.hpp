@@ -32,6 +32,12 @@ inline constexpr bool single_worker = requires {
 template <class T>
 inline constexpr std::size_t pack_elems = sizeof(T) <= 16 && 16 % sizeof(T) == 0 ? 16 / sizeof(T) : 0;
 
+/// Bytes from the last 16-byte boundary: pointers with the same offset move
+/// in packs together.
+COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE std::uintptr_t pack_offset(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % 16;
+}
+
 /// 16 bytes of T, moved by one vector access on a GPU (ld/st.global.v4).
 template <class T>
 struct alignas(16) pack {
@@ -109,9 +115,9 @@ COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void reduce_copy_packed(const Group& g, co
   if constexpr (V < 2) {
     scalar(0, n);
   } else {
-    auto off = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16; };
-    const std::uintptr_t o = off(a);
-    const bool same = off(d0) == o && (!Reduce || off(b) == o) && (NDst == 1 || off(d1) == o);
+    const std::uintptr_t o = pack_offset(a);
+    const bool same =
+        pack_offset(d0) == o && (!Reduce || pack_offset(b) == o) && (NDst == 1 || pack_offset(d1) == o);
     if (!same || o % sizeof(T) != 0 || n < 2 * V) {
       scalar(0, n);
       return;
@@ -205,10 +211,9 @@ COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void reduce_many_packed(const Group& g, co
   if constexpr (V < 2) {
     scalar(0, n);
   } else {
-    auto off = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16; };
-    const std::uintptr_t o = off(d);
+    const std::uintptr_t o = pack_offset(d);
     bool same = o % sizeof(T) == 0 && n >= 2 * V;
-    for (int k = 0; k < nsrc; ++k) same = same && off(src[k]) == o;
+    for (int k = 0; k < nsrc; ++k) same = same && pack_offset(src[k]) == o;
     if (!same) {
       scalar(0, n);
       return;
