@@ -10,7 +10,11 @@
 //     pairs of values (random patterns, specials, neighbours) for sum, prod,
 //     min, max and avg: the host reducer's bits, or a NaN where the host has
 //     one; 16-byte aligned (packed instructions) and off by one element
-//     (element by element); guard elements before and after every output.
+//     (element by element); guard elements before and after every output;
+//   * detail::reduce_many (nvls's and the switch channel's loop: every
+//     source of an element loaded before any is combined) over 3 and 8
+//     sources, sum and avg: the bits of the host reducer's left-to-right
+//     chain, or a NaN where it has one; aligned and off by one, with guards.
 //
 // Compiled for every listed architecture, so each of hardware.hpp's paths
 // (sm_80: fma.rn.bf16x2, no fp8 cvt; sm_90 and later: all) is assembled by
@@ -27,6 +31,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -53,6 +58,12 @@ template <class T, reduce_op Op>
 __global__ void reduce_kernel(const T* a, const T* b, T* d, std::size_t n) {
   const reducer<T, Op> red{4};  // avg divides by 4
   detail::reduce_copy<true, Op == reduce_op::avg, 1>(exec::cuda_block_group{}, a, b, d, nullptr, n, red);
+}
+
+template <class T, reduce_op Op>
+__global__ void reduce_many_kernel(const T* const* src, int k, T* d, std::size_t n) {
+  const reducer<T, Op> red{4};
+  detail::reduce_many<Op == reduce_op::avg>(exec::cuda_block_group{}, src, k, d, n, red);
 }
 
 template <class T>
@@ -175,6 +186,51 @@ int check_reduce(const char* name, const char* op_name, const std::vector<T>& a,
   return wrong;
 }
 
+/// reduce_many over k sources (source j: the patterns of a or b, rotated by
+/// j) in one block of 256 threads, `offset` elements past a 16-byte boundary.
+template <class T, reduce_op Op>
+int check_reduce_many(const char* name, const char* op_name, const std::vector<T>& a, const std::vector<T>& b,
+                      int k, std::size_t offset) {
+  const std::size_t n = a.size(), guard = 16, total = n + offset + 2 * guard, at = guard + offset;
+  const T sentinel = T::from_bits(bits_of<T>(0x5A));
+  std::vector<std::vector<T>> hs(static_cast<std::size_t>(k), std::vector<T>(total, sentinel));
+  std::vector<std::unique_ptr<device_array<T>>> ds;
+  std::vector<const T*> ptrs;
+  for (int j = 0; j < k; ++j) {
+    const std::vector<T>& from = j % 2 == 0 ? a : b;
+    for (std::size_t i = 0; i < n; ++i) hs[std::size_t(j)][at + i] = from[(i + std::size_t(j) * 7) % n];
+    ds.push_back(std::make_unique<device_array<T>>(total));
+    CUDA_OK(cudaMemcpy(ds.back()->p, hs[std::size_t(j)].data(), total * sizeof(T), cudaMemcpyHostToDevice));
+    ptrs.push_back(ds.back()->p + at);
+  }
+  device_array<const T*> dptrs(static_cast<std::size_t>(k));
+  CUDA_OK(cudaMemcpy(dptrs.p, ptrs.data(), ptrs.size() * sizeof(const T*), cudaMemcpyHostToDevice));
+  std::vector<T> hd(total, sentinel);
+  device_array<T> dd(total);
+  CUDA_OK(cudaMemcpy(dd.p, hd.data(), total * sizeof(T), cudaMemcpyHostToDevice));
+  reduce_many_kernel<T, Op><<<1, 256>>>(dptrs.p, k, dd.p + at, n);
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaDeviceSynchronize());
+  CUDA_OK(cudaMemcpy(hd.data(), dd.p, total * sizeof(T), cudaMemcpyDeviceToHost));
+  const reducer<T, Op> red{4};
+  int wrong = 0;
+  for (std::size_t i = 0; i < total; ++i) {
+    const bool inside = i >= at && i < at + n;
+    T want = sentinel;
+    if (inside) {
+      want = hs[0][i];
+      for (int j = 1; j < k; ++j) want = red(want, hs[std::size_t(j)][i]);
+      if constexpr (Op == reduce_op::avg) want = red.post(want);
+    }
+    const bool ok = want.bits == hd[i].bits || (inside && is_nan(want) && is_nan(hd[i]));
+    if (!ok && wrong++ < 5)
+      std::printf("  %s %s reduce_many k %d offset %zu, element %zd%s: device 0x%x, host 0x%x\n", name,
+                  op_name, k, offset, std::ptrdiff_t(i) - std::ptrdiff_t(at), inside ? "" : " (guard)",
+                  unsigned(hd[i].bits), unsigned(want.bits));
+  }
+  return wrong;
+}
+
 template <class T>
 int check_reductions(const char* name) {
   constexpr std::size_t n_patterns = std::size_t(1) << (8 * sizeof(T));
@@ -201,6 +257,14 @@ int check_reductions(const char* name) {
     std::printf("%s: reduce_copy of %zu pairs, offset %zu, sum/prod/min/max/avg: %s\n", name, a.size(),
                 offset, w ? "WRONG" : "ok");
     wrong += w;
+    int m = 0;
+    for (int k : {3, 8}) {
+      m += check_reduce_many<T, reduce_op::sum>(name, "sum", a, b, k, offset);
+      m += check_reduce_many<T, reduce_op::avg>(name, "avg", a, b, k, offset);
+    }
+    std::printf("%s: reduce_many over 3 and 8 sources, offset %zu, sum/avg: %s\n", name, offset,
+                m ? "WRONG" : "ok");
+    wrong += m;
   }
   return wrong;
 }
