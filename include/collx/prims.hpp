@@ -197,10 +197,12 @@ class prims {
   /// dst[0, n) ← src[0] ⊕ src[1] ⊕ … ⊕ src[nsrc-1] (left to right: the bits of
   /// a chain of local_reduce calls; post() if finish), local or peers' loadable
   /// memory; 1 <= nsrc <= reduce_many_max. Every source of an element
-  /// is loaded before any is combined. dst may alias src[0] only.
+  /// is loaded before any is combined. dst may alias src[0] only. Another
+  /// count: status::invalid_argument, nothing written.
   static constexpr int reduce_many_max = detail::reduce_many_max;
   COLLX_HOST_DEVICE status local_reduce_many(const T* const* src, int nsrc, T* dst, std::size_t n,
                                              bool finish) {
+    if (nsrc < 1 || nsrc > reduce_many_max) return status::invalid_argument;  // the loop takes at most 8
     const auto g = ex_.workers();
     if (finish && Red::has_post) detail::reduce_many<true>(g, src, nsrc, dst, n, red_);
     else detail::reduce_many<false>(g, src, nsrc, dst, n, red_);
@@ -312,11 +314,10 @@ class prims {
   }
   /// Largest all_reduce (bytes per rank) that single copy runs one-shot
   /// (algo::nvls); only where the view sets one (GPU windows). Same on every rank.
-  COLLX_HOST_DEVICE std::uint64_t single_copy_one_shot_bytes() const
-    requires requires(const View& v) { v.user_one_shot_bytes(); }
-  {
-    return view_.user_one_shot_bytes();
+  COLLX_HOST_DEVICE std::uint64_t single_copy_one_shot_bytes() const requires requires(const View& v) {
+    v.user_one_shot_bytes();
   }
+  { return view_.user_one_shot_bytes(); }
   /// Whether rank q published one buffer as its send and recv (an in-place call).
   COLLX_HOST_DEVICE bool user_in_place(int q) const requires user_buffers {
     return view_.user_buffers_alias(rank_, q, stripe_);

@@ -80,6 +80,24 @@ struct device_array {
   device_array& operator=(const device_array&) = delete;
 };
 
+/// Runs `launch` (one kernel), waits for it and returns the `total` elements
+/// of `d` it wrote into.
+template <class T, class Launch>
+std::vector<T> fetch_after(Launch launch, const device_array<T>& d, std::size_t total) {
+  launch();
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaDeviceSynchronize());
+  std::vector<T> h(total);
+  CUDA_OK(cudaMemcpy(h.data(), d.p, total * sizeof(T), cudaMemcpyDeviceToHost));
+  return h;
+}
+
+/// The device's result is the host's bits, or a NaN where the host has one.
+template <class T>
+bool same_result(const T& want, const T& got) {
+  return want.bits == got.bits || (is_nan(want) && is_nan(got));
+}
+
 /// out[i] = what `kernel` makes of in[i], on the GPU.
 template <class Out, class In>
 std::vector<Out> on_gpu(const std::vector<In>& in, void (*kernel)(const In*, Out*, std::size_t)) {
@@ -160,10 +178,7 @@ int check_reduce(const char* name, const char* op_name, const std::vector<T>& a,
   CUDA_OK(cudaMemcpy(db.p, hb.data(), total * sizeof(T), cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(dd.p, hd.data(), total * sizeof(T), cudaMemcpyHostToDevice));
   const std::size_t at = guard + offset;
-  reduce_kernel<T, Op><<<1, 256>>>(da.p + at, db.p + at, dd.p + at, n);
-  CUDA_OK(cudaGetLastError());
-  CUDA_OK(cudaDeviceSynchronize());
-  CUDA_OK(cudaMemcpy(hd.data(), dd.p, total * sizeof(T), cudaMemcpyDeviceToHost));
+  hd = fetch_after([&] { reduce_kernel<T, Op><<<1, 256>>>(da.p + at, db.p + at, dd.p + at, n); }, dd, total);
   const reducer<T, Op> red{4};
   int wrong = 0;
   for (std::size_t i = 0; i < total; ++i) {
@@ -173,7 +188,7 @@ int check_reduce(const char* name, const char* op_name, const std::vector<T>& a,
     if (inside) {
       want = red(a[i - at], b[i - at]);
       if constexpr (Op == reduce_op::avg) want = red.post(want);
-      ok = want.bits == hd[i].bits || (is_nan(want) && is_nan(hd[i]));
+      ok = same_result(want, hd[i]);
     } else {
       ok = hd[i].bits == sentinel.bits;
     }
@@ -208,10 +223,7 @@ int check_reduce_many(const char* name, const char* op_name, const std::vector<T
   std::vector<T> hd(total, sentinel);
   device_array<T> dd(total);
   CUDA_OK(cudaMemcpy(dd.p, hd.data(), total * sizeof(T), cudaMemcpyHostToDevice));
-  reduce_many_kernel<T, Op><<<1, 256>>>(dptrs.p, k, dd.p + at, n);
-  CUDA_OK(cudaGetLastError());
-  CUDA_OK(cudaDeviceSynchronize());
-  CUDA_OK(cudaMemcpy(hd.data(), dd.p, total * sizeof(T), cudaMemcpyDeviceToHost));
+  hd = fetch_after([&] { reduce_many_kernel<T, Op><<<1, 256>>>(dptrs.p, k, dd.p + at, n); }, dd, total);
   const reducer<T, Op> red{4};
   int wrong = 0;
   for (std::size_t i = 0; i < total; ++i) {
@@ -222,7 +234,7 @@ int check_reduce_many(const char* name, const char* op_name, const std::vector<T
       for (int j = 1; j < k; ++j) want = red(want, hs[std::size_t(j)][i]);
       if constexpr (Op == reduce_op::avg) want = red.post(want);
     }
-    const bool ok = want.bits == hd[i].bits || (inside && is_nan(want) && is_nan(hd[i]));
+    const bool ok = inside ? same_result(want, hd[i]) : want.bits == hd[i].bits;
     if (!ok && wrong++ < 5)
       std::printf("  %s %s reduce_many k %d offset %zu, element %zd%s: device 0x%x, host 0x%x\n", name,
                   op_name, k, offset, std::ptrdiff_t(i) - std::ptrdiff_t(at), inside ? "" : " (guard)",
