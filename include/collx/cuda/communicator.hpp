@@ -62,6 +62,7 @@
 #include <collx/cuda/device.hpp>
 #include <collx/cuda/kernel.hpp>
 #include <collx/cuda/links.hpp>
+#include <collx/cuda/region_handles.hpp>
 #include <collx/detail/debug.hpp>
 #include <collx/detail/memory_kind.hpp>
 #include <collx/dtype.hpp>
@@ -151,6 +152,13 @@ struct options {
   /// whole GPU test (bench/results/gpu-2026-12-04.md). COLLX_GPU_FENCE=each
   /// or =leader overrides it.
   bool fence_each_thread = false;
+  /// Process ranks: how each rank's FIFO region is handed to its peers
+  /// (region_handles.hpp). automatic tries posix_fd, then fabric, then
+  /// cuda_ipc, and takes the first that works on every rank; a named way is
+  /// the only one tried (not_supported on every rank where it fails on one).
+  /// Every rank must ask alike. COLLX_GPU_REGION_HANDLE overrides it. Thread
+  /// groups and host regions share nothing by handle and ignore it.
+  region_handle region_handles = region_handle::automatic;
 };
 
 /// Algorithms the automatic choice picks from (each instantiated per protocol
@@ -174,6 +182,9 @@ struct group_state {
   std::uint32_t* abort_dev = nullptr;
   std::uint64_t timeout_ns = 0;
   bool fence_each_thread = false;  // exec::cuda::fence_each_thread of every launch
+  /// Process ranks with device regions: how the regions were shared
+  /// (automatic where they were not shared by handle).
+  region_handle region_sharing = region_handle::automatic;
   tune::profile profile{};
   /// Blocks of each launched kernel a device holds at once (kernel, device →
   /// blocks): queried once, then read on every launch; ranks of the group may
@@ -343,6 +354,10 @@ class communicator {
   int stripes() const { return live().stripes; }
   /// Where the group's FIFO regions are: region_memory::device or ::host.
   region_memory regions() const { return live().host_regions ? region_memory::host : region_memory::device; }
+  /// How process ranks' device regions were handed to the peers (posix_fd,
+  /// fabric or cuda_ipc); automatic where nothing was shared by handle (a
+  /// thread group, host regions).
+  region_handle region_sharing() const { return live().region_sharing; }
 
   /// Why protocol `p` cannot run on this group (empty: it can).
   std::string why_not(proto_id p) const {
@@ -611,6 +626,15 @@ class communicator {
     require(opt.regions == region_memory::automatic || opt.regions == region_memory::device ||
                 opt.regions == region_memory::host,
             op, "regions is not a region_memory value: " + std::to_string(static_cast<int>(opt.regions)));
+    require(static_cast<unsigned>(opt.region_handles) <= static_cast<unsigned>(region_handle::cuda_ipc), op,
+            "region_handles is not a region_handle value: " +
+                std::to_string(static_cast<int>(opt.region_handles)));
+  }
+  /// options::region_handles, or what COLLX_GPU_REGION_HANDLE names.
+  static region_handle region_handles_of(const options& opt) {
+    const char* e = std::getenv("COLLX_GPU_REGION_HANDLE");
+    if (e == nullptr || *e == '\0') return opt.region_handles;
+    return parse_region_handle(e, "COLLX_GPU_REGION_HANDLE");
   }
   /// options::fence_each_thread, or what COLLX_GPU_FENCE says (each, leader).
   static bool fences_of(const options& opt) {

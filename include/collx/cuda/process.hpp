@@ -5,11 +5,17 @@
 //   auto comm = collx::gpu::init_rank(nranks, id, rank, device);
 //
 // How the ranks join: the bootstrap session (as for host process ranks);
-// each rank allocates its mesh region on its GPU with the CUDA virtual memory
-// API (cuda/ipc_region.hpp), offers it as a file descriptor from an fd server
+// each rank allocates its mesh region on its GPU (cuda/ipc_region.hpp) and
+// hands it to the peers in one of three ways the ranks agree on
+// (options::region_handles, cuda/region_handles.hpp): the CUDA virtual memory
+// API with a file descriptor offered from an fd server
 // (bootstrap/fd_exchange.hpp: a 0700 directory and a random token, both
-// travelling only through the authenticated bootstrap), fetches every peer's
-// descriptor and maps the peer's region for its own GPU. The abort word and
+// travelling only through the authenticated bootstrap), the same API with a
+// fabric handle, or a cudaMalloc allocation with a CUDA IPC handle (the last
+// two through the bootstrap); each rank maps every peer's region for its own
+// GPU. A way that fails on some rank (no IMEX channel for fabric handles, no
+// shared socket directory, a driver without virtual memory management) is
+// abandoned by every rank alike for the next one. The abort word and
 // the status words live in a POSIX shared-memory page that rank 0 creates,
 // every rank maps and registers with CUDA as mapped host memory, so abort()
 // on any rank reaches the kernels of all of them and error() on any rank can
@@ -60,6 +66,8 @@ struct placement_card {
   std::int32_t device;
   std::int32_t asked;  // region_memory
   char bus_id[32];     // the GPU's PCI bus id (ordinals differ between processes)
+  std::uint8_t handles_offered;  // handle_bit()s of offered_handles(device)
+  region_handle handles_asked;
 };
 
 /// Whether this process's GPU `device` reaches the memory of every GPU named
@@ -83,13 +91,19 @@ inline bool reaches_all(int device, const std::vector<placement_card>& cards) {
 
 /// What every rank tells the others.
 struct rank_card {
-  char fd_path[108];
-  bootstrap::secret_bytes token;
-  std::uint64_t region_bytes;
   std::uint64_t host;  // net::host_hash of the host id
   std::int32_t device;
   char words_name[64];    // rank 0: the shared page of the abort and status words
   char regions_name[64];  // rank 0, host regions: the segment of every rank's region
+};
+
+/// How a peer maps a rank's device region: a descriptor from its fd server
+/// (posix_fd), or 64 handle bytes (fabric, cuda_ipc).
+struct region_card {
+  char fd_path[108];
+  bootstrap::secret_bytes token;
+  std::uint64_t region_bytes;
+  shareable_bytes handle;
 };
 
 /// A POSIX shared-memory segment, mapped and registered with CUDA as mapped
@@ -192,6 +206,7 @@ struct process_mappings {
   std::shared_ptr<shared_words> host_regions;  // region_memory::host: every rank's region
   exported_region own;
   std::vector<imported_region> peers;
+  std::vector<std::byte*> regions;  // device regions: every rank's, as this process maps them
 };
 
 }  // namespace process_detail
@@ -219,6 +234,8 @@ struct process_access {
     place.device = device;
     place.asked = static_cast<std::int32_t>(opt.regions);
     check(cudaDeviceGetPCIBusId(place.bus_id, sizeof place.bus_id, device), "cudaDeviceGetPCIBusId");
+    place.handles_offered = offered_handles(device);
+    place.handles_asked = communicator::region_handles_of(opt);
     const auto places = all_of<process_detail::placement_card>(s, place);
     for (int q = 0; q < nranks; ++q)
       if (places[static_cast<std::size_t>(q)].host != place.host)
@@ -258,23 +275,6 @@ struct process_access {
     const std::size_t stride = (g->view.layout.region_bytes() + 4095) / 4096 * 4096;
 
     process_detail::rank_card mine{};
-    std::unique_ptr<bootstrap::fd_server> srv;
-    if (!g->host_regions) {
-      keep->own = exported_region::create(device, g->view.layout.region_bytes());
-      check(cudaMemset(keep->own.data(), 0, keep->own.bytes()), "cudaMemset of the region");
-      check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the region's initialisation");
-      const int fd = keep->own.export_fd();
-      mine.token = bootstrap::random_secret();
-      try {
-        srv = std::make_unique<bootstrap::fd_server>(fd, mine.token);
-      } catch (...) {
-        ::close(fd);
-        throw;
-      }
-      ::close(fd);
-      std::snprintf(mine.fd_path, sizeof mine.fd_path, "%s", srv->path().c_str());
-      mine.region_bytes = keep->own.bytes();
-    }
     mine.host = place.host;
     mine.device = device;
     const std::size_t word_bytes = 4096;
@@ -321,31 +321,21 @@ struct process_access {
                   "rank " + std::to_string(q) + " found a pair of the group's GPUs not joined by NVLink"};
     g->ll128_refusal = communicator::ll128_refusal_for(*g, agreed);
     if (rank == 0) communicator::report_ll128(op, g->ll128_refusal);
-    for (int q = 0; q < nranks; ++q) {
-      const auto& c = cards[static_cast<std::size_t>(q)];
-      g->devices.push_back(c.device);
-      if (g->host_regions) {
-        g->view.regions[q] = host_base + stride * static_cast<std::size_t>(q);
-        continue;
-      }
-      if (q == rank) {
-        g->view.regions[q] = keep->own.data();
-        continue;
-      }
-      const int peer_fd = bootstrap::fetch_fd(c.fd_path, c.token, opt_timeout(opt));
-      try {
-        keep->peers.push_back(imported_region::open(peer_fd, c.region_bytes, device));
-      } catch (...) {
-        ::close(peer_fd);
-        throw;
-      }
-      ::close(peer_fd);
-      g->view.regions[q] = keep->peers.back().data();
+    if (!g->host_regions) {
+      std::vector<handle_request> asks;
+      for (const auto& p : places) asks.push_back({p.handles_offered, p.handles_asked});
+      g->region_sharing = share_regions(s, device, g->view.layout.region_bytes(),
+                                        handle_candidates(asks, op), opt, *keep);
     }
-    // Every rank has mapped every region and the page: the servers and the
-    // page's name may go.
+    for (int q = 0; q < nranks; ++q) {
+      g->devices.push_back(cards[static_cast<std::size_t>(q)].device);
+      if (g->host_regions)
+        g->view.regions[q] = host_base + stride * static_cast<std::size_t>(q);
+      else
+        g->view.regions[q] = keep->regions[static_cast<std::size_t>(q)];
+    }
+    // Every rank has mapped every region and the page: the page's name may go.
     s.barrier();
-    srv.reset();
     if (rank == 0) {
       ::shm_unlink(words_name.c_str());
       if (!regions_name.empty()) ::shm_unlink(regions_name.c_str());
@@ -366,6 +356,82 @@ struct process_access {
   }
 
  private:
+  /// Device regions: tries each way in `candidates` until one exports and
+  /// maps on every rank (region_handles.hpp: negotiate), leaves the own
+  /// region zeroed and every rank's region mapped in `keep`, and returns the way.
+  static region_handle share_regions(bootstrap::session& s, int device, std::size_t bytes,
+                                     const std::vector<region_handle>& candidates, const options& opt,
+                                     process_detail::process_mappings& keep) {
+    const int rank = s.rank(), nranks = s.size();
+    const char* op = "gpu::init_rank";
+    auto attempt = [&](region_handle how, const stage_agreement& agree) {
+      exported_region own;
+      std::unique_ptr<bootstrap::fd_server> srv;
+      process_detail::region_card mine{};
+      std::string why;
+      try {
+        own = exported_region::create(device, bytes, how);
+        check(cudaMemset(own.data(), 0, own.bytes()), "cudaMemset of the region");
+        check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the region's initialisation");
+        mine.region_bytes = own.bytes();
+        if (how == region_handle::posix_fd) {
+          const int fd = own.export_fd();
+          mine.token = bootstrap::random_secret();
+          try {
+            srv = std::make_unique<bootstrap::fd_server>(fd, mine.token);
+          } catch (...) {
+            ::close(fd);
+            throw;
+          }
+          ::close(fd);
+          std::snprintf(mine.fd_path, sizeof mine.fd_path, "%s", srv->path().c_str());
+        } else {
+          mine.handle = own.export_bytes();
+        }
+      } catch (const std::exception& e) {
+        why = std::string("exporting its region: ") + e.what();
+      }
+      agree(why);
+      const auto cards = all_of<process_detail::region_card>(s, mine);
+      std::vector<imported_region> peers;
+      std::vector<std::byte*> regions(static_cast<std::size_t>(nranks), own.data());
+      for (int q = 0; q < nranks && why.empty(); ++q) {
+        if (q == rank) continue;
+        const auto& c = cards[static_cast<std::size_t>(q)];
+        try {
+          if (how == region_handle::posix_fd) {
+            const int fd = bootstrap::fetch_fd(c.fd_path, c.token, opt_timeout(opt));
+            try {
+              peers.push_back(imported_region::open(fd, c.region_bytes, device));
+            } catch (...) {
+              ::close(fd);
+              throw;
+            }
+            ::close(fd);
+          } else {
+            peers.push_back(imported_region::open(how, c.handle, c.region_bytes, device));
+          }
+          regions[static_cast<std::size_t>(q)] = peers.back().data();
+        } catch (const std::exception& e) {
+          why = "mapping rank " + std::to_string(q) + "'s region: " + e.what();
+        }
+      }
+      // Every rank has fetched its descriptors before it votes: the servers may go.
+      agree(why);
+      keep.own = std::move(own);
+      keep.peers = std::move(peers);
+      keep.regions = std::move(regions);
+    };
+    const vote_exchange exchange = [&s](const stage_vote& v) { return all_of<stage_vote>(s, v); };
+    const region_handle way = negotiate(candidates, attempt, exchange, op, [&](region_handle h, const std::string& why) {
+      if (rank == 0 && collx::detail::debug_enabled())
+        std::fprintf(stderr, "collx: %s: sharing regions by %s handles failed (%s); trying the next way\n", op,
+                     name(h), why.c_str());
+    });
+    if (rank == 0 && collx::detail::debug_enabled())
+      std::fprintf(stderr, "collx: %s: regions shared by %s handles\n", op, name(way));
+    return way;
+  }
   /// register_buffer across processes: each rank exports the allocation
   /// holding its buffer as a CUDA IPC handle, the ranks trade handles through
   /// the bootstrap (kept for this), and each maps the peers' allocations.
