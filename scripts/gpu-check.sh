@@ -22,6 +22,8 @@
 #   host-misuse.log       the host communicator given cudaMalloc'd buffers:
 #                         refused with a clear error
 #   comm-procs.log        gpu::from_env on two processes sharing the GPU
+#   comm-procs-{cuda_ipc,fabric}.log  the same with the regions shared by
+#                         CUDA IPC handles, by fabric handles (SKIP where refused)
 #   comm-procs-host.log   the same with the FIFO regions in a shared segment
 #                         registered as mapped host memory (the fallback for
 #                         GPUs without peer access, forced)
@@ -128,6 +130,13 @@ if [ -x "$comm" ]; then
   step "CUDA communicator, process ranks" "$out/comm-procs.log" "$build/tools/collxrun" -n 2 "$comm" --procs
   step "CUDA communicator, process ranks, host regions" "$out/comm-procs-host.log" "$build/tools/collxrun" -n 2 \
     "$comm" --procs --host-regions
+  # The other two ways of sharing device regions (comm-procs.log names the
+  # one the automatic choice took); fabric skips (77) where the driver
+  # refuses it on every rank, e.g. without an IMEX channel.
+  for way in cuda_ipc fabric; do
+    step "CUDA communicator, process ranks, regions by $way handles" "$out/comm-procs-$way.log" \
+      "$build/tools/collxrun" -n 2 "$comm" --procs --handle $way
+  done
 else
   echo "| CUDA communicator test | FAIL ($comm missing) | | |" >>"$summary"
   failed=1

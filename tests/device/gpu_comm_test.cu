@@ -6,8 +6,9 @@
 // anything is enqueued; a user kernel that computes and all-reduces in one
 // launch through the device handle; the same over FIFO regions in mapped host
 // memory (the fallback for GPUs without peer access, forced here). Exits 77
-// without a GPU. `--procs [--host-regions]`: the process-rank case, under
-// collxrun.
+// without a GPU. `--procs [--host-regions] [--handle WAY]`: the process-rank
+// case, under collxrun, with the regions shared the way named (posix_fd,
+// fabric, cuda_ipc; automatic by default).
 //
 // `gpu_comm_test --no-device`: the one check that needs no GPU (creating a
 // group on a machine without one is a clear not_supported error); 77 where a
@@ -20,6 +21,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -386,6 +388,31 @@ void ipc_case() {
     err = e.what();
   }
   expect(err.empty(), "ipc region: " + err);
+  // Fabric handles, where the GPU offers them: exported as 64 bytes and
+  // imported in this process. The driver refuses them without an IMEX
+  // channel; that is reported, not counted as a failure.
+  if (!(gpu::offered_handles(0) & gpu::handle_bit(gpu::region_handle::fabric))) {
+    std::printf("fabric region: not offered by device 0\n");
+    return;
+  }
+  std::optional<gpu::exported_region> region;
+  std::optional<gpu::imported_region> mapped;
+  try {
+    region.emplace(gpu::exported_region::create(0, 1 << 20, gpu::region_handle::fabric));
+    mapped.emplace(gpu::imported_region::open(gpu::region_handle::fabric, region->export_bytes(),
+                                              region->bytes(), 0));
+  } catch (const error& e) {
+    std::printf("fabric region: refused here: %s\n", e.what());
+    return;
+  }
+  CUDA_OK(cudaMemset(region->data(), 0x5a, region->bytes()));
+  std::vector<unsigned char> h(mapped->bytes());
+  CUDA_OK(cudaMemcpy(h.data(), mapped->data(), h.size(), cudaMemcpyDeviceToHost));
+  std::size_t wrong = 0;
+  for (unsigned char b : h) wrong += b != 0x5a;
+  expect(wrong == 0, "fabric region: " + std::to_string(wrong) + " bytes differ through the second mapping");
+  std::printf("fabric region: %zu bytes exported as a fabric handle and mapped again: %s\n", region->bytes(),
+              wrong ? "WRONG" : "ok");
 }
 
 /// Rank 1 never calls: rank 0's kernel must end by abort() or by its deadline.
@@ -540,17 +567,36 @@ void host_region_cases() {
          "one GPU, automatic: regions are not device memory");
 }
 
-int process_rank_case(bool host_regions) {
+/// `way`: how the device regions are shared (automatic: whichever works);
+/// a named way the ranks refuse alike with not_supported (fabric handles
+/// without an IMEX channel) makes the case skip (77), saying why.
+int process_rank_case(bool host_regions, gpu::region_handle way) {
   std::string err;
   try {
     gpu::options opt;
     opt.stripes = 2;
     opt.timeout_ms = 10'000;
+    opt.region_handles = way;
     if (host_regions) opt.regions = gpu::region_memory::host;
-    gpu::communicator c = gpu::from_env(opt);
+    std::optional<gpu::communicator> made;
+    try {
+      made.emplace(gpu::from_env(opt));
+    } catch (const error& e) {
+      if (way == gpu::region_handle::automatic || e.code() != status::not_supported) throw;
+      std::printf("%s region handles refused on this machine: %s\nskipping\n", gpu::name(way), e.what());
+      return 77;
+    }
+    gpu::communicator& c = *made;
     const int P = c.size(), r = c.rank();
     expect(c.regions() == (host_regions ? gpu::region_memory::host : gpu::region_memory::device),
            "process rank " + std::to_string(r) + ": regions() is " + gpu::name(c.regions()));
+    const gpu::region_handle shared = c.region_sharing();
+    expect(host_regions ? shared == gpu::region_handle::automatic
+                        : shared != gpu::region_handle::automatic &&
+                              (way == gpu::region_handle::automatic || shared == way),
+           "process rank " + std::to_string(r) + ": regions shared by " + gpu::name(shared) + ", asked " +
+               gpu::name(way));
+    if (r == 0) std::printf("regions shared by %s handles (asked: %s)\n", gpu::name(shared), gpu::name(way));
     cudaStream_t st = nullptr;
     CUDA_OK(cudaSetDevice(c.device()));
     CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
@@ -613,8 +659,21 @@ int main(int argc, char** argv) {
     std::printf("no CUDA device: skipping\n");
     return 77;
   }
-  if (argc > 1 && std::strcmp(argv[1], "--procs") == 0)
-    return process_rank_case(argc > 2 && std::strcmp(argv[2], "--host-regions") == 0);
+  if (argc > 1 && std::strcmp(argv[1], "--procs") == 0) {
+    bool host_regions = false;
+    gpu::region_handle way = gpu::region_handle::automatic;
+    for (int i = 2; i < argc; ++i) {
+      if (std::strcmp(argv[i], "--host-regions") == 0)
+        host_regions = true;
+      else if (std::strcmp(argv[i], "--handle") == 0 && i + 1 < argc)
+        way = gpu::parse_region_handle(argv[++i], "--handle");
+      else {
+        std::fprintf(stderr, "usage: --procs [--host-regions] [--handle posix_fd|fabric|cuda_ipc]\n");
+        return 2;
+      }
+    }
+    return process_rank_case(host_regions, way);
+  }
   try {
     for (int P : {1, 2, 3, 4, 8})
       for (int S : {1, 4}) {
