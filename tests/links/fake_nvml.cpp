@@ -2,12 +2,15 @@
 //   COLLX_FAKE_NVML_GPUS   the PCI bus ids it knows, comma-separated
 //   COLLX_FAKE_NVML_PCIE   pairs "A-B" joined by PCIe only, comma-separated
 //                          (every other pair of known GPUs is on NVLink)
-//   COLLX_FAKE_NVML_FAIL   init | p2p: that call fails
+//   COLLX_FAKE_NVML_FAIL   init | p2p: that call fails; stall: nvmlInit_v2
+//                          sleeps 20 s first (a driver that does not answer)
 // It counts nvmlInit_v2 and nvmlShutdown calls (fake_nvml_balance) so the
 // test can check that every init is shut down.
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -47,6 +50,7 @@ struct nvml_device;
 
 int nvmlInit_v2() {
   if (fails("init")) return 999;
+  if (fails("stall")) std::this_thread::sleep_for(std::chrono::seconds(20));
   known() = split(std::getenv("COLLX_FAKE_NVML_GPUS"), ',');
   ++balance;
   return 0;

@@ -10,6 +10,7 @@
 
 #include <collx/cuda/links.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,7 +28,8 @@ struct outcome {
 
 /// nvlink_between(ids) in a child with `env` set (NAME=VALUE), through `library`.
 outcome ask(const std::vector<std::string>& ids, const std::vector<std::pair<const char*, const char*>>& env,
-            const char* library = COLLX_FAKE_NVML) {
+            const char* library = COLLX_FAKE_NVML,
+            std::chrono::milliseconds deadline = std::chrono::seconds(10)) {
   int fds[2];
   REQUIRE(pipe(fds) == 0);
   const pid_t pid = fork();
@@ -36,7 +38,7 @@ outcome ask(const std::vector<std::string>& ids, const std::vector<std::pair<con
     close(fds[0]);
     setenv("COLLX_NVML_LIBRARY", library, 1);
     for (const auto& [k, v] : env) setenv(k, v, 1);
-    const auto v = collx::gpu::nvlink_between(ids);
+    const auto v = collx::gpu::nvlink_between(ids, deadline);
     int balance = 0;
     if (void* h = dlopen(library, RTLD_NOW | RTLD_NOLOAD)) {
       if (auto f = reinterpret_cast<int (*)()>(dlsym(h, "fake_nvml_balance"))) balance = f();
@@ -123,4 +125,23 @@ TEST_CASE("links: no NVML, or NVML failing, refuses with the reason", "[links]")
   const auto wrong = ask(two, {}, "libc.so.6");
   CHECK_FALSE(wrong.all);
   CHECK(wrong.why.find("lacks nvmlInit_v2") != std::string::npos);
+}
+
+TEST_CASE("links: NVML that does not answer is given up on by the deadline", "[links]") {
+  // The stand-in sleeps 20 s in nvmlInit_v2; the verdict must come by the
+  // 100 ms deadline (checked against 10 s, far from both, so that a loaded
+  // machine cannot make it flaky), as a refusal naming the deadline.
+  const std::vector<std::string> two{"0000:18:00.0", "0000:2a:00.0"};
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto stalled = ask(two, {{"COLLX_FAKE_NVML_GPUS", eight}, {"COLLX_FAKE_NVML_FAIL", "stall"}},
+                           COLLX_FAKE_NVML, std::chrono::milliseconds(100));
+  const auto took = std::chrono::steady_clock::now() - t0;
+  CHECK_FALSE(stalled.all);
+  CHECK(stalled.why.find("NVML did not answer within 100 ms") != std::string::npos);
+  CHECK(took < std::chrono::seconds(10));
+  // The same stand-in without the stall answers within the deadline.
+  const auto prompt =
+      ask(two, {{"COLLX_FAKE_NVML_GPUS", eight}}, COLLX_FAKE_NVML, std::chrono::milliseconds(5000));
+  CHECK(prompt.all);
+  CHECK(prompt.balance == 0);
 }

@@ -84,6 +84,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -303,8 +304,9 @@ class communicator {
         use_host_regions(opt.regions, missing_peer_access(g->devices), "gpu::communicator::create_group");
     if (!g->host_regions) enable_peer_access(g->devices);
     g->ll128_refusal =
-        ll128_refusal_for(*g, g->several_devices && !g->host_regions ? nvlink_between(bus_ids_of(g->devices))
-                                                                     : nvlink_verdict{true, {}});
+        ll128_refusal_for(*g, g->several_devices && !g->host_regions
+                                 ? nvlink_between(bus_ids_of(g->devices), nvml_deadline(opt))
+                                 : nvlink_verdict{true, {}});
     report_ll128("gpu::communicator::create_group", g->ll128_refusal);
     g->view.layout = layout_for(g->nranks, opt, g->stripes);
     const std::size_t region = g->view.layout.region_bytes();
@@ -629,6 +631,12 @@ class communicator {
     require(static_cast<unsigned>(opt.region_handles) <= static_cast<unsigned>(region_handle::cuda_ipc), op,
             "region_handles is not a region_handle value: " +
                 std::to_string(static_cast<int>(opt.region_handles)));
+  }
+  /// How long NVML may take to say how the GPUs are linked: half the
+  /// group's timeout, so that a rank whose NVML stalled still answers its
+  /// peers before their bootstrap waits give up.
+  static std::chrono::milliseconds nvml_deadline(const options& opt) {
+    return std::chrono::milliseconds(std::max<std::uint64_t>(1, opt.timeout_ms / 2));
   }
   /// options::region_handles, or what COLLX_GPU_REGION_HANDLE names.
   static region_handle region_handles_of(const options& opt) {

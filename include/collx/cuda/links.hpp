@@ -18,9 +18,14 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 namespace collx::gpu {
@@ -87,16 +92,10 @@ inline std::string describe(const nvml_api& api, nvml_return r) {
   return "NVML error " + std::to_string(r) + (s != nullptr ? std::string(" (") + s + ")" : std::string());
 }
 
-}  // namespace links_detail
-
-/// Whether every pair of distinct GPUs among `bus_ids` has an NVLink path.
-/// One GPU (or none) has no pair: all is true. Thread-safe; asks NVML each
-/// time (a group is made once).
-inline nvlink_verdict nvlink_between(std::vector<std::string> bus_ids) {
-  std::sort(bus_ids.begin(), bus_ids.end());
-  bus_ids.erase(std::unique(bus_ids.begin(), bus_ids.end()), bus_ids.end());
-  if (bus_ids.size() < 2) return {true, {}};
-  const auto& api = links_detail::nvml();
+/// The verdict for distinct, sorted `bus_ids` (at least two), asking NVML
+/// on the calling thread.
+inline nvlink_verdict ask_nvml(const std::vector<std::string>& bus_ids) {
+  const auto& api = nvml();
   if (!api.load_error.empty()) return {false, api.load_error};
   if (const auto r = api.init(); r != links_detail::nvml_success)
     return {false, "nvmlInit_v2 failed: " + links_detail::describe(api, r)};
@@ -119,6 +118,52 @@ inline nvlink_verdict nvlink_between(std::vector<std::string> bus_ids) {
     }
   (void)api.shutdown();
   return v;
+}
+
+}  // namespace links_detail
+
+/// Whether every pair of distinct GPUs among `bus_ids` has an NVLink path.
+/// One GPU (or none) has no pair: all is true. Thread-safe; asks NVML each
+/// time (a group is made once).
+///
+/// NVML runs inside the driver and may stall there (a GPU in recovery, a
+/// wedged driver), so it is asked on a thread of its own and waited for at
+/// most `deadline`. Past it the verdict is a refusal saying so, and the
+/// thread is left to finish on its own: it holds only what it shares with
+/// nothing else, and any later call starts afresh.
+inline nvlink_verdict nvlink_between(std::vector<std::string> bus_ids,
+                                     std::chrono::milliseconds deadline = std::chrono::seconds(10)) {
+  std::sort(bus_ids.begin(), bus_ids.end());
+  bus_ids.erase(std::unique(bus_ids.begin(), bus_ids.end()), bus_ids.end());
+  if (bus_ids.size() < 2) return {true, {}};
+  struct answer {
+    std::mutex lock;
+    std::condition_variable ready;
+    bool done = false;
+    nvlink_verdict verdict;
+  };
+  auto shared = std::make_shared<answer>();
+  try {
+    std::thread([shared, ids = std::move(bus_ids)] {
+      nvlink_verdict v;
+      try {
+        v = links_detail::ask_nvml(ids);
+      } catch (const std::exception& e) {
+        v = {false, std::string("asking NVML failed: ") + e.what()};
+      }
+      std::lock_guard hold(shared->lock);
+      shared->verdict = std::move(v);
+      shared->done = true;
+      shared->ready.notify_all();
+    }).detach();
+  } catch (const std::system_error& e) {
+    return {false, std::string("no thread to ask NVML on: ") + e.what()};
+  }
+  std::unique_lock hold(shared->lock);
+  if (!shared->ready.wait_for(hold, deadline, [&] { return shared->done; }))
+    return {false, "NVML did not answer within " + std::to_string(deadline.count()) +
+                       " ms (stalled in the driver?), so the links are unknown"};
+  return shared->verdict;
 }
 
 }  // namespace collx::gpu

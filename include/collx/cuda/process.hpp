@@ -312,7 +312,8 @@ struct process_access {
     for (const auto& p : places) bus_ids.emplace_back(p.bus_id, strnlen(p.bus_id, sizeof p.bus_id));
     for (const auto& b : bus_ids) g->several_devices |= b != bus_ids[0];
     const nvlink_verdict links =
-        g->several_devices && !g->host_regions ? nvlink_between(bus_ids) : nvlink_verdict{true, {}};
+        g->several_devices && !g->host_regions ? nvlink_between(bus_ids, communicator::nvml_deadline(opt))
+                                               : nvlink_verdict{true, {}};
     const auto nvlink_votes = all_of<std::uint8_t>(s, links.all ? 1 : 0);
     nvlink_verdict agreed = links;
     for (int q = 0; q < nranks && agreed.all; ++q)
