@@ -68,6 +68,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 namespace collx {
 
@@ -353,8 +354,17 @@ class prims {
 
   static constexpr const T* no_src = nullptr;
   static constexpr T* no_dst = nullptr;
+  /// Views up to this size are copied in; larger ones (the mesh's, with a
+  /// region pointer per rank) are referred to, since the caller's outlives
+  /// the call. A copy is indexed by peer at run time, so on a GPU it lived in
+  /// local memory: 784 of the 1.9–2.1 KB stack frame of every
+  /// gpu::collective_kernel, reserved for every thread the GPU can hold. The
+  /// kernel takes its view as a __grid_constant__ parameter, so the
+  /// reference reads the parameter itself.
+  static constexpr std::size_t view_copied_bytes = 256;
+  using view_holder = std::conditional_t<(sizeof(View) <= view_copied_bytes), View, const View&>;
   Exec ex_;
-  View view_;
+  view_holder view_;
   engine_type engine_;  // refers to ex_ and view_: declared after them
   Red red_;
   int rank_;

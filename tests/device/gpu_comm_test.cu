@@ -322,7 +322,7 @@ void graph_case(std::vector<gpu::communicator>& comms, std::size_t n, int replay
 /// A user kernel that produces its stripe's slice of y (2·input) and
 /// all-reduces y in the same kernel (collx/cuda/device.hpp).
 __global__ void __launch_bounds__(gpu::block_threads)
-    fused_double_then_all_reduce(gpu::device_comm h, const float* x, float* y, std::size_t n) {
+    fused_double_then_all_reduce(const __grid_constant__ gpu::device_comm h, const float* x, float* y, std::size_t n) {
   const stripe_slice s = h.slice_of_block(n, sizeof(float));
   for (std::size_t i = s.lo + threadIdx.x; i < s.lo + s.n; i += blockDim.x) y[i] = 2.0f * x[i];
   __syncthreads();

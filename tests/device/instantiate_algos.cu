@@ -29,7 +29,7 @@ template __global__ void algo_kernel<h100_large::algorithm, h100_large::protocol
 // buffers in place) are compiled too, and the PTX rules see the loads of
 // the peers' published lines.
 template <coll C>
-__global__ void nvls_mesh_kernel(transport::mesh_view view, exec::cuda ex, schedule_args<float> a,
+__global__ void nvls_mesh_kernel(const __grid_constant__ transport::mesh_view view, exec::cuda ex, schedule_args<float> a,
                                  int* status_out) {
   const reducer<float, reduce_op::sum> red{static_cast<std::uint32_t>(view.nranks())};
   const status st = run_stripe<algo::nvls, proto::simple, C>(

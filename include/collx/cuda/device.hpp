@@ -4,7 +4,8 @@
 //   const gpu::device_comm h = comm.device_handle();   // host, once
 //   my_kernel<<<h.stripes, gpu::block_threads, 0, stream>>>(h, ...);
 //
-//   __global__ void my_kernel(gpu::device_comm h, const float* x, float* y, std::size_t n) {
+//   __global__ void my_kernel(const __grid_constant__ gpu::device_comm h, const float* x, float* y,
+//                             std::size_t n) {
 //     const stripe_slice s = h.slice_of_block(n, sizeof(float));   // this block's elements
 //     for (i in s) y[i] = f(x[i]);                                 // produce them
 //     __syncthreads();                                             // the block's slice is ready
@@ -23,7 +24,10 @@
 // abort, it also raises the group's abort word, so every other rank's waits
 // end with status::aborted at once.
 //
-// The handle is trivially copyable: pass it by value as a kernel argument.
+// The handle is trivially copyable: pass it by value as a kernel argument,
+// declared `const __grid_constant__` (sm_70 and later), so that the calls
+// read it where the launch put it; otherwise each thread copies its 800-odd
+// bytes into local memory.
 #pragma once
 
 #include <collx/coll.hpp>

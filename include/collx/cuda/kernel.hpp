@@ -42,7 +42,8 @@ __device__ inline void report_failure(status st, int* status_word, std::uint32_t
 
 template <class Algo, class Proto, coll C, class T, reduce_op Op>
 __global__ void __launch_bounds__(block_threads)
-    collective_kernel(transport::mesh_view view, exec::cuda ex, schedule_args<T> a, int* status_word) {
+    collective_kernel(const __grid_constant__ transport::mesh_view view, exec::cuda ex, schedule_args<T> a,
+                      int* status_word) {
   const reducer<T, Op> red{static_cast<std::uint32_t>(a.nranks)};
   const int stripe = static_cast<int>(blockIdx.x), nstripes = static_cast<int>(gridDim.x);
   const status st = run_stripe<Algo, Proto, C>(ex, view, red, proto::channel_of<Proto>, a, stripe, nstripes);
