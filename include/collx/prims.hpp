@@ -251,7 +251,7 @@ class prims {
     }
     for (int q = 0; q < view_.nranks(); ++q) {
       const std::uint64_t* w = view_.barrier_seen(rank_, q, stripe_);
-      COLLX_TRY(ex_.wait([&] { return detail::load_acquire(w) >= want; }));
+      COLLX_TRY(ex_.wait([&] { return detail::load_polled(w) >= want; }));
     }
     g.sync();
     return status::ok;

@@ -10,18 +10,23 @@ cannot see:
                FIFO line or a counter another rank writes would be read stale.
   sys-scope    every acquire load, release store and atomic with a scope uses
                .sys: the peer writing or reading may be another GPU or the host.
-  posts        every kernel that waits with acquire loads also publishes with
-               release stores, or with a system-scope release fence followed
-               by relaxed system-scope stores (a protocol step pairs them;
-               the mesh's peer-memory barrier stores one count into every
-               rank's region after one fence).
+  posts        every kernel that waits (acquire loads, or relaxed
+               system-scope polls closed by an acquire fence) also publishes
+               with release stores, or with a system-scope release fence
+               followed by relaxed system-scope stores (a protocol step pairs
+               them; the mesh's peer-memory barrier stores one count into
+               every rank's region after one fence).
   ll-volatile  every kernel of an LL or LL128 schedule polls its lines with
                volatile global loads (the flag is in the line: no counter to
                acquire, and the load must not be served from a cache); not
                for algorithms on peer memory (nvls), which touch no FIFO
                whatever protocol they are instantiated with.
-  simple-acq   every kernel of a Simple schedule waits on counters with
-               acquire loads.
+  simple-poll  every kernel of a Simple schedule acquires once a wait on a
+               counter is over (fence.acq_rel.sys or fence.sc.sys, by
+               exec::cuda::wait): its polls are relaxed system-scope loads
+               (detail::load_polled), which, unlike acquire loads, do not
+               invalidate the SM's L1 at every spin, so the fence is what
+               orders the slot's reads after the counter.
   narrow-hw    every kernel that reduces a narrow float type (all_reduce,
                reduce_scatter, reduce of half, bfloat16, e4m3, e5m2) rounds
                its results with the GPU's cvt, and for half and bfloat16
@@ -42,6 +47,7 @@ CALL = re.compile(r"\bcall(?:\.uni)?\s[^;]*?([_A-Za-z][\w$]*)\s*,?\s*\(")
 CALL_SIMPLE = re.compile(r"\bcall(?:\.uni)?\s+([_A-Za-z][\w$]*)\s*;")
 MEMOP = re.compile(r"\b(ld|st|atom|red)((?:\.[a-z0-9_]+)+)")
 RELEASE_FENCE = re.compile(r"\bfence\.(?:acq_rel|sc|release)\.sys\b")
+ACQUIRE_FENCE = re.compile(r"\bfence\.(?:acq_rel|sc|acquire)\.sys\b")
 SCOPED = re.compile(r"\.(acquire|release|relaxed|acq_rel|sc)\b.*\.(cta|cluster|gpu|sys)\b|\.(cta|cluster|gpu|sys)\b")
 
 # As they appear in mangled kernel names (the namespace may be a substitution).
@@ -125,17 +131,19 @@ def check(path):
         releases = [k for k in kinds if k.startswith("st.") and ".release" in k]
         fenced = any(RELEASE_FENCE.search(line.split("//")[0]) for line in lines) and any(
             k.startswith("st.") and ".relaxed" in k and ".sys" in k for k in kinds)
-        if acquires and not releases and not fenced:
-            errors.append(f"posts: {name}: {len(acquires)} acquire loads and no release store")
+        relaxed_polls = [k for k in kinds if k.startswith("ld.") and ".relaxed" in k and ".sys" in k]
+        acquire_fenced = any(ACQUIRE_FENCE.search(line.split("//")[0]) for line in lines)
+        if (acquires or (relaxed_polls and acquire_fenced)) and not releases and not fenced:
+            errors.append(f"posts: {name}: waits (acquire loads or fenced polls) and no release store")
         protos = [p for p, tag in PROTOCOLS.items() if tag in name]
         runtime = "5proto7runtimeI" in name
         peer_memory = any(tag in name for tag in PEER_MEMORY)
         if (any(p in ("ll", "ll128") for p in protos) or runtime) and not peer_memory:
             if not any(k.startswith("ld.volatile.global") for k in kinds):
                 errors.append(f"ll-volatile: {name}: no volatile global load (LL lines are polled with them)")
-        if "simple" in protos or runtime:
-            if not acquires:
-                errors.append(f"simple-acq: {name}: no acquire load (Simple waits on counters with them)")
+        if ("simple" in protos or runtime) and not peer_memory:
+            if not acquire_fenced:
+                errors.append(f"simple-poll: {name}: no acquire fence after its polls")
         narrow = [v for tag, v in NARROW.items() if tag in name]
         if narrow and REDUCING.search(name) and sm >= narrow[0][0]:
             lowest, cvt, packed = narrow[0]

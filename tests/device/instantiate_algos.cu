@@ -36,16 +36,16 @@ __global__ void nvls_mesh_kernel(const __grid_constant__ transport::mesh_view vi
       ex, view, red, 0, a, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
   if (threadIdx.x == 0) status_out[0] = static_cast<int>(st);
 }
-template __global__ void nvls_mesh_kernel<coll::all_reduce>(transport::mesh_view, exec::cuda,
-                                                            schedule_args<float>, int*);
-template __global__ void nvls_mesh_kernel<coll::reduce_scatter>(transport::mesh_view, exec::cuda,
-                                                                schedule_args<float>, int*);
-template __global__ void nvls_mesh_kernel<coll::all_gather>(transport::mesh_view, exec::cuda,
-                                                            schedule_args<float>, int*);
-template __global__ void nvls_mesh_kernel<coll::broadcast>(transport::mesh_view, exec::cuda,
-                                                           schedule_args<float>, int*);
-template __global__ void nvls_mesh_kernel<coll::all_to_all>(transport::mesh_view, exec::cuda,
-                                                            schedule_args<float>, int*);
+template __global__ void nvls_mesh_kernel<coll::all_reduce>(const __grid_constant__ transport::mesh_view,
+                                                            exec::cuda, schedule_args<float>, int*);
+template __global__ void nvls_mesh_kernel<coll::reduce_scatter>(const __grid_constant__ transport::mesh_view,
+                                                            exec::cuda, schedule_args<float>, int*);
+template __global__ void nvls_mesh_kernel<coll::all_gather>(const __grid_constant__ transport::mesh_view,
+                                                            exec::cuda, schedule_args<float>, int*);
+template __global__ void nvls_mesh_kernel<coll::broadcast>(const __grid_constant__ transport::mesh_view,
+                                                            exec::cuda, schedule_args<float>, int*);
+template __global__ void nvls_mesh_kernel<coll::all_to_all>(const __grid_constant__ transport::mesh_view,
+                                                            exec::cuda, schedule_args<float>, int*);
 
 // The other algorithms add schedules, not element paths: two element types
 // (a native one, and a converted one with a post-free op) cover them.

@@ -56,6 +56,31 @@ COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void fence_release() {
   std::atomic_thread_fence(std::memory_order_release);
 #endif
 }
+/// An acquire fence at system scope: what later loads and stores of this
+/// thread see is at least what the relaxed loads before it saw.
+COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void fence_acquire() {
+#if COLLX_HAS_LIBCUDACXX
+  cuda::atomic_thread_fence(cuda::std::memory_order_acquire, cuda::thread_scope_system);
+#else
+  std::atomic_thread_fence(std::memory_order_acquire);
+#endif
+}
+/// The load of a wait loop's predicate, for waits through an executor's
+/// wait(). Device code: relaxed, as NCCL polls with volatile loads, because
+/// an acquire load invalidates the SM's L1 at every spin, which every block
+/// on the SM pays for (a fused kernel's compute included); exec::cuda::wait()
+/// then runs one fence_acquire() in the polling thread once the predicate
+/// holds, before the block barrier that releases the others. Host code:
+/// acquire (as cheap as relaxed on x86, and ThreadSanitizer does not model
+/// fences).
+template <class T>
+COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE T load_polled(const T* p) {
+#if COLLX_DEVICE_CODE
+  return load_relaxed(p);
+#else
+  return load_acquire(p);
+#endif
+}
 template <class T>
 COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE T fetch_add(T* p, T v) {
   return atomic_ref<T>(*p).fetch_add(v, mo::memory_order_acq_rel);

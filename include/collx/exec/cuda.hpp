@@ -91,11 +91,17 @@ struct cuda {
   __device__ group workers() const { return {}; }
 
   /// Polls done() (thread 0 only) until it holds, the deadline passes or the
-  /// abort word is raised; every thread returns thread 0's verdict.
+  /// abort word is raised; every thread returns thread 0's verdict. done()
+  /// may read with relaxed loads (detail::load_polled): once it holds, thread
+  /// 0 runs one acquire fence before the block barrier, so every thread's
+  /// later accesses come after the loads that satisfied it.
   template <class Pred>
   __device__ status wait(Pred&& done) const {
     status v = status::ok;
-    if (threadIdx.x == 0) v = poll(done);
+    if (threadIdx.x == 0) {
+      v = poll(done);
+      if (v == status::ok) detail::fence_acquire();
+    }
     return workers().broadcast(v);
   }
 

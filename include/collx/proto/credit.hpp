@@ -35,9 +35,9 @@ COLLX_HOST_DEVICE status wait_credit(const Exec& ex, const Group& g, send_conn& 
   if (c.head_seen + slots > step) return status::ok;
   const std::uint64_t* head_word = c.fifo.head;
   const status st = ex.wait([&] {
-    if (detail::load_acquire(head_word) + slots > step) return true;
+    if (detail::load_polled(head_word) + slots > step) return true;
     poll();
-    return detail::load_acquire(head_word) + slots > step;
+    return detail::load_polled(head_word) + slots > step;
   });
   if (st != status::ok) return st;
   std::uint64_t head = 0;

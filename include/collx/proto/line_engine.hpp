@@ -134,7 +134,7 @@ class line_engine {
         if (view_.whole_steps_from(from)) {
           const std::uint64_t* tail = in->fifo.tail;
           COLLX_TRY(wait_arrival(ex_, view_, from, channel_, rstep,
-                                 [&] { return detail::load_acquire(tail) > rstep; }));
+                                 [&] { return detail::load_polled(tail) > rstep; }));
         }
       }
 

@@ -123,7 +123,7 @@ struct simple {
           const std::uint64_t want = in->step;
           const std::uint64_t* tail = in->fifo.tail;
           const status st = wait_arrival(ex_, view_, from, channel_, want,
-                                         [&] { return detail::load_acquire(tail) > want; });
+                                         [&] { return detail::load_polled(tail) > want; });
           if (st != status::ok) return st;
         }
         if constexpr (S) {
