@@ -32,6 +32,9 @@
 #                         and the same over host-memory regions
 #   comm-each.log         the same with COLLX_GPU_FENCE=each (a system fence in
 #                         every thread before a post, the former default)
+#   comm-sys.log          the same with COLLX_GPU_SCOPE=system (steps ordered
+#                         at system scope, as groups across GPUs order them)
+#   perf-ar-p2-simple-small-{sys,gpu}.log  small Simple calls at both scopes
 #   perf-ar-p*-nvls-{registered,staged}.log  nvls with registered buffers (read
 #                         in place) against nvls staging them, 8 B-4 MiB
 #   perf-ar-p2-sweep-*.log  every explicit variant and the automatic choice,
@@ -127,6 +130,8 @@ if [ -x "$comm" ]; then
   step "CUDA communicator test" "$out/comm.log" "$comm"
   [ -z "$quick" ] && step "CUDA communicator test, fences in every thread" "$out/comm-each.log" \
     env COLLX_GPU_FENCE=each "$comm"
+  [ -z "$quick" ] && step "CUDA communicator test, system scope" "$out/comm-sys.log" \
+    env COLLX_GPU_SCOPE=system "$comm"
   step "CUDA communicator, process ranks" "$out/comm-procs.log" "$build/tools/collxrun" -n 2 "$comm" --procs
   step "CUDA communicator, process ranks, host regions" "$out/comm-procs-host.log" "$build/tools/collxrun" -n 2 \
     "$comm" --procs --host-regions
@@ -161,6 +166,12 @@ if [ -x "$perf" ]; then
     step "perf all_reduce P=2 ring/simple, $fence fences" "$out/perf-ar-p2-simple$sfx.log" \
       env COLLX_GPU_FENCE=$fence "$perf" all_reduce -b 1M -e 256M -f 4 -p 2 --algo ring --proto simple
   done
+  # Steps ordered at GPU scope (the default for ranks sharing this GPU)
+  # against system scope, small calls where the fences weigh most.
+  step "perf all_reduce P=2 ring/simple 8 B-64 KiB, system scope" "$out/perf-ar-p2-simple-small-sys.log" \
+    env COLLX_GPU_SCOPE=system "$perf" all_reduce -b 8 -e 64K -f 8 -p 2 -n 200 --algo ring --proto simple
+  step "perf all_reduce P=2 ring/simple 8 B-64 KiB, GPU scope" "$out/perf-ar-p2-simple-small-gpu.log" \
+    "$perf" all_reduce -b 8 -e 64K -f 8 -p 2 -n 200 --algo ring --proto simple
   # The launch floor (one rank, nothing to wait for).
   step "perf all_reduce P=1 ring/ll 8 B (launch floor)" "$out/perf-ar-p1-ll.log" "$perf" all_reduce -b 8 -e 8 -p 1 \
     -n 200 --algo ring --proto ll

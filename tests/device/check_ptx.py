@@ -8,8 +8,12 @@ cannot see:
 
   no-nc        no non-coherent load (ld.*.nc, the read-only data cache): a
                FIFO line or a counter another rank writes would be read stale.
-  sys-scope    every acquire load, release store and atomic with a scope uses
-               .sys: the peer writing or reading may be another GPU or the host.
+  scope        every acquire load, release store and atomic with a scope uses
+               .sys or .gpu, never .cta or .cluster (the peer is another
+               block at least); and a kernel that releases or fences at .gpu
+               scope (exec::cuda::one_gpu: every rank on one GPU) also does
+               so at .sys scope, the branch for groups across GPUs or with
+               host regions.
   posts        every kernel that waits (acquire loads, or relaxed
                system-scope polls closed by an acquire fence) also publishes
                with release stores, or with a system-scope release fence
@@ -125,12 +129,16 @@ def check(path):
                 errors.append(f"no-nc: {name}: {code}")
             scopes = [s for s in ("cta", "cluster", "gpu", "sys") if f".{s}" in op]
             ordered = any(f".{o}" in op for o in ("acquire", "release", "acq_rel", "relaxed", "sc"))
-            if (ordered or op.startswith(("atom", "red"))) and scopes and scopes != ["sys"]:
-                errors.append(f"sys-scope: {name}: {code}")
+            if (ordered or op.startswith(("atom", "red"))) and scopes and not set(scopes) <= {"sys", "gpu"}:
+                errors.append(f"scope: {name}: {code}")
         acquires = [k for k in kinds if k.startswith("ld.") and ".acquire" in k]
         releases = [k for k in kinds if k.startswith("st.") and ".release" in k]
         fenced = any(RELEASE_FENCE.search(line.split("//")[0]) for line in lines) and any(
             k.startswith("st.") and ".relaxed" in k and ".sys" in k for k in kinds)
+        body = "\n".join(line.split("//")[0] for line in lines)
+        for gpu_form, sys_form in (("st.release.gpu", "st.release.sys"), ("fence.acq_rel.gpu", "fence.acq_rel.sys")):
+            if gpu_form in body and sys_form not in body:
+                errors.append(f"scope: {name}: {gpu_form} without {sys_form} (no system-scope branch)")
         relaxed_polls = [k for k in kinds if k.startswith("ld.") and ".relaxed" in k and ".sys" in k]
         acquire_fenced = any(ACQUIRE_FENCE.search(line.split("//")[0]) for line in lines)
         if (acquires or (relaxed_polls and acquire_fenced)) and not releases and not fenced:

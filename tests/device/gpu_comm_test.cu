@@ -20,6 +20,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -539,6 +540,7 @@ void host_region_cases() {
     auto comms = gpu::communicator::create_group(devs, opt);
     const std::string tag = "host regions P=" + std::to_string(P);
     expect(comms[0].regions() == gpu::region_memory::host, tag + ": regions() is not host");
+    expect(!comms[0].gpu_scope(), tag + ": steps over host memory ordered at GPU scope");
     for (std::size_t n : {std::size_t(1), std::size_t(1031), (std::size_t(1) << 20) + 3}) {
       automatic_cases(comms, n, tag);
       explicit_cases<algo::ring, proto::simple>(comms, n, tag);
@@ -683,6 +685,14 @@ int main(int argc, char** argv) {
         opt.timeout_ms = 5'000;
         auto comms = gpu::communicator::create_group(devs, opt);
         const std::string tag = "P=" + std::to_string(P) + " S=" + std::to_string(S);
+        // Every rank on device 0 with device regions: GPU scope, unless
+        // COLLX_GPU_SCOPE=system (gpu-check.sh runs this test both ways).
+        const char* scope_env = std::getenv("COLLX_GPU_SCOPE");
+        const bool system_asked = scope_env != nullptr && std::strcmp(scope_env, "system") == 0;
+        expect(comms[0].gpu_scope() == !system_asked,
+               tag + ": gpu_scope() is " + (comms[0].gpu_scope() ? "true" : "false"));
+        if (P == 2 && S == 1)
+          std::printf("steps ordered at %s scope\n", comms[0].gpu_scope() ? "GPU" : "system");
         for (std::size_t n :
              {std::size_t(0), std::size_t(1), std::size_t(1031), (std::size_t(1) << 20) + 3}) {
           automatic_cases(comms, n, tag);

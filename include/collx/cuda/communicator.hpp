@@ -118,6 +118,16 @@ enum class region_memory {
   host,
 };
 
+/// The memory scope of the fences and release stores that order a step.
+enum class memory_scope {
+  /// GPU scope where every rank of the group runs on one GPU and the regions
+  /// are device memory (nothing outside that GPU takes part in a step); system
+  /// scope otherwise.
+  automatic,
+  /// System scope always.
+  system,
+};
+
 inline const char* name(region_memory m) {
   switch (m) {
     case region_memory::automatic: return "automatic";
@@ -160,6 +170,9 @@ struct options {
   /// Every rank must ask alike. COLLX_GPU_REGION_HANDLE overrides it. Thread
   /// groups and host regions share nothing by handle and ignore it.
   region_handle region_handles = region_handle::automatic;
+  /// The scope of the fences and release stores that order a step (see
+  /// memory_scope). COLLX_GPU_SCOPE=system or =automatic overrides it.
+  memory_scope scope = memory_scope::automatic;
 };
 
 /// Algorithms the automatic choice picks from (each instantiated per protocol
@@ -186,6 +199,8 @@ struct group_state {
   /// Process ranks with device regions: how the regions were shared
   /// (automatic where they were not shared by handle).
   region_handle region_sharing = region_handle::automatic;
+  /// exec::cuda::one_gpu of every launch: steps ordered at GPU scope.
+  bool gpu_scope = false;
   tune::profile profile{};
   /// Blocks of each launched kernel a device holds at once (kernel, device →
   /// blocks): queried once, then read on every launch; ranks of the group may
@@ -303,6 +318,7 @@ class communicator {
     g->host_regions =
         use_host_regions(opt.regions, missing_peer_access(g->devices), "gpu::communicator::create_group");
     if (!g->host_regions) enable_peer_access(g->devices);
+    g->gpu_scope = gpu_scope_for(opt, *g);
     g->ll128_refusal =
         ll128_refusal_for(*g, g->several_devices && !g->host_regions
                                  ? nvlink_between(bus_ids_of(g->devices), nvml_deadline(opt))
@@ -360,6 +376,8 @@ class communicator {
   /// fabric or cuda_ipc); automatic where nothing was shared by handle (a
   /// thread group, host regions).
   region_handle region_sharing() const { return live().region_sharing; }
+  /// Whether this group's steps are ordered at GPU scope (memory_scope).
+  bool gpu_scope() const { return live().gpu_scope; }
 
   /// Why protocol `p` cannot run on this group (empty: it can).
   std::string why_not(proto_id p) const {
@@ -519,6 +537,7 @@ class communicator {
     h.exec.abort_word = g.abort_dev;
     h.exec.timeout_ns = g.timeout_ns;
     h.exec.fence_each_thread = g.fence_each_thread;
+    h.exec.one_gpu = g.gpu_scope;
     h.rank = rank_;
     h.nranks = g.nranks;
     h.stripes = g.stripes;
@@ -628,6 +647,8 @@ class communicator {
     require(opt.regions == region_memory::automatic || opt.regions == region_memory::device ||
                 opt.regions == region_memory::host,
             op, "regions is not a region_memory value: " + std::to_string(static_cast<int>(opt.regions)));
+    require(opt.scope == memory_scope::automatic || opt.scope == memory_scope::system, op,
+            "scope is not a memory_scope value: " + std::to_string(static_cast<int>(opt.scope)));
     require(static_cast<unsigned>(opt.region_handles) <= static_cast<unsigned>(region_handle::cuda_ipc), op,
             "region_handles is not a region_handle value: " +
                 std::to_string(static_cast<int>(opt.region_handles)));
@@ -637,6 +658,20 @@ class communicator {
   /// peers before their bootstrap waits give up.
   static std::chrono::milliseconds nvml_deadline(const options& opt) {
     return std::chrono::milliseconds(std::max<std::uint64_t>(1, opt.timeout_ms / 2));
+  }
+  /// Whether a group's steps may be ordered at GPU scope: options::scope (or
+  /// COLLX_GPU_SCOPE) allows it, and every rank runs on one GPU with its
+  /// region in device memory.
+  static bool gpu_scope_for(const options& opt, const detail::group_state& g) {
+    memory_scope scope = opt.scope;
+    if (const char* e = std::getenv("COLLX_GPU_SCOPE"); e != nullptr && *e != '\0') {
+      if (std::strcmp(e, "system") == 0) scope = memory_scope::system;
+      else if (std::strcmp(e, "automatic") == 0) scope = memory_scope::automatic;
+      else
+        throw_error(status::invalid_argument,
+                    std::string("COLLX_GPU_SCOPE must be 'automatic' or 'system', got '") + e + "'");
+    }
+    return scope == memory_scope::automatic && !g.several_devices && !g.host_regions;
   }
   /// options::region_handles, or what COLLX_GPU_REGION_HANDLE names.
   static region_handle region_handles_of(const options& opt) {
@@ -969,6 +1004,7 @@ class communicator {
     ex.abort_word = g.abort_dev;
     ex.timeout_ns = g.timeout_ns;
     ex.fence_each_thread = g.fence_each_thread;
+    ex.one_gpu = g.gpu_scope;
     const std::uint64_t call = claim_stream(g, dev, stream);
     transport::mesh_view view = g.view;
     view.windows = windows;

@@ -311,6 +311,7 @@ struct process_access {
     std::vector<std::string> bus_ids;
     for (const auto& p : places) bus_ids.emplace_back(p.bus_id, strnlen(p.bus_id, sizeof p.bus_id));
     for (const auto& b : bus_ids) g->several_devices |= b != bus_ids[0];
+    g->gpu_scope = communicator::gpu_scope_for(opt, *g);
     const nvlink_verdict links =
         g->several_devices && !g->host_regions ? nvlink_between(bus_ids, communicator::nvml_deadline(opt))
                                                : nvlink_verdict{true, {}};

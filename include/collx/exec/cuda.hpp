@@ -9,7 +9,9 @@
 // abort word in host-mapped memory costs a PCIe round trip per load).
 // fence_before_post() is a system fence in every thread where
 // fence_each_thread is on (off by default: the leader's release store after
-// the block barrier already publishes the slot before the counter).
+// the block barrier already publishes the slot before the counter). Fences
+// and release stores are at system scope, or at GPU scope where one_gpu says
+// every rank of the group runs on this GPU.
 //
 // Every wait is bounded: deadline_ns == 0 (the default) means timeout_ns after
 // the first wait of this thread's copy, and timeout_ns defaults to 10 s, so a
@@ -23,6 +25,8 @@
 #include <cstdint>
 
 #if defined(__CUDACC__)
+
+#include <cuda/atomic>
 
 namespace collx::exec {
 
@@ -93,14 +97,14 @@ struct cuda {
   /// Polls done() (thread 0 only) until it holds, the deadline passes or the
   /// abort word is raised; every thread returns thread 0's verdict. done()
   /// may read with relaxed loads (detail::load_polled): once it holds, thread
-  /// 0 runs one acquire fence before the block barrier, so every thread's
-  /// later accesses come after the loads that satisfied it.
+  /// 0 runs one acquire fence (fence_acquire) before the block barrier, so
+  /// every thread's later accesses come after the loads that satisfied it.
   template <class Pred>
   __device__ status wait(Pred&& done) const {
     status v = status::ok;
     if (threadIdx.x == 0) {
       v = poll(done);
-      if (v == status::ok) detail::fence_acquire();
+      if (v == status::ok) fence_acquire();
     }
     return workers().broadcast(v);
   }
@@ -131,8 +135,25 @@ struct cuda {
   /// per step: 17 % of an 8 B call on an H200 (gpu::options::fence_each_thread
   /// has the measurements).
   bool fence_each_thread = false;
+  /// Every rank of the group runs on this GPU and its FIFOs are in device
+  /// memory: the fences and release stores that order a step need GPU scope
+  /// only (fence.acq_rel.gpu, st.release.gpu), not system scope, which also
+  /// orders against other GPUs and the host. The communicator sets it
+  /// (gpu::options::scope); the abort word and the status words, which the
+  /// host reads, keep system scope.
+  bool one_gpu = false;
   __device__ void fence_before_post() const {
-    if (fence_each_thread) __threadfence_system();
+    if (!fence_each_thread) return;
+    if (one_gpu) __threadfence();
+    else __threadfence_system();
+  }
+  /// The leader's post that publishes a written slot (proto::post_tail): a
+  /// release store at the group's scope.
+  template <class Word>
+  __device__ void post(Word* word, Word value) const {
+    // ::cuda is libcu++; plain `cuda` names this executor here.
+    if (one_gpu) ::cuda::atomic_ref<Word, ::cuda::thread_scope_device>(*word).store(value, ::cuda::std::memory_order_release);
+    else detail::store_release(word, value);
   }
   /// A receiver's post that frees slots (proto::post_head), by the leader
   /// after the block barrier: a release store by default; with
@@ -140,8 +161,14 @@ struct cuda {
   /// reads of the slot before it (NCCL's receivers post with a plain store).
   template <class Word>
   __device__ void post_freed(Word* head, Word value) const {
-    if (fence_each_thread) detail::store_release(head, value);
+    if (fence_each_thread) post(head, value);
     else detail::store_relaxed(head, value);
+  }
+  /// What the polling thread runs once a wait is over: an acquire fence at
+  /// the group's scope (the polls were relaxed: detail::load_polled).
+  __device__ void fence_acquire() const {
+    if (one_gpu) ::cuda::atomic_thread_fence(::cuda::std::memory_order_acquire, ::cuda::thread_scope_device);
+    else detail::fence_acquire();
   }
   /// Device waits poll; nobody sleeps, so nobody needs waking.
   __device__ static void notify(int) {}

@@ -60,6 +60,16 @@ COLLX_HOST_DEVICE void post_head(const Exec& ex, Word* head, Word value) {
   else detail::store_release(head, value);
 }
 
+/// The sender's post that publishes its slot up to `tail` (the receiver
+/// waits on it before reading), by the leader after the group barrier: a
+/// release store, at the executor's memory scope where it chooses one
+/// (exec::cuda::post: GPU scope for a group on one GPU).
+template <class Exec, class Word>
+COLLX_HOST_DEVICE void post_tail(const Exec& ex, Word* tail, Word value) {
+  if constexpr (requires { ex.post(tail, value); }) ex.post(tail, value);
+  else detail::store_release(tail, value);
+}
+
 /// wait_credit for a connection to rank `to` of `view`: on a departing view
 /// (arrival.hpp) the rank reads the network itself while it waits and sends
 /// the credits its proxy deferred (the peer may be waiting for them).

@@ -163,7 +163,7 @@ struct simple {
           // learns how many of its bytes this step filled.
           if constexpr (S && requires { view_.posted(0, 0, 0, std::uint64_t{}, std::uint32_t{}); })
             view_.posted(rank_, to, channel_, out->step, static_cast<std::uint32_t>(k * sizeof(T)));
-          if constexpr (S) detail::store_release(out->fifo.tail, out->step + 1);
+          if constexpr (S) post_tail(ex_, out->fifo.tail, out->step + 1);
           // ... and wakes the proxy if it sleeps: a counter moved.
           if constexpr (requires { view_.published(0, 0); }) view_.published(R ? from : -1, S ? to : -1);
           if constexpr (R) ex_.notify(from);
