@@ -323,7 +323,8 @@ void graph_case(std::vector<gpu::communicator>& comms, std::size_t n, int replay
 /// A user kernel that produces its stripe's slice of y (2·input) and
 /// all-reduces y in the same kernel (collx/cuda/device.hpp).
 __global__ void __launch_bounds__(gpu::block_threads)
-    fused_double_then_all_reduce(const __grid_constant__ gpu::device_comm h, const float* x, float* y, std::size_t n) {
+    fused_double_then_all_reduce(const __grid_constant__ gpu::device_comm h, const float* x, float* y,
+                                 std::size_t n) {
   const stripe_slice s = h.slice_of_block(n, sizeof(float));
   for (std::size_t i = s.lo + threadIdx.x; i < s.lo + s.n; i += blockDim.x) y[i] = 2.0f * x[i];
   __syncthreads();
@@ -400,8 +401,8 @@ void ipc_case() {
   std::optional<gpu::imported_region> mapped;
   try {
     region.emplace(gpu::exported_region::create(0, 1 << 20, gpu::region_handle::fabric));
-    mapped.emplace(gpu::imported_region::open(gpu::region_handle::fabric, region->export_bytes(),
-                                              region->bytes(), 0));
+    mapped.emplace(
+        gpu::imported_region::open(gpu::region_handle::fabric, region->export_bytes(), region->bytes(), 0));
   } catch (const error& e) {
     std::printf("fabric region: refused here: %s\n", e.what());
     return;
@@ -665,8 +666,7 @@ int main(int argc, char** argv) {
     bool host_regions = false;
     gpu::region_handle way = gpu::region_handle::automatic;
     for (int i = 2; i < argc; ++i) {
-      if (std::strcmp(argv[i], "--host-regions") == 0)
-        host_regions = true;
+      if (std::strcmp(argv[i], "--host-regions") == 0) host_regions = true;
       else if (std::strcmp(argv[i], "--handle") == 0 && i + 1 < argc)
         way = gpu::parse_region_handle(argv[++i], "--handle");
       else {

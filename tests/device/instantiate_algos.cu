@@ -29,8 +29,8 @@ template __global__ void algo_kernel<h100_large::algorithm, h100_large::protocol
 // buffers in place) are compiled too, and the PTX rules see the loads of
 // the peers' published lines.
 template <coll C>
-__global__ void nvls_mesh_kernel(const __grid_constant__ transport::mesh_view view, exec::cuda ex, schedule_args<float> a,
-                                 int* status_out) {
+__global__ void nvls_mesh_kernel(const __grid_constant__ transport::mesh_view view, exec::cuda ex,
+                                 schedule_args<float> a, int* status_out) {
   const reducer<float, reduce_op::sum> red{static_cast<std::uint32_t>(view.nranks())};
   const status st = run_stripe<algo::nvls, proto::simple, C>(
       ex, view, red, 0, a, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
@@ -39,11 +39,11 @@ __global__ void nvls_mesh_kernel(const __grid_constant__ transport::mesh_view vi
 template __global__ void nvls_mesh_kernel<coll::all_reduce>(const __grid_constant__ transport::mesh_view,
                                                             exec::cuda, schedule_args<float>, int*);
 template __global__ void nvls_mesh_kernel<coll::reduce_scatter>(const __grid_constant__ transport::mesh_view,
-                                                            exec::cuda, schedule_args<float>, int*);
+                                                                exec::cuda, schedule_args<float>, int*);
 template __global__ void nvls_mesh_kernel<coll::all_gather>(const __grid_constant__ transport::mesh_view,
                                                             exec::cuda, schedule_args<float>, int*);
 template __global__ void nvls_mesh_kernel<coll::broadcast>(const __grid_constant__ transport::mesh_view,
-                                                            exec::cuda, schedule_args<float>, int*);
+                                                           exec::cuda, schedule_args<float>, int*);
 template __global__ void nvls_mesh_kernel<coll::all_to_all>(const __grid_constant__ transport::mesh_view,
                                                             exec::cuda, schedule_args<float>, int*);
 

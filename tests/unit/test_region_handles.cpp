@@ -76,8 +76,8 @@ struct region_object {
 
 /// Runs negotiate on P threads with `fails` injected; each rank keeps the
 /// winning attempt's object in `kept`.
-std::vector<outcome> run(int P, const std::vector<region_handle>& candidates, const std::vector<failure>& fails,
-                         std::vector<region_object>& kept) {
+std::vector<outcome> run(int P, const std::vector<region_handle>& candidates,
+                         const std::vector<failure>& fails, std::vector<region_object>& kept) {
   thread_allgather gather(P);
   std::vector<outcome> out(static_cast<std::size_t>(P));
   kept.clear();
@@ -154,8 +154,9 @@ TEST_CASE("region handles: the candidates follow every rank's offer and ask", "[
   CHECK(why.find("rank 0 asked for posix_fd") != std::string::npos);
   CHECK(why.find("rank 2 for cuda_ipc") != std::string::npos);
   // Nothing in common.
-  why = refusal({{gpu::handle_bit(region_handle::posix_fd), {}}, {gpu::handle_bit(region_handle::fabric), {}}},
-                status::not_supported);
+  why =
+      refusal({{gpu::handle_bit(region_handle::posix_fd), {}}, {gpu::handle_bit(region_handle::fabric), {}}},
+              status::not_supported);
   CHECK(why.find("posix_fd: rank 1") != std::string::npos);
   CHECK(why.find("fabric: rank 0") != std::string::npos);
   CHECK(why.find("cuda_ipc: rank 0") != std::string::npos);

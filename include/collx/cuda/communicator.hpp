@@ -84,8 +84,8 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <chrono>
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -319,10 +319,9 @@ class communicator {
         use_host_regions(opt.regions, missing_peer_access(g->devices), "gpu::communicator::create_group");
     if (!g->host_regions) enable_peer_access(g->devices);
     g->gpu_scope = gpu_scope_for(opt, *g);
-    g->ll128_refusal =
-        ll128_refusal_for(*g, g->several_devices && !g->host_regions
-                                 ? nvlink_between(bus_ids_of(g->devices), nvml_deadline(opt))
-                                 : nvlink_verdict{true, {}});
+    g->ll128_refusal = ll128_refusal_for(*g, g->several_devices && !g->host_regions
+                                                 ? nvlink_between(bus_ids_of(g->devices), nvml_deadline(opt))
+                                                 : nvlink_verdict{true, {}});
     report_ll128("gpu::communicator::create_group", g->ll128_refusal);
     g->view.layout = layout_for(g->nranks, opt, g->stripes);
     const std::size_t region = g->view.layout.region_bytes();

@@ -207,9 +207,8 @@ inline bool has_attribute(int device, CUdevice_attribute attribute) {
 }
 
 inline void make_current(int device) {
-  check(cudaFree(nullptr), ("cudaFree(nullptr) (context initialisation of device " +
-                            std::to_string(device) + ")")
-                               .c_str());
+  check(cudaFree(nullptr),
+        ("cudaFree(nullptr) (context initialisation of device " + std::to_string(device) + ")").c_str());
 }
 
 }  // namespace ipc_detail
@@ -252,15 +251,15 @@ class exported_region {
     device_guard on(device);
     ipc_detail::make_current(device);
     if (!(offered_handles(device) & handle_bit(how)))
-      throw_error(status::not_supported, "device " + std::to_string(device) + " does not offer " +
-                                             name(how) +
+      throw_error(status::not_supported, "device " + std::to_string(device) + " does not offer " + name(how) +
                                              " handles (virtual memory management with that handle type)");
     exported_region r;
     r.how_ = how;
     if (how == region_handle::cuda_ipc) {
       void* p = nullptr;
       check(cudaMalloc(&p, bytes), "cudaMalloc of the region");
-      r.m_ = ipc_detail::mapping(ipc_detail::mapping::backing::malloced, 0, static_cast<std::byte*>(p), bytes);
+      r.m_ =
+          ipc_detail::mapping(ipc_detail::mapping::backing::malloced, 0, static_cast<std::byte*>(p), bytes);
       return r;
     }
     const ipc_detail::driver& d = ipc_detail::driver::get();
@@ -317,10 +316,10 @@ class imported_region {
     device_guard on(device);
     ipc_detail::make_current(device);
     CUmemGenericAllocationHandle h = 0;
-    ipc_detail::cu(ipc_detail::driver::get().import_handle(
-                       &h, reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd)),
-                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
-                   "cuMemImportFromShareableHandle (POSIX file descriptor)");
+    ipc_detail::cu(
+        ipc_detail::driver::get().import_handle(&h, reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd)),
+                                                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+        "cuMemImportFromShareableHandle (POSIX file descriptor)");
     imported_region r;
     r.m_ = ipc_detail::adopt(h, bytes, device);
     return r;
@@ -346,8 +345,10 @@ class imported_region {
     cudaIpcMemHandle_t h{};
     std::memcpy(&h, handle.data(), sizeof h);
     void* p = nullptr;
-    check(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle of a peer's region");
-    r.m_ = ipc_detail::mapping(ipc_detail::mapping::backing::ipc_opened, 0, static_cast<std::byte*>(p), bytes);
+    check(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess),
+          "cudaIpcOpenMemHandle of a peer's region");
+    r.m_ =
+        ipc_detail::mapping(ipc_detail::mapping::backing::ipc_opened, 0, static_cast<std::byte*>(p), bytes);
     return r;
   }
 

@@ -64,8 +64,8 @@ namespace process_detail {
 struct placement_card {
   std::uint64_t host;  // net::host_hash of the host id
   std::int32_t device;
-  std::int32_t asked;  // region_memory
-  char bus_id[32];     // the GPU's PCI bus id (ordinals differ between processes)
+  std::int32_t asked;            // region_memory
+  char bus_id[32];               // the GPU's PCI bus id (ordinals differ between processes)
   std::uint8_t handles_offered;  // handle_bit()s of offered_handles(device)
   region_handle handles_asked;
 };
@@ -312,9 +312,9 @@ struct process_access {
     for (const auto& p : places) bus_ids.emplace_back(p.bus_id, strnlen(p.bus_id, sizeof p.bus_id));
     for (const auto& b : bus_ids) g->several_devices |= b != bus_ids[0];
     g->gpu_scope = communicator::gpu_scope_for(opt, *g);
-    const nvlink_verdict links =
-        g->several_devices && !g->host_regions ? nvlink_between(bus_ids, communicator::nvml_deadline(opt))
-                                               : nvlink_verdict{true, {}};
+    const nvlink_verdict links = g->several_devices && !g->host_regions
+                                     ? nvlink_between(bus_ids, communicator::nvml_deadline(opt))
+                                     : nvlink_verdict{true, {}};
     const auto nvlink_votes = all_of<std::uint8_t>(s, links.all ? 1 : 0);
     nvlink_verdict agreed = links;
     for (int q = 0; q < nranks && agreed.all; ++q)
@@ -326,15 +326,13 @@ struct process_access {
     if (!g->host_regions) {
       std::vector<handle_request> asks;
       for (const auto& p : places) asks.push_back({p.handles_offered, p.handles_asked});
-      g->region_sharing = share_regions(s, device, g->view.layout.region_bytes(),
-                                        handle_candidates(asks, op), opt, *keep);
+      g->region_sharing =
+          share_regions(s, device, g->view.layout.region_bytes(), handle_candidates(asks, op), opt, *keep);
     }
     for (int q = 0; q < nranks; ++q) {
       g->devices.push_back(cards[static_cast<std::size_t>(q)].device);
-      if (g->host_regions)
-        g->view.regions[q] = host_base + stride * static_cast<std::size_t>(q);
-      else
-        g->view.regions[q] = keep->regions[static_cast<std::size_t>(q)];
+      if (g->host_regions) g->view.regions[q] = host_base + stride * static_cast<std::size_t>(q);
+      else g->view.regions[q] = keep->regions[static_cast<std::size_t>(q)];
     }
     // Every rank has mapped every region and the page: the page's name may go.
     s.barrier();
@@ -425,11 +423,13 @@ struct process_access {
       keep.regions = std::move(regions);
     };
     const vote_exchange exchange = [&s](const stage_vote& v) { return all_of<stage_vote>(s, v); };
-    const region_handle way = negotiate(candidates, attempt, exchange, op, [&](region_handle h, const std::string& why) {
-      if (rank == 0 && collx::detail::debug_enabled())
-        std::fprintf(stderr, "collx: %s: sharing regions by %s handles failed (%s); trying the next way\n", op,
-                     name(h), why.c_str());
-    });
+    const region_handle way =
+        negotiate(candidates, attempt, exchange, op, [&](region_handle h, const std::string& why) {
+          if (rank == 0 && collx::detail::debug_enabled())
+            std::fprintf(stderr,
+                         "collx: %s: sharing regions by %s handles failed (%s); trying the next way\n", op,
+                         name(h), why.c_str());
+        });
     if (rank == 0 && collx::detail::debug_enabled())
       std::fprintf(stderr, "collx: %s: regions shared by %s handles\n", op, name(way));
     return way;

@@ -71,9 +71,8 @@ inline region_handle parse_region_handle(const std::string& s, const char* what)
   for (region_handle h :
        {region_handle::automatic, region_handle::posix_fd, region_handle::fabric, region_handle::cuda_ipc})
     if (s == name(h)) return h;
-  throw_error(status::invalid_argument, std::string(what) +
-                                            " must be automatic, posix_fd, fabric or cuda_ipc, got '" + s +
-                                            "'");
+  throw_error(status::invalid_argument,
+              std::string(what) + " must be automatic, posix_fd, fabric or cuda_ipc, got '" + s + "'");
 }
 
 /// Bit of `h` in a set of offered ways.
@@ -97,25 +96,22 @@ inline std::vector<region_handle> handle_candidates(const std::vector<handle_req
     const region_handle a = ranks[static_cast<std::size_t>(q)].asked;
     if (a == region_handle::automatic) continue;
     if (asker >= 0 && a != asked)
-      throw_error(status::invalid_argument,
-                  std::string(op) + ": rank " + std::to_string(asker) + " asked for " + name(asked) +
-                      " region handles and rank " + std::to_string(q) + " for " + name(a) +
-                      " (every rank must ask alike, or leave it automatic)");
+      throw_error(status::invalid_argument, std::string(op) + ": rank " + std::to_string(asker) +
+                                                " asked for " + name(asked) + " region handles and rank " +
+                                                std::to_string(q) + " for " + name(a) +
+                                                " (every rank must ask alike, or leave it automatic)");
     if (asker < 0) asked = a, asker = q;
   }
   std::vector<region_handle> order;
-  if (asker >= 0)
-    order = {asked};
-  else
-    order = {region_handle::posix_fd, region_handle::fabric, region_handle::cuda_ipc};
+  if (asker >= 0) order = {asked};
+  else order = {region_handle::posix_fd, region_handle::fabric, region_handle::cuda_ipc};
   std::vector<region_handle> out;
   std::string lacking;
   for (region_handle h : order) {
     int without = -1;
     for (int q = 0; q < static_cast<int>(ranks.size()) && without < 0; ++q)
       if (!(ranks[static_cast<std::size_t>(q)].offered & handle_bit(h))) without = q;
-    if (without < 0)
-      out.push_back(h);
+    if (without < 0) out.push_back(h);
     else
       lacking += std::string(lacking.empty() ? "" : "; ") + name(h) + ": rank " + std::to_string(without) +
                  "'s GPU does not offer it";
@@ -159,8 +155,9 @@ class stage_agreement {
     const std::vector<stage_vote> all = exchange_(mine);
     for (std::size_t q = 0; q < all.size(); ++q)
       if (!all[q].ok)
-        throw handles_detail::attempt_refused{"rank " + std::to_string(q) + ": " +
-                                              std::string(all[q].why, strnlen(all[q].why, sizeof all[q].why))};
+        throw handles_detail::attempt_refused{
+            "rank " + std::to_string(q) + ": " +
+            std::string(all[q].why, strnlen(all[q].why, sizeof all[q].why))};
   }
 
  private:
@@ -172,10 +169,10 @@ class stage_agreement {
 /// abandoned way (for COLLX_DEBUG). Exceptions an attempt throws other than
 /// through `agree` (a bootstrap timeout) propagate: they are not the way's
 /// fault, and the other ranks fail by the same deadline.
-inline region_handle negotiate(const std::vector<region_handle>& candidates,
-                               const std::function<void(region_handle, const stage_agreement&)>& attempt,
-                               const vote_exchange& exchange, const char* op,
-                               const std::function<void(region_handle, const std::string&)>& on_refused = {}) {
+inline region_handle negotiate(
+    const std::vector<region_handle>& candidates,
+    const std::function<void(region_handle, const stage_agreement&)>& attempt, const vote_exchange& exchange,
+    const char* op, const std::function<void(region_handle, const std::string&)>& on_refused = {}) {
   const stage_agreement agree(exchange);
   std::string refusals;
   for (region_handle h : candidates) {

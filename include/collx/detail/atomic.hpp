@@ -47,24 +47,20 @@ template <class T>
 COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void store_relaxed(T* p, T v) {
   atomic_ref<T>(*p).store(v, mo::memory_order_relaxed);
 }
+/// A fence at system scope with the given order.
+COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void fence(mo::memory_order order) {
+#if COLLX_HAS_LIBCUDACXX
+  cuda::atomic_thread_fence(order, cuda::thread_scope_system);
+#else
+  std::atomic_thread_fence(order);
+#endif
+}
 /// A release fence at system scope: later relaxed stores publish what came
 /// before it, as release stores would (one fence for several stores).
-COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void fence_release() {
-#if COLLX_HAS_LIBCUDACXX
-  cuda::atomic_thread_fence(cuda::std::memory_order_release, cuda::thread_scope_system);
-#else
-  std::atomic_thread_fence(std::memory_order_release);
-#endif
-}
+COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void fence_release() { fence(mo::memory_order_release); }
 /// An acquire fence at system scope: what later loads and stores of this
 /// thread see is at least what the relaxed loads before it saw.
-COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void fence_acquire() {
-#if COLLX_HAS_LIBCUDACXX
-  cuda::atomic_thread_fence(cuda::std::memory_order_acquire, cuda::thread_scope_system);
-#else
-  std::atomic_thread_fence(std::memory_order_acquire);
-#endif
-}
+COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void fence_acquire() { fence(mo::memory_order_acquire); }
 /// The load of a wait loop's predicate, for waits through an executor's
 /// wait(). Device code: relaxed, as NCCL polls with volatile loads, because
 /// an acquire load invalidates the SM's L1 at every spin, which every block

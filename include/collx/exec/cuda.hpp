@@ -152,7 +152,9 @@ struct cuda {
   template <class Word>
   __device__ void post(Word* word, Word value) const {
     // ::cuda is libcu++; plain `cuda` names this executor here.
-    if (one_gpu) ::cuda::atomic_ref<Word, ::cuda::thread_scope_device>(*word).store(value, ::cuda::std::memory_order_release);
+    if (one_gpu)
+      ::cuda::atomic_ref<Word, ::cuda::thread_scope_device>(*word).store(value,
+                                                                         ::cuda::std::memory_order_release);
     else detail::store_release(word, value);
   }
   /// A receiver's post that frees slots (proto::post_head), by the leader
