@@ -4,14 +4,8 @@
 # (bench/lowp_kernels.cu), compiled against the headers of git revision REV
 # and against the working tree's, for sm_ARCH (default 90). No GPU needed: a
 # static count of what the compilers emit, not a timing.
-set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
-rev=${1:?usage: bench/lowp_ptx.sh REV [ARCH]}
-arch=${2:-90}
-nvcc=${NVCC:-/usr/local/cuda/bin/nvcc}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-git archive "$rev" include | tar -x -C "$tmp"
+usage="bench/lowp_ptx.sh REV [ARCH]"
+source "$(dirname "${BASH_SOURCE[0]}")/rev_headers.sh"
 "$nvcc" -std=c++20 -I"$tmp/include" -arch=sm_"$arch" -ptx bench/lowp_kernels.cu -o "$tmp/old.ptx"
 "$nvcc" -std=c++20 -Iinclude -arch=sm_"$arch" -ptx bench/lowp_kernels.cu -o "$tmp/new.ptx"
 ptxas=$(dirname "$nvcc")/ptxas

@@ -5,14 +5,8 @@
 # tree's, for sm_ARCH (default 90). The stack frame is local memory the GPU
 # reserves for every thread it can hold. No GPU needed: what the compiler
 # emits, not a timing.
-set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
-rev=${1:?usage: bench/stack_frame.sh REV [ARCH]}
-arch=${2:-90}
-nvcc=${NVCC:-/usr/local/cuda/bin/nvcc}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-git archive "$rev" include | tar -x -C "$tmp"
+usage="bench/stack_frame.sh REV [ARCH]"
+source "$(dirname "${BASH_SOURCE[0]}")/rev_headers.sh"
 for side in "$rev:$tmp/include" "working tree:include"; do
   echo "== ${side%%:*}"
   "$nvcc" -std=c++20 --expt-relaxed-constexpr -I"${side#*:}" -arch=sm_"$arch" -Xptxas -v \
