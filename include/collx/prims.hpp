@@ -63,6 +63,7 @@
 #include <collx/detail/atomic.hpp>
 #include <collx/detail/reduce_copy.hpp>
 #include <collx/error.hpp>
+#include <collx/proto/conn_cache.hpp>
 #include <collx/proto/list.hpp>
 #include <collx/proto/step_flags.hpp>
 
@@ -72,11 +73,14 @@
 
 namespace collx {
 
-template <class Proto, class Exec, class View, class T, class Red>
+/// Connections: how many connections per direction the protocol engine
+/// caches (its algorithm's Algo::connections, through run_stripe).
+template <class Proto, class Exec, class View, class T, class Red,
+          std::size_t Connections = proto::default_connections>
 class prims {
  public:
   using value_type = T;
-  using engine_type = typename Proto::template engine<Exec, View>;
+  using engine_type = proto::engine_for<Proto, Exec, View, Connections>;
 
   /// One primitives object serves one call of one rank (one worker group):
   /// it holds the call's executor (so the call has one deadline) and view,

@@ -27,6 +27,9 @@ struct ring {
   static constexpr algo_id id = algo_id::ring;
   static constexpr const char* name = collx::name(id);
   static constexpr bool deterministic = true;
+  /// A rank receives from its predecessor and sends to its successor only:
+  /// one connection each way (stripes.hpp: connections_of).
+  static constexpr std::size_t connections = 1;
 
   COLLX_HOST_DEVICE static constexpr bool implements(coll c) {
     return c == coll::all_reduce || c == coll::all_gather || c == coll::reduce_scatter ||

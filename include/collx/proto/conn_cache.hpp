@@ -26,9 +26,15 @@
 #include <collx/detail/atomic.hpp>
 #include <collx/transport/fifo.hpp>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace collx::proto {
+
+/// Connections a primitives object caches per direction where its algorithm
+/// does not say (Algo::connections, read by run_stripe): enough for the
+/// direct exchange among the 8 GPUs of a node without evictions.
+inline constexpr std::size_t default_connections = 8;
 
 /// The receiving side of connection from → this rank.
 struct recv_conn {
@@ -45,8 +51,9 @@ struct send_conn {
   std::uint64_t head_seen = 0;  // the receiver's head as last loaded (credit.hpp)
 };
 
-template <class Group, std::size_t Capacity = 8>
+template <class Group, std::size_t Capacity = default_connections>
 class conn_cache {
+  static_assert(Capacity >= 1, "a connection cache holds at least one connection per direction");
  public:
   /// The receiving side of from → rank, loading it on first use.
   /// `fifo_of(from)` returns the connection's fifo_ref.
@@ -111,5 +118,22 @@ class conn_cache {
   std::size_t nrecv_ = 0, nsend_ = 0, next_recv_ = 0, next_send_ = 0;
   bool used_ = false;
 };
+
+namespace conn_detail {
+template <class P, class Exec, class View, std::size_t N>
+struct engine_of {
+  using type = typename P::template engine<Exec, View>;
+};
+template <class P, class Exec, class View, std::size_t N>
+  requires requires { typename P::template engine<Exec, View, N>; }
+struct engine_of<P, Exec, View, N> {
+  using type = typename P::template engine<Exec, View, N>;
+};
+}  // namespace conn_detail
+
+/// Protocol P's engine caching N connections per direction, where P's engine
+/// takes that number (its third parameter); otherwise P's engine as it is.
+template <class P, class Exec, class View, std::size_t N>
+using engine_for = typename conn_detail::engine_of<P, Exec, View, N>::type;
 
 }  // namespace collx::proto

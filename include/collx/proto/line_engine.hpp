@@ -32,7 +32,7 @@
 
 namespace collx::proto {
 
-template <class Line, class Exec, class View>
+template <class Line, class Exec, class View, std::size_t Connections = default_connections>
 class line_engine {
   using group = decltype(std::declval<const Exec&>().workers());
   using io = line_io<Line, group>;
@@ -248,7 +248,7 @@ class line_engine {
   int rank_;
   int channel_;
   int stripe_;
-  conn_cache<group> conns_;
+  conn_cache<group, Connections> conns_;
 };
 
 }  // namespace collx::proto

@@ -27,8 +27,8 @@ struct ll {
   /// For latency-bound sizes: 8 slots × 8 KiB by default (bench/results/protocols.md).
   static constexpr channel_spec channel{name, ll_line::line_bytes, 8 * 1024, "COLLX_LL_BUFFSIZE"};
 
-  template <class Exec, class View>
-  using engine = line_engine<ll_line, Exec, View>;
+  template <class Exec, class View, std::size_t Connections = default_connections>
+  using engine = line_engine<ll_line, Exec, View, Connections>;
 };
 
 }  // namespace collx::proto

@@ -30,8 +30,8 @@ struct ll128 {
   /// 8 slots × 32 KiB by default (bench/results/protocols.md).
   static constexpr channel_spec channel{name, ll128_line::line_bytes, 32 * 1024, "COLLX_LL128_BUFFSIZE"};
 
-  template <class Exec, class View>
-  using engine = line_engine<ll128_line, Exec, View>;
+  template <class Exec, class View, std::size_t Connections = default_connections>
+  using engine = line_engine<ll128_line, Exec, View, Connections>;
 };
 
 }  // namespace collx::proto

@@ -22,6 +22,7 @@
 
 #include <collx/config.hpp>
 #include <collx/error.hpp>
+#include <collx/proto/conn_cache.hpp>
 #include <collx/proto/list.hpp>
 
 #include <cstddef>
@@ -64,9 +65,9 @@ struct runtime {
     return found;
   }
 
-  template <class Exec, class View>
+  template <class Exec, class View, std::size_t Connections = default_connections>
   class engine {
-    using slot = runtime_detail::engine_slot<typename Ps::template engine<Exec, View>...>;
+    using slot = runtime_detail::engine_slot<engine_for<Ps, Exec, View, Connections>...>;
 
    public:
     /// Makes the engine of the protocol on `channel`, which must be one of

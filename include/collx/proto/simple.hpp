@@ -51,7 +51,7 @@ struct simple {
   /// The engine belongs to one primitives object, which owns the executor
   /// and the view it refers to, and caches its connections' step counters
   /// (conn_cache.hpp): call finish() once the object is done.
-  template <class Exec, class View>
+  template <class Exec, class View, std::size_t Connections = default_connections>
   class engine {
     using group = decltype(std::declval<const Exec&>().workers());
 
@@ -182,7 +182,7 @@ struct simple {
     int rank_;
     int channel_;
     int stripe_;
-    conn_cache<group> conns_;
+    conn_cache<group, Connections> conns_;
   };
 };
 
