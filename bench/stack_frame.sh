@@ -9,7 +9,7 @@ usage="bench/stack_frame.sh REV [ARCH]"
 source "$(dirname "${BASH_SOURCE[0]}")/rev_headers.sh"
 for side in "$rev:$tmp/include" "working tree:include"; do
   echo "== ${side%%:*}"
-  "$nvcc" -std=c++20 --expt-relaxed-constexpr -I"${side#*:}" -arch=sm_"$arch" -Xptxas -v \
+  "$nvcc" -std=c++20 -I"${side#*:}" -arch=sm_"$arch" -Xptxas -v \
     -c bench/stack_frame_kernels.cu -o "$tmp/k.o" 2>&1 |
     awk 'function part(re, skip,  p) {  # the match of re less its first skip characters and leading digits
            p = match($0, re) ? substr($0, RSTART + skip, RLENGTH - skip) : "?"

@@ -105,10 +105,10 @@ COLLX_HOST_DEVICE constexpr schedule_args<T> stripe_args(const schedule_args<T>&
 /// each way, else proto::default_connections. The caches are indexed by peer
 /// at run time, so on a GPU they live in every thread's local memory.
 template <class Algo>
-constexpr std::size_t connections_of() {
-  if constexpr (requires { Algo::connections; }) return Algo::connections;
-  else return proto::default_connections;
-}
+inline constexpr std::size_t connections_of = proto::default_connections;
+template <class Algo>
+  requires requires { Algo::connections; }
+inline constexpr std::size_t connections_of<Algo> = Algo::connections;
 
 /// Runs stripe `stripe` of `nstripes` of one rank's call of <Algo, Proto> for
 /// collective C: the whole group of the executor calls it with the same
@@ -133,7 +133,7 @@ COLLX_HOST_DEVICE status run_stripe(const Exec& ex, const View& view, const Red&
   // An empty slice moves nothing on any rank: its stripe makes no primitives
   // object, so its counters are untouched.
   if (parts > 1 && a.count == 0) return status::ok;
-  prims<Proto, Exec, View, T, Red, connections_of<Algo>()> p(ex, view, whole.rank, red, channel, stripe, parts);
+  prims<Proto, Exec, View, T, Red, connections_of<Algo>> p(ex, view, whole.rank, red, channel, stripe, parts);
   return Algo::template run<C>(p, a);
 }
 

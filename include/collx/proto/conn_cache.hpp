@@ -54,6 +54,7 @@ struct send_conn {
 template <class Group, std::size_t Capacity = default_connections>
 class conn_cache {
   static_assert(Capacity >= 1, "a connection cache holds at least one connection per direction");
+
  public:
   /// The receiving side of from → rank, loading it on first use.
   /// `fifo_of(from)` returns the connection's fifo_ref.
