@@ -31,8 +31,12 @@
 // through the bootstrap: every rank takes the same decision, and when one
 // asked for device regions that cannot be had, every rank fails alike.
 //
-// Status: compiled, never run on a GPU; its test is gpu.comm_procs
-// (collxrun -n 2 collx_gpu_comm_test --procs), which skips without one.
+// Status: run on one GPU (an H200, two processes, device regions shared by
+// POSIX file descriptor, and host regions: bench/results/gpu-2026-12-04.md).
+// The fabric and CUDA IPC ways and the agreement among the three have not
+// run on a GPU (the agreement is tested on CPUs: [region_handles]). Its test
+// is gpu.comm_procs (collxrun -n 2 collx_gpu_comm_test --procs [--handle
+// WAY]), which skips without a GPU.
 #pragma once
 
 #include <collx/bootstrap/env.hpp>
