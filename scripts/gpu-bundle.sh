@@ -15,6 +15,7 @@ files=(
   tests/device/collx_gpu_lowp_test
   tests/device/collx_gpu_lowp_comm_test
   tests/device/collx_gpu_register_test
+  tests/device/collx_gpu_multicast_test
   tools/collx-perf-cuda
   tools/collxrun
 )

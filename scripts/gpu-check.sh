@@ -17,6 +17,10 @@
 #                         every collective, 2-4 ranks, and its time per call
 #                         beside staged nvls and the ring (gpu_register_test)
 #   register-procs.log    the same collectives on two processes (CUDA IPC handles)
+#   multicast.log         nvls through an NVSwitch multicast object: the
+#                         refusals, then every type the switch reduces on 2..N
+#                         GPUs and the time per call beside nvls over the
+#                         peers and the ring (SKIP where no GPUs offer it)
 #   perf-*.log            collx-perf-cuda sweeps (nccl-tests columns, last column
 #                         the device-to-device copy bandwidth of the same bytes)
 #   host-misuse.log       the host communicator given cudaMalloc'd buffers:
@@ -124,6 +128,7 @@ built_step "registered user buffers (nvls single copy)" "$out/register.log" \
   "$build/tests/device/collx_gpu_register_test"
 built_step "registered user buffers, process ranks (CUDA IPC)" "$out/register-procs.log" \
   "$build/tools/collxrun" -n 2 "$build/tests/device/collx_gpu_register_test" --procs
+built_step "nvls through a multicast object" "$out/multicast.log" "$build/tests/device/collx_gpu_multicast_test"
 built_step "host communicator refuses GPU memory" "$out/host-misuse.log" "$build/tests/device/collx_gpu_host_misuse"
 comm=$build/tests/device/collx_gpu_comm_test
 if [ -x "$comm" ]; then

@@ -38,6 +38,13 @@ cannot see:
                packed instruction (collx/numeric/hardware.hpp), instead of
                the portable bit manipulation. fp8's cvt from sm_89 and the
                bf16 one from sm_80: checked where the PTX's target has them.
+  multimem     every multimem instruction (an NVSwitch multicast load-reduce
+               or store) is relaxed at system scope, the ordering its
+               barriers assume; and from sm_90, every nvls all_reduce over
+               the mesh (nvls_mesh_kernel) of an element type and operation
+               the switch reduces has the switch channel's load-reduce for
+               that type and its 16-byte store, and one the switch does not
+               reduce has no load-reduce (transport/multimem.hpp).
 
 A kernel's operations include those of the device functions it calls. Exits
 non-zero naming the rule, the kernel and the instruction.
@@ -70,6 +77,23 @@ NARROW = {
 REDUCING = re.compile(r"4collE([024])E")  # all_reduce, reduce_scatter, reduce
 OP = re.compile(r"9reduce_opE(\d)E")  # 0 sum, 1 prod, 4 avg
 TARGET = re.compile(r"^\s*\.target\s+sm_(\d+)", re.M)
+
+# multimem: nvls over the mesh, as instantiate_algos.cu names it:
+# nvls_mesh_kernel<coll, T, reduce_op>.
+MESH_NVLS = re.compile(r"16nvls_mesh_kernelILNS_4collE(\d)E(\w+?)LNS_9reduce_opE(\d)E")
+MULTIMEM = re.compile(r"\bmultimem\.[\w:.]+")
+# mangled type -> (the load-reduce's type suffix, operations the switch
+# reduces: 0 sum, 2 min, 3 max, 4 avg, 5 and, 6 or, 7 xor).
+SWITCH = {
+    "f": (".f32", {"0", "4"}),
+    "d": (".f64", {"0", "4"}),
+    "NS_6half_tE": (".f16x2", {"0", "2", "3", "4"}),
+    "NS_10bfloat16_tE": (".bf16x2", {"0", "2", "3", "4"}),
+    "i": ("32", {"0", "2", "3", "4", "5", "6", "7"}),
+    "j": ("32", {"0", "2", "3", "4", "5", "6", "7"}),
+    "l": ("64", {"0", "2", "3", "4", "5", "6", "7"}),
+    "m": ("64", {"0", "2", "3", "4", "5", "6", "7"}),
+}
 
 
 def functions(text):
@@ -161,6 +185,21 @@ def check(path):
             op = OP.search(name)
             if packed and op and op.group(1) in ("0", "1", "4") and not any(p in code for p in packed):
                 errors.append(f"narrow-hw: {name}: no packed {' / '.join(packed)}")
+        code = "\n".join(l.split("//")[0] for l in lines)
+        for mm in MULTIMEM.findall(code):
+            if ".relaxed.sys." not in mm:
+                errors.append(f"multimem: {name}: {mm} (not relaxed at system scope)")
+        mesh = MESH_NVLS.search(name)
+        if mesh and mesh.group(1) == "0" and sm >= 90:
+            suffix, reduced = SWITCH.get(mesh.group(2), (None, set()))
+            loads = [mm for mm in MULTIMEM.findall(code) if mm.startswith("multimem.ld_reduce")]
+            if mesh.group(3) in reduced:
+                if not any(mm.endswith(suffix) for mm in loads):
+                    errors.append(f"multimem: {name}: no multimem.ld_reduce ending {suffix}")
+                if "multimem.st.relaxed.sys.global.v4.f32" not in code:
+                    errors.append(f"multimem: {name}: no 16-byte multimem.st")
+            elif loads:
+                errors.append(f"multimem: {name}: {loads[0]} for an operation the switch does not reduce")
     return entries, errors
 
 

@@ -28,10 +28,10 @@ template __global__ void algo_kernel<h100_large::algorithm, h100_large::protocol
 // single-copy paths (one-shot and two-shot all_reduce, reading peers'
 // buffers in place) are compiled too, and the PTX rules see the loads of
 // the peers' published lines.
-template <coll C>
+template <coll C, class T = float, reduce_op Op = reduce_op::sum>
 __global__ void nvls_mesh_kernel(const __grid_constant__ transport::mesh_view view, exec::cuda ex,
-                                 schedule_args<float> a, int* status_out) {
-  const reducer<float, reduce_op::sum> red{static_cast<std::uint32_t>(view.nranks())};
+                                 schedule_args<T> a, int* status_out) {
+  const reducer<T, Op> red{static_cast<std::uint32_t>(view.nranks())};
   const status st = run_stripe<algo::nvls, proto::simple, C>(
       ex, view, red, 0, a, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
   if (threadIdx.x == 0) status_out[0] = static_cast<int>(st);
@@ -46,6 +46,27 @@ template __global__ void nvls_mesh_kernel<coll::broadcast>(const __grid_constant
                                                            exec::cuda, schedule_args<float>, int*);
 template __global__ void nvls_mesh_kernel<coll::all_to_all>(const __grid_constant__ transport::mesh_view,
                                                             exec::cuda, schedule_args<float>, int*);
+
+// The switch channel's multimem instructions (transport/multimem.hpp) for
+// every kind of element and operation the switch reduces, so that ptxas
+// checks each form on the architectures that have them (the PTX check's
+// `multimem` rule asserts them), and one it does not (float max: the peers).
+#define COLLX_NVLS_MC(T, OP)                                                     \
+  template __global__ void nvls_mesh_kernel<coll::all_reduce, T, reduce_op::OP>( \
+      const __grid_constant__ transport::mesh_view, exec::cuda, schedule_args<T>, int*);
+COLLX_NVLS_MC(float, avg)
+COLLX_NVLS_MC(float, max)
+COLLX_NVLS_MC(double, sum)
+COLLX_NVLS_MC(half_t, sum)
+COLLX_NVLS_MC(half_t, min)
+COLLX_NVLS_MC(bfloat16_t, sum)
+COLLX_NVLS_MC(bfloat16_t, max)
+COLLX_NVLS_MC(std::int32_t, max)
+COLLX_NVLS_MC(std::uint32_t, bxor)
+COLLX_NVLS_MC(std::int64_t, sum)
+COLLX_NVLS_MC(std::int64_t, min)
+COLLX_NVLS_MC(std::uint64_t, band)
+#undef COLLX_NVLS_MC
 
 // The other algorithms add schedules, not element paths: two element types
 // (a native one, and a converted one with a post-free op) cover them.

@@ -379,10 +379,11 @@ template <>
 struct test_memory<transport::shm> {
   std::shared_ptr<transport::shm_segment> seg;
   transport::shm_view view;
-  test_memory(int P, int S, bool single_copy)
+  test_memory(int P, int S, bool single_copy, bool multicast = false)
       : seg(transport::shm_segment::create_anonymous(
             transport::shm_layout::make(static_cast<std::uint32_t>(P), 4, {2048, 2048, 2048}, S))),
         view(seg->view()) {
+    REQUIRE(!multicast);  // the shm transport's switch channel is its peers' memory
     view.header()->single_copy_min = single_copy ? 0 : ~std::uint64_t{0};
     view.header()->single_copy_denied = single_copy ? 0 : 1;
   }
@@ -404,9 +405,14 @@ struct test_memory<transport::mesh> {
   /// Single copy: each case's buffers registered as windows (register_case).
   bool single_copy = false;
   transport::window_registry windows;
-  test_memory(int P, int S, bool single) : single_copy(single), windows(P) {
+  /// multicast: the view gets a multicast address over the registered
+  /// buffers, which host code emulates (transport::multicast_switch_channel),
+  /// and the buffers are aligned as a multicast object binds them (2 MiB).
+  test_memory(int P, int S, bool single, bool multicast = false) : single_copy(single), windows(P) {
     view.layout = transport::mesh_layout::make(
-        transport::shm_layout::make(static_cast<std::uint32_t>(P), 4, {2048, 2048, 2048}, S));
+        transport::shm_layout::make(static_cast<std::uint32_t>(P), 4, {2048, 2048, 2048}, S),
+        multicast ? std::size_t{2} << 20 : transport::shm_page);
+    if (multicast) view.multicast = reinterpret_cast<std::byte*>(std::uintptr_t{1} << 44);
     view.abort = abort.get();
     const std::size_t bytes = view.layout.region_bytes();
     for (int r = 0; r < P; ++r) {
@@ -457,11 +463,11 @@ typename Tr::view view_for_call(const test_memory<Tr>& mem, const case_desc& c, 
 /// Runs every case of <A, Pr> on P ranks of S stripes of W workers, back to back.
 template <class A, class Pr, class Tr = transport::shm>
 run_result run_matrix(int W, int P, std::uint64_t seed, bool single_copy, int channel = own_channel<Pr>(),
-                      int S = 1) {
+                      int S = 1, bool multicast = false) {
   const auto cases = cases_for<A>(P, S);
   run_result res;
   res.cases = cases.size();
-  test_memory<Tr> mem(P, S, single_copy);
+  test_memory<Tr> mem(P, S, single_copy, multicast);
   const auto& view = mem.view;
 
   std::vector<rank_buffers<float>> fb;
@@ -746,6 +752,72 @@ TEST_CASE("team executor: every algorithm × protocol × collective over the mes
 TEST_CASE("team executor: single copy through the mesh's registered windows", "[team][mesh]") {
   const auto [W, P, S] = GENERATE(std::tuple{2, 2, 1}, std::tuple{3, 3, 1}, std::tuple{2, 4, 2});
   run_all<transport::mesh>(W, P, true, S);
+}
+
+// A GPU group on NVSwitch gives the mesh view a multicast address over the
+// registered buffers, and nvls's switch channel asks the switch for each
+// 16-byte pack whose multicast address and local pointer share their offset
+// (transport::multicast_switch_channel); heads, tails and other alignments
+// go through the peers. Host code emulates the switch by translating each
+// multicast address back into every rank's buffer, so this runs the split
+// and the addressing: float sums and int32 maxima (both the switch's), slices
+// at every offset from a 16-byte boundary, stripes, and more ranks than one
+// pass of the peer channel takes.
+TEST_CASE("team executor: nvls's switch channel through a multicast address over the mesh", "[team][mesh]") {
+  const auto [W, P, S] =
+      GENERATE(std::tuple{2, 2, 1}, std::tuple{3, 3, 2}, std::tuple{1, 4, 3}, std::tuple{2, 9, 1});
+  INFO("W " << W << ", P " << P << ", S " << S);
+  const run_result r = run_matrix<algo::nvls, proto::simple, transport::mesh>(
+      W, P, seed_from_env(), false, own_channel<proto::simple>(), S, true);
+  std::string all;
+  for (const auto& e : r.errors) all += "\n  " + e;
+  INFO("failures:" << all);
+  CHECK(r.errors.empty());
+  CHECK(r.cases > 0);
+}
+
+TEST_CASE("multicast switch channel: which elements go through the switch", "[mesh]") {
+  transport::mesh_view v;
+  v.layout = transport::mesh_layout::make(transport::shm_layout::make(4, 4, {2048, 2048, 2048}, 1),
+                                          std::size_t{2} << 20);
+  alignas(16) float local[64];
+  const transport::multicast_switch_channel<transport::mesh_view> ch{v, 1};
+  // No multicast address: nothing goes through the switch.
+  CHECK(ch.split<float>(0, local, 64).packs == 0);
+  v.multicast = reinterpret_cast<std::byte*>(std::uintptr_t{1} << 44);
+  // Aligned alike: every pack, none before.
+  auto s = ch.split<float>(8, local, 64);
+  CHECK(s.head == 0);
+  CHECK(s.packs == 16);
+  CHECK(s.address == (std::uintptr_t{1} << 44) + 32);
+  // Offset by one element alike: three elements before the first pack, and a
+  // tail of one (64 - 3 = 15 packs + 1).
+  s = ch.split<float>(9, local + 1, 63);
+  CHECK(s.head == 3);
+  CHECK(s.packs == 15);
+  CHECK(s.address % 16 == 0);
+  // Different offsets from a 16-byte boundary: no pack can be moved whole.
+  CHECK(ch.split<float>(8, local + 1, 63).packs == 0);
+  // Fewer elements than one pack after the head.
+  CHECK(ch.split<float>(9, local + 1, 6).packs == 0);
+  // Halves: eight per pack.
+  alignas(16) half_t h[32];
+  s = ch.split<half_t>(2, h + 2, 30);
+  CHECK(s.head == 6);
+  CHECK(s.packs == 3);
+  // One rank: no switch.
+  v.layout = transport::mesh_layout::make(transport::shm_layout::make(1, 4, {2048, 2048, 2048}, 1));
+  CHECK(ch.split<float>(0, local, 64).packs == 0);
+  // What the switch reduces; everything else goes through the peers.
+  STATIC_REQUIRE(transport::multimem_reduces<float, reducer<float, reduce_op::sum>>);
+  STATIC_REQUIRE(transport::multimem_reduces<float, reducer<float, reduce_op::avg>>);
+  STATIC_REQUIRE(!transport::multimem_reduces<float, reducer<float, reduce_op::max>>);
+  STATIC_REQUIRE(!transport::multimem_reduces<float, reducer<float, reduce_op::prod>>);
+  STATIC_REQUIRE(transport::multimem_reduces<half_t, reducer<half_t, reduce_op::max>>);
+  STATIC_REQUIRE(transport::multimem_reduces<std::int32_t, reducer<std::int32_t, reduce_op::max>>);
+  STATIC_REQUIRE(transport::multimem_reduces<std::uint64_t, reducer<std::uint64_t, reduce_op::bxor>>);
+  STATIC_REQUIRE(!transport::multimem_reduces<std::int8_t, reducer<std::int8_t, reduce_op::sum>>);
+  STATIC_REQUIRE(!transport::multimem_reduces<double, reducer<double, reduce_op::min>>);
 }
 
 // "Poll local, write remote" for the peer-memory barrier too: a rank's count

@@ -62,8 +62,10 @@
 #include <collx/cuda/device.hpp>
 #include <collx/cuda/kernel.hpp>
 #include <collx/cuda/links.hpp>
+#include <collx/cuda/multicast.hpp>
 #include <collx/cuda/region_handles.hpp>
 #include <collx/detail/debug.hpp>
+#include <collx/detail/env_choice.hpp>
 #include <collx/detail/memory_kind.hpp>
 #include <collx/dtype.hpp>
 #include <collx/error.hpp>
@@ -173,6 +175,11 @@ struct options {
   /// The scope of the fences and release stores that order a step (see
   /// memory_scope). COLLX_GPU_SCOPE=system or =automatic overrides it.
   memory_scope scope = memory_scope::automatic;
+  /// Whether nvls's reductions and stores go through an NVSwitch multicast
+  /// object (see multicast_mode, collx/cuda/multicast.hpp): thread groups of
+  /// one rank per GPU, every GPU offering multicast. COLLX_GPU_MULTICAST=
+  /// automatic, off or on overrides it.
+  multicast_mode multicast = multicast_mode::automatic;
 };
 
 /// Algorithms the automatic choice picks from (each instantiated per protocol
@@ -201,6 +208,12 @@ struct group_state {
   region_handle region_sharing = region_handle::automatic;
   /// exec::cuda::one_gpu of every launch: steps ordered at GPU scope.
   bool gpu_scope = false;
+  /// The regions and their multicast object where the group has one
+  /// (multicast_regions); multicast_at[r]: the multicast address as rank r's
+  /// GPU maps it. multicast_refusal: why the group has none ("" where it has).
+  std::shared_ptr<void> multicast_memory;
+  std::vector<std::byte*> multicast_at;
+  std::string multicast_refusal;
   tune::profile profile{};
   /// Blocks of each launched kernel a device holds at once (kernel, device →
   /// blocks): queried once, then read on every launch; ranks of the group may
@@ -262,6 +275,10 @@ struct group_state {
       return;
     }
     for (void* p : host_allocations) (void)cudaFreeHost(p);
+    if (multicast_memory) {
+      for (auto& p : view.regions) p = nullptr;  // the multicast object's regions
+      multicast_memory.reset();
+    }
     int saved = 0;
     (void)cudaGetDevice(&saved);
     for (std::size_t r = 0; r < devices.size() && !host_regions; ++r)
@@ -324,8 +341,10 @@ class communicator {
                                                  : nvlink_verdict{true, {}});
     report_ll128("gpu::communicator::create_group", g->ll128_refusal);
     g->view.layout = layout_for(g->nranks, opt, g->stripes);
+    make_multicast(*g, opt);
     const std::size_t region = g->view.layout.region_bytes();
     for (int r = 0; r < g->nranks; ++r) {
+      if (g->multicast_memory) break;  // made with the multicast object
       device_guard on(g->devices[static_cast<std::size_t>(r)]);
       void* p = nullptr;
       if (g->host_regions) {
@@ -377,6 +396,10 @@ class communicator {
   region_handle region_sharing() const { return live().region_sharing; }
   /// Whether this group's steps are ordered at GPU scope (memory_scope).
   bool gpu_scope() const { return live().gpu_scope; }
+  /// Whether nvls's reductions and stores go through an NVSwitch multicast
+  /// object (multicast_mode); why_no_multicast() says why not.
+  bool multicast() const { return static_cast<bool>(live().multicast_memory); }
+  std::string why_no_multicast() const { return live().multicast_refusal; }
 
   /// Why protocol `p` cannot run on this group (empty: it can).
   std::string why_not(proto_id p) const {
@@ -533,6 +556,7 @@ class communicator {
     const detail::group_state& g = live();
     device_comm h;
     h.view = g.view;
+    if (g.multicast_memory) h.view.multicast = g.multicast_at[static_cast<std::size_t>(rank_)];
     h.exec.abort_word = g.abort_dev;
     h.exec.timeout_ns = g.timeout_ns;
     h.exec.fence_each_thread = g.fence_each_thread;
@@ -651,6 +675,8 @@ class communicator {
     require(static_cast<unsigned>(opt.region_handles) <= static_cast<unsigned>(region_handle::cuda_ipc), op,
             "region_handles is not a region_handle value: " +
                 std::to_string(static_cast<int>(opt.region_handles)));
+    require(static_cast<unsigned>(opt.multicast) <= static_cast<unsigned>(multicast_mode::on), op,
+            "multicast is not a multicast_mode value: " + std::to_string(static_cast<int>(opt.multicast)));
   }
   /// How long NVML may take to say how the GPUs are linked: half the
   /// group's timeout, so that a rank whose NVML stalled still answers its
@@ -662,15 +688,54 @@ class communicator {
   /// COLLX_GPU_SCOPE) allows it, and every rank runs on one GPU with its
   /// region in device memory.
   static bool gpu_scope_for(const options& opt, const detail::group_state& g) {
-    memory_scope scope = opt.scope;
-    if (const char* e = std::getenv("COLLX_GPU_SCOPE"); e != nullptr && *e != '\0') {
-      if (std::strcmp(e, "system") == 0) scope = memory_scope::system;
-      else if (std::strcmp(e, "automatic") == 0) scope = memory_scope::automatic;
-      else
-        throw_error(status::invalid_argument,
-                    std::string("COLLX_GPU_SCOPE must be 'automatic' or 'system', got '") + e + "'");
-    }
+    const memory_scope scope = collx::detail::env_choice(
+        "COLLX_GPU_SCOPE", {{"automatic", memory_scope::automatic}, {"system", memory_scope::system}},
+        opt.scope);
     return scope == memory_scope::automatic && !g.several_devices && !g.host_regions;
+  }
+  /// options::multicast, or what COLLX_GPU_MULTICAST names.
+  static multicast_mode multicast_of(const options& opt) {
+    return collx::detail::env_choice(
+        "COLLX_GPU_MULTICAST",
+        {{"automatic", multicast_mode::automatic}, {"off", multicast_mode::off}, {"on", multicast_mode::on}},
+        opt.multicast);
+  }
+  /// A thread group's regions with a multicast object over their buffers,
+  /// where multicast_of(opt) and the group allow it (g.devices, host_regions
+  /// and view.layout set; the layout is realigned for the object). Where
+  /// not, g.multicast_refusal says why: not_supported if multicast is on,
+  /// COLLX_DEBUG=1 prints it otherwise.
+  static void make_multicast(detail::group_state& g, const options& opt) {
+    const multicast_mode mode = multicast_of(opt);
+    if (mode == multicast_mode::off) {
+      g.multicast_refusal = "multicast is off (options::multicast or COLLX_GPU_MULTICAST)";
+      return;
+    }
+    try {
+      g.multicast_refusal = multicast_refusal(g.devices, g.host_regions);
+      if (g.multicast_refusal.empty()) {
+        const transport::mesh_layout plain = g.view.layout;
+        const std::size_t align = multicast_alignment(g.devices, plain.fifos.peer_buffer_bytes());
+        const transport::mesh_layout l = transport::mesh_layout::make(plain.fifos, align);
+        auto m = multicast_regions::create(g.devices, l.region_bytes(), l.peer_buffer_offset(),
+                                           l.peer_buffer_span());
+        g.view.layout = l;
+        for (int r = 0; r < g.nranks; ++r) {
+          g.view.regions[r] = m->region(r);
+          g.multicast_at.push_back(m->multicast(r));
+        }
+        g.multicast_memory = std::shared_ptr<multicast_regions>(std::move(m));
+      }
+    } catch (const collx::error& e) {
+      g.multicast_refusal = e.what();
+    }
+    if (g.multicast_refusal.empty()) return;
+    if (mode == multicast_mode::on)
+      throw_error(status::not_supported,
+                  "gpu::communicator::create_group: multicast is on, but " + g.multicast_refusal);
+    if (collx::detail::debug_enabled())
+      std::fprintf(stderr, "collx: gpu::communicator::create_group: no multicast: %s\n",
+                   g.multicast_refusal.c_str());
   }
   /// options::region_handles, or what COLLX_GPU_REGION_HANDLE names.
   static region_handle region_handles_of(const options& opt) {
@@ -680,12 +745,8 @@ class communicator {
   }
   /// options::fence_each_thread, or what COLLX_GPU_FENCE says (each, leader).
   static bool fences_of(const options& opt) {
-    const char* e = std::getenv("COLLX_GPU_FENCE");
-    if (e == nullptr || *e == '\0') return opt.fence_each_thread;
-    if (std::strcmp(e, "each") == 0) return true;
-    if (std::strcmp(e, "leader") == 0) return false;
-    throw_error(status::invalid_argument,
-                std::string("COLLX_GPU_FENCE must be 'each' or 'leader', got '") + e + "'");
+    return collx::detail::env_choice("COLLX_GPU_FENCE", {{"each", true}, {"leader", false}},
+                                     opt.fence_each_thread);
   }
   /// The number of GPUs; not_supported naming `op` where there is none.
   static int device_count(const char* op) {
@@ -1007,6 +1068,7 @@ class communicator {
     const std::uint64_t call = claim_stream(g, dev, stream);
     transport::mesh_view view = g.view;
     view.windows = windows;
+    if (g.multicast_memory) view.multicast = g.multicast_at[static_cast<std::size_t>(rank_)];
     kernel<<<g.stripes, block_threads, 0, stream>>>(view, ex, a, g.status_dev(rank_));
     check(cudaGetLastError(), "kernel launch");
     std::lock_guard<std::mutex> hold(g.launch_lock);

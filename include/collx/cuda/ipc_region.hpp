@@ -40,7 +40,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <string>
+#include <vector>
 
 namespace collx::gpu {
 
@@ -120,25 +122,32 @@ inline std::size_t rounded(int device, std::size_t bytes, region_handle how) {
   return (bytes + g - 1) / g * g;
 }
 
-/// Reserves address space for `handle`, maps it and gives `device` read/write access.
-inline std::byte* map_for(CUmemGenericAllocationHandle handle, std::size_t bytes, int device) {
+/// Reserves address space for `handle` (aligned to `align`, 0: the
+/// driver's default), maps it and gives each of `devices` read/write access.
+inline std::byte* map_for(CUmemGenericAllocationHandle handle, std::size_t bytes,
+                          std::span<const int> devices, std::size_t align = 0) {
   const driver& d = driver::get();
   CUdeviceptr va = 0;
-  cu(d.reserve(&va, bytes, 0, 0, 0), "cuMemAddressReserve");
+  cu(d.reserve(&va, bytes, align, 0, 0), "cuMemAddressReserve");
   if (CUresult r = d.map(va, bytes, 0, handle, 0); r != CUDA_SUCCESS) {
     (void)d.address_free(va, bytes);
     cu(r, "cuMemMap");
   }
-  CUmemAccessDesc access{};
-  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  access.location.id = device;
-  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  if (CUresult r = d.set_access(va, bytes, &access, 1); r != CUDA_SUCCESS) {
+  std::vector<CUmemAccessDesc> access(devices.size());
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    access[i].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access[i].location.id = devices[i];
+    access[i].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  }
+  if (CUresult r = d.set_access(va, bytes, access.data(), access.size()); r != CUDA_SUCCESS) {
     (void)d.unmap(va, bytes);
     (void)d.address_free(va, bytes);
     cu(r, "cuMemSetAccess");
   }
   return reinterpret_cast<std::byte*>(static_cast<std::uintptr_t>(va));
+}
+inline std::byte* map_for(CUmemGenericAllocationHandle handle, std::size_t bytes, int device) {
+  return map_for(handle, bytes, std::span<const int>(&device, 1));
 }
 
 /// Memory mapped here, released as it was obtained: a virtual-memory mapping

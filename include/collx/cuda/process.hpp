@@ -220,6 +220,11 @@ struct process_access {
     const int rank = s.rank(), nranks = s.size();
     const char* op = "gpu::init_rank";
     communicator::validate(opt, op);
+    if (communicator::multicast_of(opt) == multicast_mode::on)
+      throw_error(status::not_supported,
+                  std::string(op) +
+                      ": multicast is on, but process ranks do not use multicast objects "
+                      "yet (thread groups do: gpu::communicator::create_group)");
     const int count = communicator::device_count(op);
     require(device >= 0 && device < count, op,
             "device " + std::to_string(device) + " does not exist (" + std::to_string(count) + " devices)");
@@ -316,6 +321,7 @@ struct process_access {
     for (const auto& p : places) bus_ids.emplace_back(p.bus_id, strnlen(p.bus_id, sizeof p.bus_id));
     for (const auto& b : bus_ids) g->several_devices |= b != bus_ids[0];
     g->gpu_scope = communicator::gpu_scope_for(opt, *g);
+    g->multicast_refusal = "process ranks do not use multicast objects yet";
     const nvlink_verdict links = g->several_devices && !g->host_regions
                                      ? nvlink_between(bus_ids, communicator::nvml_deadline(opt))
                                      : nvlink_verdict{true, {}};

@@ -25,8 +25,10 @@
 //                    publish independently)
 //   FIFO slots (page-aligned): per (src, stripe) one block of every channel's
 //                    slots, as shm_layout lays a pair's block out
-//   registered buffer (page-aligned): what the peer-memory primitives load
-//                    and store (shm_layout::peer_buffer_bytes() of the geometry)
+//   registered buffer (page-aligned, or aligned to the multicast granularity
+//                    where a multicast object binds it): what the
+//                    peer-memory primitives load and store
+//                    (shm_layout::peer_buffer_bytes() of the geometry)
 // Counters start at zero in a zeroed region; LL flags derive from steps, so
 // zeroed slots hold no valid line.
 //
@@ -63,8 +65,14 @@ inline constexpr int max_mesh_ranks = 72;
 /// block and registered-buffer size it reuses.
 struct mesh_layout {
   shm_layout fifos{};  // geometry: nranks, nchannels, nstripes, slots × slot bytes per channel
+  /// Alignment of the registered buffer's offset and of its length within
+  /// the region: a page, or a multicast granularity where the buffers are
+  /// bound to a multicast object (which binds whole granules).
+  std::size_t buffer_align = shm_page;
 
-  static constexpr mesh_layout make(const shm_layout& geometry) { return {geometry}; }
+  static constexpr mesh_layout make(const shm_layout& geometry, std::size_t buffer_align = shm_page) {
+    return {geometry, buffer_align};
+  }
 
   COLLX_HOST_DEVICE constexpr std::size_t links() const {
     return std::size_t(fifos.nranks) * fifos.nstripes * fifos.nchannels;
@@ -82,11 +90,17 @@ struct mesh_layout {
     return align_up(barrier_offset() + std::size_t(fifos.nranks) * fifos.nstripes * cache_line, shm_page);
   }
   COLLX_HOST_DEVICE constexpr std::size_t peer_buffer_offset() const {
-    return slots_offset() + std::size_t(fifos.nranks) * fifos.nstripes * fifos.pair_bytes();
+    return align_up(slots_offset() + std::size_t(fifos.nranks) * fifos.nstripes * fifos.pair_bytes(),
+                    buffer_align);
+  }
+  /// Bytes of the registered buffer rounded up to buffer_align (what a
+  /// multicast object binds).
+  COLLX_HOST_DEVICE constexpr std::size_t peer_buffer_span() const {
+    return align_up(fifos.peer_buffer_bytes(), buffer_align);
   }
   /// Bytes of one rank's region.
   COLLX_HOST_DEVICE constexpr std::size_t region_bytes() const {
-    return peer_buffer_offset() + fifos.peer_buffer_bytes();
+    return peer_buffer_offset() + peer_buffer_span();
   }
   /// Index of the link (peer, stripe, channel) within a region's control arrays.
   COLLX_HOST_DEVICE constexpr std::size_t link(int peer, int stripe, int ch) const {
@@ -150,8 +164,16 @@ struct mesh_view {
     for (int k = 1; k <= nranks(); ++k) detail::store_release(held((r + k) % nranks(), r, s), v);
 #endif
   }
-  /// Multicast load-reduce and store by P loads / P stores (switch_channel.hpp).
-  COLLX_HOST_DEVICE peer_switch_channel<mesh_view> switch_channel(int rank) const { return {*this, rank}; }
+  /// The multicast address of the registered buffers: offset k stands for
+  /// offset k of every rank's peer_buffer() (a GPU group on NVSwitch with
+  /// multicast objects, set per rank by the launch); null: none.
+  std::byte* multicast = nullptr;
+  /// Multicast load-reduce and store: by the switch where `multicast` is set
+  /// and it performs the reduction, else by P loads / P stores
+  /// (switch_channel.hpp).
+  COLLX_HOST_DEVICE multicast_switch_channel<mesh_view> switch_channel(int rank) const {
+    return {*this, rank};
+  }
 
   // ---- peers' registered user buffers (single copy) ----------------------------
   /// This call's windows (set per launch; empty: the call is not registered).

@@ -1,0 +1,263 @@
+// collx/cuda/multicast.hpp — a thread group's FIFO regions with their
+// registered buffers bound to one NVSwitch multicast object.
+//
+// Where every GPU of a group has CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED (H100
+// and later on NVSwitch, with the fabric manager running), the group may make
+// each rank's region with the virtual memory API instead of cudaMalloc
+// (cuMemCreate on the rank's GPU, mapped with read/write access for every GPU
+// of the group, which is how peers store into it), create one multicast
+// object (cuMulticastCreate), add every GPU to it, bind each rank's
+// registered buffer (the region's last part, mesh_layout::peer_buffer_*) at
+// multicast offset 0, and map the object once per rank for that rank's GPU.
+// A kernel then reaches offset k of every rank's buffer through one
+// multicast address (mesh_view::multicast), and nvls's switch channel
+// reduces and stores with multimem instructions (transport/switch_channel.hpp).
+//
+// The buffer's offset and length within the region are multiples of the
+// multicast granularity (mesh_layout::buffer_align), as binding requires.
+// Created and released by one thread; every driver call is checked, and
+// what was made is undone in reverse order (unmap, unbind, release) by the
+// destructor, also after a failure half-way.
+//
+// Process ranks (collx/cuda/process.hpp) do not use multicast yet: the
+// object would have to be exported by one rank and imported by the others.
+#pragma once
+
+#include <collx/cuda/check.hpp>
+#include <collx/cuda/ipc_region.hpp>
+#include <collx/error.hpp>
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <numeric>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace collx::gpu {
+
+/// Whether a group's nvls reductions and stores go through the switch.
+enum class multicast_mode {
+  /// Where every GPU of the group offers multicast, the ranks are on
+  /// different GPUs and the regions are device memory (COLLX_DEBUG=1 says
+  /// why not otherwise); the peers' memory otherwise.
+  automatic,
+  /// Never.
+  off,
+  /// Always: not_supported, naming the reason, where the group cannot.
+  on,
+};
+
+inline const char* name(multicast_mode m) {
+  switch (m) {
+    case multicast_mode::automatic: return "automatic";
+    case multicast_mode::off: return "off";
+    case multicast_mode::on: return "on";
+  }
+  return "?";
+}
+
+namespace multicast_detail {
+
+/// The multicast entry points, resolved through the runtime; null where the
+/// driver has none (before CUDA 12.1).
+struct driver {
+  decltype(&cuMulticastCreate) create = nullptr;
+  decltype(&cuMulticastAddDevice) add_device = nullptr;
+  decltype(&cuMulticastBindMem) bind_mem = nullptr;
+  decltype(&cuMulticastUnbind) unbind = nullptr;
+  decltype(&cuMulticastGetGranularity) granularity = nullptr;
+  decltype(&cuDeviceGet) device_get = nullptr;
+
+  static const driver* get() {
+    static const driver d = [] {
+      driver x;
+      auto load = [](const char* name, auto& fn) {
+        void* p = nullptr;
+        cudaDriverEntryPointQueryResult q{};
+        if (cudaGetDriverEntryPointByVersion(name, &p, 12010, cudaEnableDefault, &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess)
+          p = nullptr;
+        fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
+      };
+      load("cuMulticastCreate", x.create);
+      load("cuMulticastAddDevice", x.add_device);
+      load("cuMulticastBindMem", x.bind_mem);
+      load("cuMulticastUnbind", x.unbind);
+      load("cuMulticastGetGranularity", x.granularity);
+      load("cuDeviceGet", x.device_get);
+      (void)cudaGetLastError();
+      return x;
+    }();
+    const bool all = d.create && d.add_device && d.bind_mem && d.unbind && d.granularity && d.device_get;
+    return all ? &d : nullptr;
+  }
+};
+
+inline CUdevice cu_device(int ordinal) {
+  CUdevice dev = 0;
+  ipc_detail::cu(driver::get()->device_get(&dev, ordinal), "cuDeviceGet");
+  return dev;
+}
+
+}  // namespace multicast_detail
+
+/// Why a group on `devices` (rank → ordinal) cannot use multicast; empty
+/// where it can. `host_regions`: the group's regions are host memory.
+inline std::string multicast_refusal(const std::vector<int>& devices, bool host_regions) {
+  if (devices.size() < 2) return "multicast needs two ranks or more";
+  std::vector<int> d(devices);
+  std::sort(d.begin(), d.end());
+  if (std::adjacent_find(d.begin(), d.end()) != d.end())
+    return "ranks share a GPU; a multicast object spans distinct GPUs";
+  if (host_regions) return "the group's regions are host memory";
+  if (multicast_detail::driver::get() == nullptr)
+    return "the CUDA driver has no multicast objects (CUDA 12.1+)";
+  for (int x : d) {
+    device_guard on(x);
+    ipc_detail::make_current(x);
+    if (!ipc_detail::has_attribute(x, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED))
+      return "GPU " + std::to_string(x) + " has no virtual memory management";
+    if (!ipc_detail::has_attribute(x, CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED))
+      return "GPU " + std::to_string(x) +
+             " does not offer multicast (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED: NVSwitch with the fabric "
+             "manager running)";
+  }
+  return {};
+}
+
+/// The alignment a multicast object over `devices` binding buffers of about
+/// `bytes` needs of a bound buffer's offset and length, also a multiple of
+/// every device's allocation granularity.
+inline std::size_t multicast_alignment(std::span<const int> devices, std::size_t bytes) {
+  const auto* mc = multicast_detail::driver::get();
+  require(mc != nullptr, "gpu::multicast_alignment", "the CUDA driver has no multicast objects");
+  CUmulticastObjectProp prop{};
+  prop.numDevices = static_cast<unsigned>(devices.size());
+  prop.size = bytes;
+  std::size_t g = 0;
+  ipc_detail::cu(mc->granularity(&g, &prop, CU_MULTICAST_GRANULARITY_MINIMUM), "cuMulticastGetGranularity");
+  for (int x : devices) {
+    CUmemAllocationProp p{};
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.location.id = x;
+    std::size_t a = 0;
+    ipc_detail::cu(ipc_detail::driver::get().granularity(&a, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+                   "cuMemGetAllocationGranularity");
+    g = std::lcm(g, a);
+  }
+  return g;
+}
+
+/// Every rank's region, and the multicast object over their buffers (see the
+/// header comment).
+class multicast_regions {
+ public:
+  /// Regions of `region_bytes` on each rank's GPU (devices: rank → ordinal,
+  /// distinct), zeroed; each one's [buffer_offset, buffer_offset +
+  /// buffer_bytes) bound to one multicast object. Both multiples of
+  /// multicast_alignment(devices). Throws collx::error naming the driver call
+  /// that failed (not_supported where the driver refuses multicast).
+  static std::unique_ptr<multicast_regions> create(const std::vector<int>& devices, std::size_t region_bytes,
+                                                   std::size_t buffer_offset, std::size_t buffer_bytes) {
+    const auto* mc = multicast_detail::driver::get();
+    require(mc != nullptr, "gpu::multicast_regions::create", "the CUDA driver has no multicast objects");
+    const ipc_detail::driver& d = ipc_detail::driver::get();
+    const std::size_t align = multicast_alignment(devices, buffer_bytes);
+    require(buffer_offset % align == 0 && buffer_bytes % align == 0 &&
+                buffer_offset + buffer_bytes <= region_bytes,
+            "gpu::multicast_regions::create",
+            "the registered buffer is not aligned to the multicast granularity");
+    std::unique_ptr<multicast_regions> m(new multicast_regions);
+    m->devices_ = devices;
+    m->buffer_bytes_ = buffer_bytes;
+    const std::size_t bytes = (region_bytes + align - 1) / align * align;
+    for (int dev : devices) {
+      device_guard on(dev);
+      ipc_detail::make_current(dev);
+      CUmemAllocationProp p{};
+      p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+      p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      p.location.id = dev;
+      CUmemGenericAllocationHandle h = 0;
+      ipc_detail::cu(d.create(&h, bytes, &p, 0), "cuMemCreate of a rank's region");
+      try {
+        m->regions_.push_back({h, ipc_detail::map_for(h, bytes, devices, align), bytes});
+      } catch (...) {
+        (void)d.release(h);
+        throw;
+      }
+      check(cudaMemset(m->regions_.back().data, 0, bytes), "cudaMemset of a rank's region");
+      check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after a region's initialisation");
+    }
+    CUmulticastObjectProp prop{};
+    prop.numDevices = static_cast<unsigned>(devices.size());
+    prop.size = buffer_bytes;
+    ipc_detail::cu(mc->create(&m->object_, &prop), "cuMulticastCreate");
+    m->have_object_ = true;
+    // Every GPU joins before any memory is bound.
+    for (int dev : devices)
+      ipc_detail::cu(mc->add_device(m->object_, multicast_detail::cu_device(dev)), "cuMulticastAddDevice");
+    for (std::size_t r = 0; r < devices.size(); ++r) {
+      device_guard on(devices[r]);
+      const CUdevice dev = multicast_detail::cu_device(devices[r]);
+      ipc_detail::cu(mc->bind_mem(m->object_, 0, m->regions_[r].handle, buffer_offset, buffer_bytes, 0),
+                     "cuMulticastBindMem");
+      m->bound_.push_back(dev);
+    }
+    for (int dev : devices) {
+      device_guard on(dev);
+      m->multicast_.push_back(
+          ipc_detail::map_for(m->object_, buffer_bytes, std::span<const int>(&dev, 1), align));
+    }
+    return m;
+  }
+
+  multicast_regions(const multicast_regions&) = delete;
+  multicast_regions& operator=(const multicast_regions&) = delete;
+  ~multicast_regions() {
+    const ipc_detail::driver& d = ipc_detail::driver::get();
+    const auto* mc = multicast_detail::driver::get();
+    for (std::byte* p : multicast_) {
+      const auto va = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p));
+      (void)d.unmap(va, buffer_bytes_);
+      (void)d.address_free(va, buffer_bytes_);
+    }
+    for (CUdevice dev : bound_) (void)mc->unbind(object_, dev, 0, buffer_bytes_);
+    if (have_object_) (void)d.release(object_);
+    for (const allocation& r : regions_) {
+      const auto va = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(r.data));
+      (void)d.unmap(va, r.bytes);
+      (void)d.address_free(va, r.bytes);
+      (void)d.release(r.handle);
+    }
+  }
+
+  /// Rank r's region as every GPU of the group addresses it.
+  std::byte* region(int r) const { return regions_[static_cast<std::size_t>(r)].data; }
+  /// The multicast address of the buffers as rank r's GPU addresses it.
+  std::byte* multicast(int r) const { return multicast_[static_cast<std::size_t>(r)]; }
+
+ private:
+  multicast_regions() = default;
+  struct allocation {
+    CUmemGenericAllocationHandle handle;
+    std::byte* data;
+    std::size_t bytes;
+  };
+  std::vector<int> devices_;
+  std::vector<allocation> regions_;
+  CUmemGenericAllocationHandle object_ = 0;
+  bool have_object_ = false;
+  std::vector<CUdevice> bound_;  // devices whose memory is bound
+  std::vector<std::byte*> multicast_;
+  std::size_t buffer_bytes_ = 0;
+};
+
+}  // namespace collx::gpu

@@ -1,0 +1,166 @@
+// collx/transport/multimem.hpp — the NVSwitch's multicast instructions on
+// 16-byte packs: which reductions the switch performs, and the PTX that asks
+// it to.
+//
+// A multicast address (cuMulticastCreate, mapped with cuMemMap) stands for
+// the same offset in every bound rank's memory. `multimem.ld_reduce` at such
+// an address returns the element reduced over every copy, computed in the
+// switch; `multimem.st` writes every copy. Hopper (sm_90) and later.
+//
+// What the switch reduces (PTX ISA, multimem): add of f32, f64, f16x2 and
+// bf16x2 (the half types accumulated in f32, `.acc::f32`, rounded once), of
+// 32- and 64-bit integers; min and max of integers and of f16x2/bf16x2; and,
+// or, xor of 32- and 64-bit words. avg is an add finished by the reducer's
+// post(). Nothing for prod, 8-bit types or fp8 on sm_90: multimem_reduces<>
+// is false there and the switch channel loads every peer instead
+// (transport/switch_channel.hpp). The switch's min and max of half types
+// follow the instruction's rules for NaN, not reducer<>'s (which returns the
+// NaN).
+//
+// Memory ordering: relaxed at system scope, as NCCL issues them. The
+// peer-memory barrier before and after (prims::barrier: a system-scope
+// release fence, stores, polls, an acquire fence) orders them against every
+// rank's plain accesses of the same memory.
+#pragma once
+
+#include <collx/config.hpp>
+#include <collx/detail/reduce_copy.hpp>
+#include <collx/numeric/float16.hpp>
+#include <collx/reduce_op.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+// The instructions exist from sm_90; device code for older GPUs compiles the
+// fallback only.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define COLLX_MULTIMEM_PTX 1
+#else
+#define COLLX_MULTIMEM_PTX 0
+#endif
+
+namespace collx::transport {
+
+namespace multimem_detail {
+
+template <class Red>
+concept typed_reducer = requires {
+  Red::op;
+};
+
+template <class T, reduce_op Op>
+inline constexpr bool reduces = [] {
+  constexpr bool add = Op == reduce_op::sum || Op == reduce_op::avg;
+  constexpr bool minmax = Op == reduce_op::min || Op == reduce_op::max;
+  constexpr bool bits = Op == reduce_op::band || Op == reduce_op::bor || Op == reduce_op::bxor;
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) return add;
+  else if constexpr (std::is_same_v<T, half_t> || std::is_same_v<T, bfloat16_t>) return add || minmax;
+  else if constexpr (std::is_integral_v<T> && (sizeof(T) == 4 || sizeof(T) == 8))
+    return add || minmax || bits;
+  else return false;
+}();
+
+}  // namespace multimem_detail
+
+/// Whether the switch performs Red's reduction of T (see the header comment).
+template <class T, class Red>
+inline constexpr bool multimem_reduces = false;
+template <class T, multimem_detail::typed_reducer Red>
+inline constexpr bool multimem_reduces<T, Red> =
+    std::is_same_v<Red, reducer<T, Red::op>>&& multimem_detail::reduces<T, Red::op>;
+
+#if COLLX_MULTIMEM_PTX
+
+namespace multimem_detail {
+
+#define COLLX_MM_LD4(suffix)                                                           \
+  asm volatile("multimem.ld_reduce.relaxed.sys.global." suffix " {%0,%1,%2,%3}, [%4];" \
+               : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])                        \
+               : "l"(addr)                                                             \
+               : "memory")
+#define COLLX_MM_LD32(suffix)                                               \
+  for (int k = 0; k < 4; ++k)                                               \
+  asm volatile("multimem.ld_reduce.relaxed.sys.global." suffix " %0, [%1];" \
+               : "=r"(w[k])                                                 \
+               : "l"(addr + 4 * k)                                          \
+               : "memory")
+#define COLLX_MM_LD64(suffix)                                               \
+  for (int k = 0; k < 2; ++k)                                               \
+  asm volatile("multimem.ld_reduce.relaxed.sys.global." suffix " %0, [%1];" \
+               : "=l"(d[k])                                                 \
+               : "l"(addr + 8 * k)                                          \
+               : "memory")
+
+/// The 16 bytes at multicast address `addr` reduced by the switch over every
+/// bound copy, as four 32-bit or two 64-bit words.
+template <class T, reduce_op Op>
+__device__ COLLX_ALWAYS_INLINE void load_reduce_words(std::uintptr_t addr, std::uint32_t (&w)[4]) {
+  constexpr bool add = Op == reduce_op::sum || Op == reduce_op::avg;
+  if constexpr (std::is_same_v<T, float>) {
+    COLLX_MM_LD4("add.v4.f32");
+  } else if constexpr (std::is_same_v<T, half_t>) {
+    if constexpr (add) COLLX_MM_LD4("add.acc::f32.v4.f16x2");
+    else if constexpr (Op == reduce_op::min) COLLX_MM_LD4("min.v4.f16x2");
+    else COLLX_MM_LD4("max.v4.f16x2");
+  } else if constexpr (std::is_same_v<T, bfloat16_t>) {
+    if constexpr (add) COLLX_MM_LD4("add.acc::f32.v4.bf16x2");
+    else if constexpr (Op == reduce_op::min) COLLX_MM_LD4("min.v4.bf16x2");
+    else COLLX_MM_LD4("max.v4.bf16x2");
+  } else if constexpr (sizeof(T) == 4) {
+    constexpr bool s = std::is_signed_v<T>;
+    if constexpr (add) COLLX_MM_LD32("add.u32");
+    else if constexpr (Op == reduce_op::min && s) COLLX_MM_LD32("min.s32");
+    else if constexpr (Op == reduce_op::min) COLLX_MM_LD32("min.u32");
+    else if constexpr (Op == reduce_op::max && s) COLLX_MM_LD32("max.s32");
+    else if constexpr (Op == reduce_op::max) COLLX_MM_LD32("max.u32");
+    else if constexpr (Op == reduce_op::band) COLLX_MM_LD32("and.b32");
+    else if constexpr (Op == reduce_op::bor) COLLX_MM_LD32("or.b32");
+    else COLLX_MM_LD32("xor.b32");
+  } else {
+    std::uint64_t d[2];
+    constexpr bool s = std::is_signed_v<T>;
+    if constexpr (std::is_same_v<T, double>) COLLX_MM_LD64("add.f64");
+    else if constexpr (add) COLLX_MM_LD64("add.u64");
+    else if constexpr (Op == reduce_op::min && s) COLLX_MM_LD64("min.s64");
+    else if constexpr (Op == reduce_op::min) COLLX_MM_LD64("min.u64");
+    else if constexpr (Op == reduce_op::max && s) COLLX_MM_LD64("max.s64");
+    else if constexpr (Op == reduce_op::max) COLLX_MM_LD64("max.u64");
+    else if constexpr (Op == reduce_op::band) COLLX_MM_LD64("and.b64");
+    else if constexpr (Op == reduce_op::bor) COLLX_MM_LD64("or.b64");
+    else COLLX_MM_LD64("xor.b64");
+    std::memcpy(w, d, 16);
+  }
+}
+
+#undef COLLX_MM_LD4
+#undef COLLX_MM_LD32
+#undef COLLX_MM_LD64
+
+}  // namespace multimem_detail
+
+/// The pack at multicast address `addr` (16-byte aligned) reduced over every
+/// bound copy by the switch; multimem_reduces<T, Red> must hold.
+template <class T, class Red>
+__device__ COLLX_ALWAYS_INLINE detail::pack<T> multimem_load_reduce(std::uintptr_t addr) {
+  static_assert(multimem_reduces<T, Red>, "the switch does not perform this reduction");
+  std::uint32_t w[4];
+  multimem_detail::load_reduce_words<T, Red::op>(addr, w);
+  detail::pack<T> p;
+  std::memcpy(&p, w, 16);
+  return p;
+}
+
+/// Stores `p` at multicast address `addr` (16-byte aligned): every bound copy.
+template <class T>
+__device__ COLLX_ALWAYS_INLINE void multimem_store(std::uintptr_t addr, const detail::pack<T>& p) {
+  std::uint32_t w[4];
+  std::memcpy(w, &p, 16);
+  asm volatile("multimem.st.relaxed.sys.global.v4.f32 [%0], {%1,%2,%3,%4};" ::"l"(addr), "r"(w[0]), "r"(w[1]),
+               "r"(w[2]), "r"(w[3])
+               : "memory");
+}
+
+#endif  // COLLX_MULTIMEM_PTX
+
+}  // namespace collx::transport

@@ -1,0 +1,298 @@
+// nvls through an NVSwitch multicast object (gpu::options::multicast,
+// collx/cuda/multicast.hpp): the switch reduces and stores each 16-byte pack
+// (multimem.ld_reduce / multimem.st), the peers' memory the rest.
+//
+// On any GPU machine: a group of two ranks on one GPU refuses multicast when
+// it is on (not_supported, naming the shared GPU) and goes without it when it
+// is automatic, saying why. Where 2 or more GPUs offer multicast: groups on
+// GPUs {0, 1}, … {0 … N-1} with multicast on run nvls all_reduce and
+// reduce_scatter (out of place and in place) for float sum, avg and max (max
+// is not the switch's: it goes through the peers), half and bfloat16 sums,
+// int32 max, int64 and double sums, at counts that give unaligned heads and
+// tails, a single element, and more than one staging buffer; every result
+// against a host reference of small integers (exact in every type and
+// order), with guard elements on both sides of every buffer. Then the time
+// per call of nvls with and without the switch and of the ring at a few
+// sizes (information, no threshold). Exits 77 where no group could use
+// multicast (after the refusal checks), as without a GPU.
+#include "gpu_test.cuh"
+
+#include <collx/algo/nvls.hpp>
+#include <collx/algo/ring.hpp>
+#include <collx/cuda/communicator.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+using namespace collx;
+
+namespace {
+
+constexpr std::size_t guard = 16;
+int failures = 0;
+
+void fail(const std::string& what) {
+  std::printf("FAIL %s\n", what.c_str());
+  ++failures;
+}
+
+double input(int r, std::size_t i) { return double(int((std::size_t(r) * 31 + i * 7) % 19) - 9); }
+
+template <class T>
+T to(double v) {
+  if constexpr (std::is_integral_v<T>) return static_cast<T>(v);
+  else return T(v);
+}
+template <class T>
+double from(T v) {
+  if constexpr (std::is_integral_v<T>) return static_cast<double>(v);
+  else return static_cast<double>(v);
+}
+
+/// The expected element of rank r's recv.
+template <class T, reduce_op Op>
+T expected(bool scatter, int r, int P, std::size_t n, std::size_t i) {
+  const std::size_t at = scatter ? std::size_t(r) * n + i : i;
+  double acc = input(0, at);
+  for (int q = 1; q < P; ++q) {
+    const double v = input(q, at);
+    if constexpr (Op == reduce_op::max) acc = v > acc ? v : acc;
+    else acc += v;
+  }
+  if constexpr (Op == reduce_op::avg) return to<T>(double(float(acc) / float(P)));
+  else return to<T>(acc);
+}
+
+template <class T, reduce_op Op>
+void run_case(std::vector<gpu::communicator>& comms, bool scatter, std::size_t n, bool in_place,
+              const char* type) {
+  const int P = static_cast<int>(comms.size());
+  const std::size_t send_n = scatter ? n * std::size_t(P) : n;
+  const std::size_t recv_n = n;
+  std::vector<T*> send(comms.size()), recv(comms.size());
+  std::vector<cudaStream_t> st(comms.size());
+  std::vector<T> sentinel(guard);
+  std::memset(sentinel.data(), 0xA5, sizeof(T) * guard);
+  for (int r = 0; r < P; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    CUDA_OK(cudaSetDevice(comms[i].device()));
+    CUDA_OK(cudaStreamCreate(&st[i]));
+    std::vector<T> host(send_n + 2 * guard);
+    std::memcpy(host.data(), sentinel.data(), sizeof(T) * guard);
+    std::memcpy(host.data() + guard + send_n, sentinel.data(), sizeof(T) * guard);
+    for (std::size_t k = 0; k < send_n; ++k) host[guard + k] = to<T>(input(r, k));
+    CUDA_OK(cudaMalloc(&send[i], host.size() * sizeof(T)));
+    CUDA_OK(cudaMemcpy(send[i], host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+    if (in_place) {
+      recv[i] = send[i];
+    } else {
+      std::vector<T> out(recv_n + 2 * guard);
+      std::memset(out.data(), 0xA5, out.size() * sizeof(T));
+      CUDA_OK(cudaMalloc(&recv[i], out.size() * sizeof(T)));
+      CUDA_OK(cudaMemcpy(recv[i], out.data(), out.size() * sizeof(T), cudaMemcpyHostToDevice));
+    }
+  }
+  for (int r = 0; r < P; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    CUDA_OK(cudaSetDevice(comms[i].device()));
+    // In place: reduce_scatter's output is rank r's block of its input.
+    T* d = recv[i] + guard + (in_place && scatter ? std::size_t(r) * n : 0);
+    if (scatter) gpu::reduce_scatter<algo::nvls, proto::simple>(comms[i], send[i] + guard, d, n, Op, st[i]);
+    else gpu::all_reduce<algo::nvls, proto::simple>(comms[i], send[i] + guard, d, n, Op, st[i]);
+  }
+  const std::string what = std::string(scatter ? "reduce_scatter " : "all_reduce ") + type + " op " +
+                           std::to_string(int(Op)) + " P=" + std::to_string(P) + " n=" + std::to_string(n) +
+                           (in_place ? " in place" : "");
+  for (int r = 0; r < P; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    CUDA_OK(cudaSetDevice(comms[i].device()));
+    try {
+      comms[i].wait(st[i]);
+    } catch (const error& e) {
+      fail(what + ": rank " + std::to_string(r) + ": " + e.what());
+      continue;
+    }
+    const std::size_t total = (in_place ? send_n : recv_n) + 2 * guard;
+    std::vector<T> got(total);
+    CUDA_OK(cudaMemcpy(got.data(), recv[i], total * sizeof(T), cudaMemcpyDeviceToHost));
+    std::size_t wrong = 0, guards = 0;
+    const std::size_t base = guard + (in_place && scatter ? std::size_t(r) * n : 0);
+    for (std::size_t k = 0; k < n; ++k)
+      wrong += from(got[base + k]) != from(expected<T, Op>(scatter, r, P, n, k));
+    guards += std::memcmp(got.data(), sentinel.data(), sizeof(T) * guard) != 0;
+    guards += std::memcmp(got.data() + total - guard, sentinel.data(), sizeof(T) * guard) != 0;
+    if (wrong != 0 || guards != 0)
+      fail(what + ": rank " + std::to_string(r) + ": " + std::to_string(wrong) + " wrong elements, " +
+           std::to_string(guards) + " guards overwritten");
+  }
+  for (std::size_t i = 0; i < comms.size(); ++i) {
+    CUDA_OK(cudaSetDevice(comms[i].device()));
+    CUDA_OK(cudaStreamDestroy(st[i]));
+    CUDA_OK(cudaFree(send[i]));
+    if (!in_place) CUDA_OK(cudaFree(recv[i]));
+  }
+}
+
+template <class T, reduce_op Op>
+void cases(std::vector<gpu::communicator>& comms, const char* type) {
+  // 1 element; heads and tails off a 16-byte boundary; more than one staging
+  // buffer (segments), odd.
+  for (std::size_t n :
+       {std::size_t{1}, std::size_t{5}, std::size_t{1031}, std::size_t{77777}, (std::size_t{3} << 20) + 3})
+    for (bool scatter : {false, true})
+      for (bool in_place : {false, true}) run_case<T, Op>(comms, scatter, n, in_place, type);
+  std::printf("ok   %s op %d on %zu GPUs (%d failures so far)\n", type, int(Op), comms.size(), failures);
+}
+
+/// The refusals, on any machine with a GPU.
+void refusals() {
+  const std::vector<int> one_gpu{0, 0};
+  gpu::options on;
+  on.multicast = gpu::multicast_mode::on;
+  try {
+    (void)gpu::communicator::create_group(one_gpu, on);
+    fail("two ranks on one GPU with multicast on: created");
+  } catch (const error& e) {
+    if (e.code() != status::not_supported || std::string(e.what()).find("share a GPU") == std::string::npos)
+      fail(std::string("two ranks on one GPU with multicast on: ") + e.what());
+  }
+  auto comms = gpu::communicator::create_group(one_gpu);
+  if (comms[0].multicast() || comms[0].why_no_multicast().empty())
+    fail("two ranks on one GPU, automatic: multicast() " + std::to_string(comms[0].multicast()) + ", why '" +
+         comms[0].why_no_multicast() + "'");
+  gpu::options bad;
+  bad.multicast = static_cast<gpu::multicast_mode>(7);
+  try {
+    (void)gpu::communicator::create_group(one_gpu, bad);
+    fail("multicast mode 7: accepted");
+  } catch (const error& e) {
+    if (e.code() != status::invalid_argument) fail(std::string("multicast mode 7: ") + e.what());
+  }
+  std::printf("ok   refusals (%d failures so far)\n", failures);
+}
+
+template <class F>
+double time_us(std::vector<gpu::communicator>& comms, std::vector<float*>& buf, std::size_t n, F call) {
+  std::vector<cudaStream_t> st(comms.size());
+  for (std::size_t i = 0; i < comms.size(); ++i) {
+    CUDA_OK(cudaSetDevice(comms[i].device()));
+    CUDA_OK(cudaStreamCreate(&st[i]));
+  }
+  auto round = [&](int calls) {
+    for (int c = 0; c < calls; ++c)
+      for (std::size_t i = 0; i < comms.size(); ++i) {
+        CUDA_OK(cudaSetDevice(comms[i].device()));
+        call(comms[i], buf[i], buf[i] + n, n, st[i]);
+      }
+    for (std::size_t i = 0; i < comms.size(); ++i) {
+      CUDA_OK(cudaSetDevice(comms[i].device()));
+      comms[i].wait(st[i]);
+    }
+  };
+  round(5);
+  const int calls = n >= (std::size_t{16} << 20) / sizeof(float) ? 10 : 100;
+  const auto t0 = std::chrono::steady_clock::now();
+  round(calls);
+  const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  for (std::size_t i = 0; i < comms.size(); ++i) {
+    CUDA_OK(cudaSetDevice(comms[i].device()));
+    CUDA_OK(cudaStreamDestroy(st[i]));
+  }
+  return us / calls;
+}
+
+void timings(const std::vector<int>& devices) {
+  gpu::options off;
+  off.multicast = gpu::multicast_mode::off;
+  gpu::options on;
+  on.multicast = gpu::multicast_mode::on;
+  auto with = gpu::communicator::create_group(devices, on);
+  auto without = gpu::communicator::create_group(devices, off);
+  const std::size_t most = (std::size_t{256} << 20) / sizeof(float);
+  std::vector<float*> buf(devices.size());
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    CUDA_OK(cudaSetDevice(devices[i]));
+    CUDA_OK(cudaMalloc(&buf[i], 2 * most * sizeof(float)));
+    CUDA_OK(cudaMemset(buf[i], 0, 2 * most * sizeof(float)));
+  }
+  auto nvls = [](gpu::communicator& c, float* s, float* d, std::size_t n, cudaStream_t st) {
+    gpu::all_reduce<algo::nvls, proto::simple>(c, s, d, n, reduce_op::sum, st);
+  };
+  auto ring = [](gpu::communicator& c, float* s, float* d, std::size_t n, cudaStream_t st) {
+    gpu::all_reduce<algo::ring, proto::simple>(c, s, d, n, reduce_op::sum, st);
+  };
+  for (std::size_t bytes :
+       {std::size_t{64} << 10, std::size_t{1} << 20, std::size_t{16} << 20, std::size_t{256} << 20}) {
+    const std::size_t n = bytes / sizeof(float);
+    const double a = time_us(with, buf, n, nvls), b = time_us(without, buf, n, nvls),
+                 c = time_us(without, buf, n, ring);
+    const double bus = 2.0 * double(devices.size() - 1) / double(devices.size()) * double(bytes) / 1e3;
+    std::printf(
+        "info all_reduce float %zu GPUs %zu B: nvls multicast %.1f us (busbw %.1f GB/s), nvls peers %.1f us "
+        "(%.1f), "
+        "ring/simple %.1f us (%.1f)\n",
+        devices.size(), bytes, a, bus / a, b, bus / b, c, bus / c);
+  }
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    CUDA_OK(cudaSetDevice(devices[i]));
+    CUDA_OK(cudaFree(buf[i]));
+  }
+}
+
+}  // namespace
+
+int main() {
+  if (int code = test::exit_code_without_gpu(); code >= 0) return code;
+  try {
+    refusals();
+    int ndev = 0;
+    CUDA_OK(cudaGetDeviceCount(&ndev));
+    int groups = 0;
+    std::vector<int> largest;
+    for (int k = 2; k <= ndev; ++k) {
+      std::vector<int> devices;
+      for (int d = 0; d < k; ++d) devices.push_back(d);
+      gpu::options on;
+      on.multicast = gpu::multicast_mode::on;
+      std::vector<gpu::communicator> comms;
+      try {
+        comms = gpu::communicator::create_group(devices, on);
+      } catch (const error& e) {
+        if (e.code() != status::not_supported) throw;
+        std::printf("no multicast on %d GPUs: %s\n", k, e.what());
+        break;
+      }
+      if (!comms[0].multicast()) fail("multicast on, group made, multicast() false");
+      ++groups;
+      largest = devices;
+      cases<float, reduce_op::sum>(comms, "float");
+      cases<float, reduce_op::avg>(comms, "float");
+      cases<float, reduce_op::max>(comms, "float");
+      cases<half_t, reduce_op::sum>(comms, "half");
+      cases<bfloat16_t, reduce_op::sum>(comms, "bfloat16");
+      cases<std::int32_t, reduce_op::max>(comms, "int32");
+      cases<std::int64_t, reduce_op::sum>(comms, "int64");
+      cases<double, reduce_op::sum>(comms, "double");
+    }
+    if (groups > 0 && failures == 0) timings(largest);
+    if (failures != 0) {
+      std::printf("FAILED: %d failures\n", failures);
+      return 1;
+    }
+    if (groups == 0) {
+      std::printf("refusals passed; no group of GPUs offers multicast here: skipping the rest (77)\n");
+      return 77;
+    }
+    std::printf("PASSED: multicast on %d group(s)\n", groups);
+    return 0;
+  } catch (const error& e) {
+    std::printf("FAILED: %s\n", e.what());
+    return 1;
+  }
+}
