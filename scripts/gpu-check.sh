@@ -21,6 +21,7 @@
 #                         refusals, then every type the switch reduces on 2..N
 #                         GPUs and the time per call beside nvls over the
 #                         peers and the ring (SKIP where no GPUs offer it)
+#   multicast-procs.log   the same cases on two process ranks, one GPU each
 #   perf-*.log            collx-perf-cuda sweeps (nccl-tests columns, last column
 #                         the device-to-device copy bandwidth of the same bytes)
 #   host-misuse.log       the host communicator given cudaMalloc'd buffers:
@@ -129,6 +130,8 @@ built_step "registered user buffers (nvls single copy)" "$out/register.log" \
 built_step "registered user buffers, process ranks (CUDA IPC)" "$out/register-procs.log" \
   "$build/tools/collxrun" -n 2 "$build/tests/device/collx_gpu_register_test" --procs
 built_step "nvls through a multicast object" "$out/multicast.log" "$build/tests/device/collx_gpu_multicast_test"
+built_step "nvls through a multicast object, process ranks" "$out/multicast-procs.log" \
+  "$build/tools/collxrun" -n 2 "$build/tests/device/collx_gpu_multicast_test" --procs
 built_step "host communicator refuses GPU memory" "$out/host-misuse.log" "$build/tests/device/collx_gpu_host_misuse"
 comm=$build/tests/device/collx_gpu_comm_test
 if [ -x "$comm" ]; then

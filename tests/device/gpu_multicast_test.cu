@@ -14,12 +14,15 @@
 // order), with guard elements on both sides of every buffer. Then the time
 // per call of nvls with and without the switch and of the ring at a few
 // sizes (information, no threshold). Exits 77 where no group could use
-// multicast (after the refusal checks), as without a GPU.
+// multicast (after the refusal checks), as without a GPU. With --procs
+// (under collxrun, one process per GPU) the same cases on process ranks,
+// whose multicast object rank 0 makes and the others import.
 #include "gpu_test.cuh"
 
 #include <collx/algo/nvls.hpp>
 #include <collx/algo/ring.hpp>
 #include <collx/cuda/communicator.hpp>
+#include <collx/cuda/process.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -72,15 +75,16 @@ T expected(bool scatter, int r, int P, std::size_t n, std::size_t i) {
 template <class T, reduce_op Op>
 void run_case(std::vector<gpu::communicator>& comms, bool scatter, std::size_t n, bool in_place,
               const char* type) {
-  const int P = static_cast<int>(comms.size());
+  // Thread ranks: every rank of the group; process ranks: this process's.
+  const int P = comms[0].size();
   const std::size_t send_n = scatter ? n * std::size_t(P) : n;
   const std::size_t recv_n = n;
   std::vector<T*> send(comms.size()), recv(comms.size());
   std::vector<cudaStream_t> st(comms.size());
   std::vector<T> sentinel(guard);
   std::memset(sentinel.data(), 0xA5, sizeof(T) * guard);
-  for (int r = 0; r < P; ++r) {
-    const auto i = static_cast<std::size_t>(r);
+  for (std::size_t i = 0; i < comms.size(); ++i) {
+    const int r = comms[i].rank();
     CUDA_OK(cudaSetDevice(comms[i].device()));
     CUDA_OK(cudaStreamCreate(&st[i]));
     std::vector<T> host(send_n + 2 * guard);
@@ -98,8 +102,8 @@ void run_case(std::vector<gpu::communicator>& comms, bool scatter, std::size_t n
       CUDA_OK(cudaMemcpy(recv[i], out.data(), out.size() * sizeof(T), cudaMemcpyHostToDevice));
     }
   }
-  for (int r = 0; r < P; ++r) {
-    const auto i = static_cast<std::size_t>(r);
+  for (std::size_t i = 0; i < comms.size(); ++i) {
+    const int r = comms[i].rank();
     CUDA_OK(cudaSetDevice(comms[i].device()));
     // In place: reduce_scatter's output is rank r's block of its input.
     T* d = recv[i] + guard + (in_place && scatter ? std::size_t(r) * n : 0);
@@ -109,8 +113,8 @@ void run_case(std::vector<gpu::communicator>& comms, bool scatter, std::size_t n
   const std::string what = std::string(scatter ? "reduce_scatter " : "all_reduce ") + type + " op " +
                            std::to_string(int(Op)) + " P=" + std::to_string(P) + " n=" + std::to_string(n) +
                            (in_place ? " in place" : "");
-  for (int r = 0; r < P; ++r) {
-    const auto i = static_cast<std::size_t>(r);
+  for (std::size_t i = 0; i < comms.size(); ++i) {
+    const int r = comms[i].rank();
     CUDA_OK(cudaSetDevice(comms[i].device()));
     try {
       comms[i].wait(st[i]);
@@ -147,7 +151,7 @@ void cases(std::vector<gpu::communicator>& comms, const char* type) {
        {std::size_t{1}, std::size_t{5}, std::size_t{1031}, std::size_t{77777}, (std::size_t{3} << 20) + 3})
     for (bool scatter : {false, true})
       for (bool in_place : {false, true}) run_case<T, Op>(comms, scatter, n, in_place, type);
-  std::printf("ok   %s op %d on %zu GPUs (%d failures so far)\n", type, int(Op), comms.size(), failures);
+  std::printf("ok   %s op %d on %d GPUs (%d failures so far)\n", type, int(Op), comms[0].size(), failures);
 }
 
 /// The refusals, on any machine with a GPU.
@@ -245,11 +249,45 @@ void timings(const std::vector<int>& devices) {
   }
 }
 
+template <class Comms>
+void every_type(Comms& comms) {
+  cases<float, reduce_op::sum>(comms, "float");
+  cases<float, reduce_op::avg>(comms, "float");
+  cases<float, reduce_op::max>(comms, "float");
+  cases<half_t, reduce_op::sum>(comms, "half");
+  cases<bfloat16_t, reduce_op::sum>(comms, "bfloat16");
+  cases<std::int32_t, reduce_op::max>(comms, "int32");
+  cases<std::int64_t, reduce_op::sum>(comms, "int64");
+  cases<double, reduce_op::sum>(comms, "double");
+}
+
+/// Process ranks (collxrun -n P ... --procs, one GPU each): the object made
+/// by rank 0 and imported by the others. Every rank checks its own results;
+/// 77 on every rank where the group cannot use multicast.
+int process_ranks() {
+  gpu::options on;
+  on.multicast = gpu::multicast_mode::on;
+  std::vector<gpu::communicator> comms;
+  try {
+    comms.push_back(gpu::from_env(on));
+  } catch (const error& e) {
+    if (e.code() != status::not_supported) throw;
+    std::printf("no multicast for these process ranks: %s: skipping (77)\n", e.what());
+    return 77;
+  }
+  if (!comms[0].multicast()) fail("process ranks, multicast on, group made, multicast() false");
+  every_type(comms);
+  std::printf("%s: rank %d of %d, %d failures\n", failures ? "FAILED" : "PASSED", comms[0].rank(),
+              comms[0].size(), failures);
+  return failures ? 1 : 0;
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   if (int code = test::exit_code_without_gpu(); code >= 0) return code;
   try {
+    if (argc > 1 && std::strcmp(argv[1], "--procs") == 0) return process_ranks();
     refusals();
     int ndev = 0;
     CUDA_OK(cudaGetDeviceCount(&ndev));
@@ -271,14 +309,7 @@ int main() {
       if (!comms[0].multicast()) fail("multicast on, group made, multicast() false");
       ++groups;
       largest = devices;
-      cases<float, reduce_op::sum>(comms, "float");
-      cases<float, reduce_op::avg>(comms, "float");
-      cases<float, reduce_op::max>(comms, "float");
-      cases<half_t, reduce_op::sum>(comms, "half");
-      cases<bfloat16_t, reduce_op::sum>(comms, "bfloat16");
-      cases<std::int32_t, reduce_op::max>(comms, "int32");
-      cases<std::int64_t, reduce_op::sum>(comms, "int64");
-      cases<double, reduce_op::sum>(comms, "double");
+      every_type(comms);
     }
     if (groups > 0 && failures == 0) timings(largest);
     if (failures != 0) {

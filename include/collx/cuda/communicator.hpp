@@ -271,6 +271,7 @@ struct group_state {
     }
     if (mappings) {
       view = {};
+      multicast_memory.reset();  // process ranks: the binding, before the regions it binds
       mappings.reset();
       return;
     }

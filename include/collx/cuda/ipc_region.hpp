@@ -283,6 +283,9 @@ class exported_region {
   std::byte* data() const { return m_.data(); }
   std::size_t bytes() const { return m_.bytes(); }
   region_handle way() const { return how_; }
+  /// The allocation's handle (0 for a cuda_ipc region, which is not a
+  /// virtual-memory allocation).
+  CUmemGenericAllocationHandle handle() const { return m_.handle(); }
   /// A new descriptor for the allocation (the caller closes it); posix_fd only.
   int export_fd() const {
     require(how_ == region_handle::posix_fd, "gpu::exported_region::export_fd",

@@ -19,12 +19,16 @@
 // what was made is undone in reverse order (unmap, unbind, release) by the
 // destructor, also after a failure half-way.
 //
-// Process ranks (collx/cuda/process.hpp) do not use multicast yet: the
-// object would have to be exported by one rank and imported by the others.
+// Process ranks (collx/cuda/process.hpp), one per GPU: rank 0 makes the
+// object and hands it to the others the way the regions went (a POSIX file
+// descriptor or a fabric handle; not with CUDA IPC regions, which are not
+// virtual-memory allocations); each rank adds its GPU, binds its own buffer
+// and maps the object (multicast_binding).
 #pragma once
 
 #include <collx/cuda/check.hpp>
 #include <collx/cuda/ipc_region.hpp>
+#include <collx/cuda/region_handles.hpp>
 #include <collx/error.hpp>
 
 #include <cuda.h>
@@ -33,6 +37,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <numeric>
 #include <span>
@@ -107,6 +112,22 @@ inline CUdevice cu_device(int ordinal) {
 
 }  // namespace multicast_detail
 
+/// Why GPU `device` cannot join a multicast object; empty where it can.
+inline std::string device_multicast_refusal(int device) {
+  if (multicast_detail::driver::get() == nullptr)
+    return "the CUDA driver has no multicast objects (CUDA 12.1+)";
+  device_guard on(device);
+  ipc_detail::make_current(device);
+  if (!ipc_detail::has_attribute(device, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED))
+    return "GPU " + std::to_string(device) + " has no virtual memory management";
+  if (!ipc_detail::has_attribute(device, CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED))
+    return "GPU " + std::to_string(device) +
+           " does not offer multicast (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED: NVSwitch with the fabric "
+           "manager "
+           "running)";
+  return {};
+}
+
 /// Why a group on `devices` (rank → ordinal) cannot use multicast; empty
 /// where it can. `host_regions`: the group's regions are host memory.
 inline std::string multicast_refusal(const std::vector<int>& devices, bool host_regions) {
@@ -116,18 +137,8 @@ inline std::string multicast_refusal(const std::vector<int>& devices, bool host_
   if (std::adjacent_find(d.begin(), d.end()) != d.end())
     return "ranks share a GPU; a multicast object spans distinct GPUs";
   if (host_regions) return "the group's regions are host memory";
-  if (multicast_detail::driver::get() == nullptr)
-    return "the CUDA driver has no multicast objects (CUDA 12.1+)";
-  for (int x : d) {
-    device_guard on(x);
-    ipc_detail::make_current(x);
-    if (!ipc_detail::has_attribute(x, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED))
-      return "GPU " + std::to_string(x) + " has no virtual memory management";
-    if (!ipc_detail::has_attribute(x, CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED))
-      return "GPU " + std::to_string(x) +
-             " does not offer multicast (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED: NVSwitch with the fabric "
-             "manager running)";
-  }
+  for (int x : d)
+    if (std::string why = device_multicast_refusal(x); !why.empty()) return why;
   return {};
 }
 
@@ -258,6 +269,110 @@ class multicast_regions {
   std::vector<CUdevice> bound_;  // devices whose memory is bound
   std::vector<std::byte*> multicast_;
   std::size_t buffer_bytes_ = 0;
+};
+
+/// One process rank's part of a multicast object that process ranks share
+/// (collx/cuda/process.hpp): the object's handle (made by rank 0, imported
+/// by the others), this rank's GPU added to it, this rank's buffer bound to
+/// it, and the object mapped for this GPU. The destructor undoes what was
+/// done, in reverse order, also after a failure half-way.
+class multicast_binding {
+ public:
+  /// Rank 0: a new object for `ndevices` GPUs binding `bytes` each,
+  /// exportable as `how` (posix_fd or fabric) handles.
+  static std::unique_ptr<multicast_binding> create(int ndevices, std::size_t bytes, region_handle how) {
+    const auto* mc = multicast_detail::driver::get();
+    require(mc != nullptr, "gpu::multicast_binding::create", "the CUDA driver has no multicast objects");
+    CUmulticastObjectProp prop{};
+    prop.numDevices = static_cast<unsigned>(ndevices);
+    prop.size = bytes;
+    prop.handleTypes = ipc_detail::driver_handle_type(how);
+    std::unique_ptr<multicast_binding> b(new multicast_binding);
+    b->bytes_ = bytes;
+    ipc_detail::cu(mc->create(&b->object_, &prop), "cuMulticastCreate");
+    b->have_object_ = true;
+    return b;
+  }
+  /// Another rank: the object behind rank 0's descriptor (posix_fd; the
+  /// caller closes it) or fabric handle bytes.
+  static std::unique_ptr<multicast_binding> import(region_handle how, int fd, const shareable_bytes& handle,
+                                                   std::size_t bytes) {
+    std::unique_ptr<multicast_binding> b(new multicast_binding);
+    b->bytes_ = bytes;
+    const ipc_detail::driver& d = ipc_detail::driver::get();
+    if (how == region_handle::fabric) {
+      CUmemFabricHandle f{};
+      std::memcpy(&f, handle.data(), sizeof f);
+      ipc_detail::cu(d.import_handle(&b->object_, &f, CU_MEM_HANDLE_TYPE_FABRIC),
+                     "cuMemImportFromShareableHandle (multicast object, fabric)");
+    } else {
+      ipc_detail::cu(d.import_handle(&b->object_, reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd)),
+                                     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+                     "cuMemImportFromShareableHandle (multicast object, POSIX file descriptor)");
+    }
+    b->have_object_ = true;
+    return b;
+  }
+  /// A new descriptor for the object (the caller closes it); rank 0, posix_fd.
+  int export_fd() const {
+    int fd = -1;
+    ipc_detail::cu(
+        ipc_detail::driver::get().export_handle(&fd, object_, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+        "cuMemExportToShareableHandle (multicast object, POSIX file descriptor)");
+    return fd;
+  }
+  /// The object's fabric handle; rank 0, fabric.
+  shareable_bytes export_bytes() const {
+    CUmemFabricHandle f{};
+    ipc_detail::cu(ipc_detail::driver::get().export_handle(&f, object_, CU_MEM_HANDLE_TYPE_FABRIC, 0),
+                   "cuMemExportToShareableHandle (multicast object, fabric)");
+    shareable_bytes out{};
+    std::memcpy(out.data(), &f, sizeof f);
+    return out;
+  }
+  /// Adds this rank's GPU; every rank's must be added before any binds.
+  void add(int device) {
+    device_guard on(device);
+    const CUdevice dev = multicast_detail::cu_device(device);
+    ipc_detail::cu(multicast_detail::driver::get()->add_device(object_, dev), "cuMulticastAddDevice");
+    device_ = dev;
+    ordinal_ = device;
+  }
+  /// Binds [offset, offset + bytes) of this rank's allocation `memory` (on
+  /// the GPU added) at multicast offset 0, and maps the object for that GPU
+  /// at an address aligned to `align`.
+  void bind_and_map(CUmemGenericAllocationHandle memory, std::size_t offset, std::size_t align) {
+    device_guard on(ordinal_);
+    ipc_detail::cu(multicast_detail::driver::get()->bind_mem(object_, 0, memory, offset, bytes_, 0),
+                   "cuMulticastBindMem");
+    bound_ = true;
+    address_ = ipc_detail::map_for(object_, bytes_, std::span<const int>(&ordinal_, 1), align);
+  }
+  /// The multicast address as this rank's GPU maps it.
+  std::byte* address() const { return address_; }
+
+  multicast_binding(const multicast_binding&) = delete;
+  multicast_binding& operator=(const multicast_binding&) = delete;
+  ~multicast_binding() {
+    const ipc_detail::driver& d = ipc_detail::driver::get();
+    if (address_ != nullptr) {
+      const auto va = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(address_));
+      (void)d.unmap(va, bytes_);
+      (void)d.address_free(va, bytes_);
+    }
+    if (bound_) (void)multicast_detail::driver::get()->unbind(object_, device_, 0, bytes_);
+    if (have_object_) (void)d.release(object_);
+  }
+
+ private:
+  multicast_binding() = default;
+  CUmemGenericAllocationHandle object_ = 0;
+  bool have_object_ = false;
+  CUdevice device_ = 0;
+  int ordinal_ = -1;
+  bool bound_ = false;
+  std::byte* address_ = nullptr;
+  std::size_t bytes_ = 0;
 };
 
 }  // namespace collx::gpu

@@ -45,6 +45,7 @@
 #include <collx/bootstrap/unique_id.hpp>
 #include <collx/cuda/communicator.hpp>
 #include <collx/cuda/ipc_region.hpp>
+#include <collx/cuda/multicast.hpp>
 #include <collx/net/host_id.hpp>
 
 #include <fcntl.h>
@@ -57,6 +58,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -211,6 +213,9 @@ struct process_mappings {
   exported_region own;
   std::vector<imported_region> peers;
   std::vector<std::byte*> regions;  // device regions: every rank's, as this process maps them
+  /// The multicast object's binding of `own` (multicast_binding), released
+  /// before the regions (members go in reverse order).
+  std::shared_ptr<void> multicast;
 };
 
 }  // namespace process_detail
@@ -220,11 +225,6 @@ struct process_access {
     const int rank = s.rank(), nranks = s.size();
     const char* op = "gpu::init_rank";
     communicator::validate(opt, op);
-    if (communicator::multicast_of(opt) == multicast_mode::on)
-      throw_error(status::not_supported,
-                  std::string(op) +
-                      ": multicast is on, but process ranks do not use multicast objects "
-                      "yet (thread groups do: gpu::communicator::create_group)");
     const int count = communicator::device_count(op);
     require(device >= 0 && device < count, op,
             "device " + std::to_string(device) + " does not exist (" + std::to_string(count) + " devices)");
@@ -281,6 +281,11 @@ struct process_access {
     g->host_regions = communicator::use_host_regions(
         host_asked ? region_memory::host : region_memory::automatic,
         missing.empty() ? std::string() : missing + " without peer access", op);
+    // Multicast: the ranks agree whether to try it, and the registered
+    // buffer is aligned for the object before any region is made.
+    const multicast_plan mc = plan_multicast(s, device, communicator::multicast_of(opt), places, *g);
+    if (mc.align != 0) g->view.layout = transport::mesh_layout::make(g->view.layout.fifos, mc.align);
+    g->multicast_refusal = mc.why;
     const std::size_t stride = (g->view.layout.region_bytes() + 4095) / 4096 * 4096;
 
     process_detail::rank_card mine{};
@@ -321,7 +326,6 @@ struct process_access {
     for (const auto& p : places) bus_ids.emplace_back(p.bus_id, strnlen(p.bus_id, sizeof p.bus_id));
     for (const auto& b : bus_ids) g->several_devices |= b != bus_ids[0];
     g->gpu_scope = communicator::gpu_scope_for(opt, *g);
-    g->multicast_refusal = "process ranks do not use multicast objects yet";
     const nvlink_verdict links = g->several_devices && !g->host_regions
                                      ? nvlink_between(bus_ids, communicator::nvml_deadline(opt))
                                      : nvlink_verdict{true, {}};
@@ -338,6 +342,7 @@ struct process_access {
       for (const auto& p : places) asks.push_back({p.handles_offered, p.handles_asked});
       g->region_sharing =
           share_regions(s, device, g->view.layout.region_bytes(), handle_candidates(asks, op), opt, *keep);
+      if (mc.align != 0) share_multicast(s, device, opt, mc.required, *keep, *g);
     }
     for (int q = 0; q < nranks; ++q) {
       g->devices.push_back(cards[static_cast<std::size_t>(q)].device);
@@ -366,6 +371,163 @@ struct process_access {
   }
 
  private:
+  /// Whether the ranks try multicast: every rank votes (its GPU offers
+  /// multicast, no other rank is on it, the regions are device memory,
+  /// multicast not off), and where all do, `align` is the largest alignment
+  /// any rank's GPU needs of the registered buffer (0: no multicast; `why`
+  /// names the first rank that refused and its reason). Where some rank asked
+  /// for multicast (on) and it is refused, every rank throws not_supported.
+  struct multicast_plan {
+    std::uint64_t align = 0;
+    bool required = false;
+    std::string why;
+  };
+  struct multicast_vote {
+    std::uint64_t align;
+    std::uint8_t ok;
+    std::uint8_t on;
+    char why[190];
+  };
+  static multicast_plan plan_multicast(bootstrap::session& s, int device, multicast_mode mode,
+                                       const std::vector<process_detail::placement_card>& places,
+                                       const detail::group_state& g) {
+    const char* op = "gpu::init_rank";
+    multicast_vote mine{};
+    mine.on = mode == multicast_mode::on ? 1 : 0;
+    std::string why;
+    bool shared_gpu = false;
+    for (std::size_t a = 0; a < places.size(); ++a)
+      for (std::size_t b = a + 1; b < places.size(); ++b)
+        shared_gpu |= places[a].host == places[b].host &&
+                      std::strncmp(places[a].bus_id, places[b].bus_id, sizeof places[a].bus_id) == 0;
+    if (mode == multicast_mode::off) why = "multicast is off (options::multicast or COLLX_GPU_MULTICAST)";
+    else if (s.size() < 2) why = "multicast needs two ranks or more";
+    else if (g.host_regions) why = "the group's regions are host memory";
+    else if (shared_gpu) why = "ranks share a GPU; a multicast object spans distinct GPUs";
+    else {
+      try {
+        why = device_multicast_refusal(device);
+        if (why.empty())
+          mine.align =
+              multicast_alignment(std::span<const int>(&device, 1), g.view.layout.fifos.peer_buffer_bytes());
+      } catch (const std::exception& e) {
+        why = e.what();
+      }
+    }
+    mine.ok = why.empty() ? 1 : 0;
+    std::snprintf(mine.why, sizeof mine.why, "%s", why.c_str());
+    const auto all = all_of<multicast_vote>(s, mine);
+    multicast_plan out;
+    std::uint64_t align = 0;
+    for (std::size_t q = 0; q < all.size(); ++q) {
+      out.required |= all[q].on != 0;
+      align = std::max(align, all[q].align);  // powers of two
+      if (!all[q].ok && out.why.empty())
+        out.why = "rank " + std::to_string(q) + ": " +
+                  std::string(all[q].why, strnlen(all[q].why, sizeof all[q].why));
+    }
+    if (out.why.empty()) out.align = align;
+    else if (out.required)
+      throw_error(status::not_supported, std::string(op) + ": multicast is on, but " + out.why);
+    if (!out.why.empty() && s.rank() == 0 && collx::detail::debug_enabled())
+      std::fprintf(stderr, "collx: %s: no multicast: %s\n", op, out.why.c_str());
+    return out;
+  }
+
+  /// Rank 0 makes a multicast object over every rank's registered buffer and
+  /// hands it to the others the way the regions went; each rank adds its
+  /// GPU, then (all added) binds its own buffer and maps the object. The
+  /// ranks vote after each stage (region_handles.hpp: stage_agreement), so a
+  /// failure on one rank leaves all of them without multicast, alike
+  /// (not_supported on every rank where it was required).
+  static void share_multicast(bootstrap::session& s, int device, const options& opt, bool required,
+                              process_detail::process_mappings& keep, detail::group_state& g) {
+    const int rank = s.rank(), nranks = s.size();
+    const char* op = "gpu::init_rank";
+    const region_handle how = g.region_sharing;
+    const transport::mesh_layout& l = g.view.layout;
+    std::string refused;
+    if (how != region_handle::posix_fd && how != region_handle::fabric) {
+      refused = std::string("the regions were shared by ") + name(how) +
+                " handles; a multicast object binds virtual-memory allocations only";
+    } else {
+      const stage_agreement agree([&s](const stage_vote& v) { return all_of<stage_vote>(s, v); });
+      try {
+        std::unique_ptr<multicast_binding> b;
+        std::unique_ptr<bootstrap::fd_server> srv;
+        process_detail::region_card mine{};
+        std::string why;
+        if (rank == 0) {
+          try {
+            b = multicast_binding::create(nranks, l.peer_buffer_span(), how);
+            if (how == region_handle::posix_fd) {
+              const int fd = b->export_fd();
+              mine.token = bootstrap::random_secret();
+              try {
+                srv = std::make_unique<bootstrap::fd_server>(fd, mine.token);
+              } catch (...) {
+                ::close(fd);
+                throw;
+              }
+              ::close(fd);
+              std::snprintf(mine.fd_path, sizeof mine.fd_path, "%s", srv->path().c_str());
+            } else {
+              mine.handle = b->export_bytes();
+            }
+          } catch (const std::exception& e) {
+            why = std::string("making the multicast object: ") + e.what();
+          }
+        }
+        agree(why);
+        const auto cards = all_of<process_detail::region_card>(s, mine);
+        try {
+          if (rank != 0) {
+            const auto& c = cards[0];
+            if (how == region_handle::posix_fd) {
+              const int fd = bootstrap::fetch_fd(c.fd_path, c.token, opt_timeout(opt));
+              try {
+                b = multicast_binding::import(how, fd, {}, l.peer_buffer_span());
+              } catch (...) {
+                ::close(fd);
+                throw;
+              }
+              ::close(fd);
+            } else {
+              b = multicast_binding::import(how, -1, c.handle, l.peer_buffer_span());
+            }
+          }
+          b->add(device);
+        } catch (const std::exception& e) {
+          why = std::string("joining the multicast object: ") + e.what();
+        }
+        agree(why);  // every GPU added (and rank 0's descriptor fetched) before any binds
+        try {
+          b->bind_and_map(keep.own.handle(), l.peer_buffer_offset(), l.buffer_align);
+        } catch (const std::exception& e) {
+          why = std::string("binding its buffer to the multicast object: ") + e.what();
+        }
+        agree(why);
+        keep.multicast = std::shared_ptr<multicast_binding>(std::move(b));
+      } catch (const handles_detail::attempt_refused& r) {
+        refused = r.why;
+      }
+    }
+    if (refused.empty()) {
+      g.multicast_memory = keep.multicast;
+      g.multicast_at.assign(static_cast<std::size_t>(nranks), nullptr);
+      g.multicast_at[static_cast<std::size_t>(rank)] =
+          static_cast<multicast_binding*>(keep.multicast.get())->address();
+      g.multicast_refusal.clear();
+      if (rank == 0 && collx::detail::debug_enabled())
+        std::fprintf(stderr, "collx: %s: nvls through a multicast object\n", op);
+      return;
+    }
+    g.multicast_refusal = refused;
+    if (required) throw_error(status::not_supported, std::string(op) + ": multicast is on, but " + refused);
+    if (rank == 0 && collx::detail::debug_enabled())
+      std::fprintf(stderr, "collx: %s: no multicast: %s\n", op, refused.c_str());
+  }
+
   /// Device regions: tries each way in `candidates` until one exports and
   /// maps on every rank (region_handles.hpp: negotiate), leaves the own
   /// region zeroed and every rank's region mapped in `keep`, and returns the way.
