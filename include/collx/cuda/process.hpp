@@ -46,6 +46,7 @@
 #include <collx/cuda/communicator.hpp>
 #include <collx/cuda/ipc_region.hpp>
 #include <collx/cuda/multicast.hpp>
+#include <collx/cuda/multicast_plan.hpp>
 #include <collx/net/host_id.hpp>
 
 #include <fcntl.h>
@@ -373,28 +374,15 @@ struct process_access {
  private:
   /// Whether the ranks try multicast: every rank votes (its GPU offers
   /// multicast, no other rank is on it, the regions are device memory,
-  /// multicast not off), and where all do, `align` is the largest alignment
-  /// any rank's GPU needs of the registered buffer (0: no multicast; `why`
-  /// names the first rank that refused and its reason). Where some rank asked
-  /// for multicast (on) and it is refused, every rank throws not_supported.
-  struct multicast_plan {
-    std::uint64_t align = 0;
-    bool required = false;
-    std::string why;
-  };
-  struct multicast_vote {
-    std::uint64_t align;
-    std::uint8_t ok;
-    std::uint8_t on;
-    char why[190];
-  };
+  /// multicast not off) and all agree (multicast_plan.hpp: agree_multicast,
+  /// which throws on every rank alike where multicast was asked for and some
+  /// rank refuses).
   static multicast_plan plan_multicast(bootstrap::session& s, int device, multicast_mode mode,
                                        const std::vector<process_detail::placement_card>& places,
                                        const detail::group_state& g) {
     const char* op = "gpu::init_rank";
-    multicast_vote mine{};
-    mine.on = mode == multicast_mode::on ? 1 : 0;
     std::string why;
+    std::uint64_t align = 0;
     bool shared_gpu = false;
     for (std::size_t a = 0; a < places.size(); ++a)
       for (std::size_t b = a + 1; b < places.size(); ++b)
@@ -408,27 +396,14 @@ struct process_access {
       try {
         why = device_multicast_refusal(device);
         if (why.empty())
-          mine.align =
+          align =
               multicast_alignment(std::span<const int>(&device, 1), g.view.layout.fifos.peer_buffer_bytes());
       } catch (const std::exception& e) {
         why = e.what();
       }
     }
-    mine.ok = why.empty() ? 1 : 0;
-    std::snprintf(mine.why, sizeof mine.why, "%s", why.c_str());
-    const auto all = all_of<multicast_vote>(s, mine);
-    multicast_plan out;
-    std::uint64_t align = 0;
-    for (std::size_t q = 0; q < all.size(); ++q) {
-      out.required |= all[q].on != 0;
-      align = std::max(align, all[q].align);  // powers of two
-      if (!all[q].ok && out.why.empty())
-        out.why = "rank " + std::to_string(q) + ": " +
-                  std::string(all[q].why, strnlen(all[q].why, sizeof all[q].why));
-    }
-    if (out.why.empty()) out.align = align;
-    else if (out.required)
-      throw_error(status::not_supported, std::string(op) + ": multicast is on, but " + out.why);
+    const auto all = all_of<multicast_vote>(s, make_multicast_vote(mode == multicast_mode::on, align, why));
+    const multicast_plan out = agree_multicast(all, op);
     if (!out.why.empty() && s.rank() == 0 && collx::detail::debug_enabled())
       std::fprintf(stderr, "collx: %s: no multicast: %s\n", op, out.why.c_str());
     return out;
