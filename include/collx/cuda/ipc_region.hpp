@@ -48,6 +48,20 @@ namespace collx::gpu {
 
 namespace ipc_detail {
 
+/// The driver's entry point `name` of at least version `version` (CUDA's
+/// number, 12000 for 12.0), reached through the runtime; null where the
+/// driver has none.
+inline void* entry_point(const char* name, int version) {
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+  if (cudaGetDriverEntryPointByVersion(name, &p, version, cudaEnableDefault, &q) != cudaSuccess ||
+      q != cudaDriverEntryPointSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return p;
+}
+
 /// The driver functions the regions use, resolved once through the runtime.
 struct driver {
   decltype(&cuMemGetAllocationGranularity) granularity = nullptr;
@@ -67,12 +81,8 @@ struct driver {
     static const driver d = [] {
       driver x;
       auto load = [](const char* name, auto& fn) {
-        void* p = nullptr;
-        cudaDriverEntryPointQueryResult q{};
-        check(cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &q),
-              "cudaGetDriverEntryPointByVersion");
-        if (q != cudaDriverEntryPointSuccess || p == nullptr)
-          throw_error(status::not_supported, std::string("CUDA driver: no ") + name);
+        void* p = entry_point(name, 12000);
+        if (p == nullptr) throw_error(status::not_supported, std::string("CUDA driver: no ") + name);
         fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
       };
       load("cuMemGetAllocationGranularity", x.granularity);

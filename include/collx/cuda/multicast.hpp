@@ -83,12 +83,7 @@ struct driver {
     static const driver d = [] {
       driver x;
       auto load = [](const char* name, auto& fn) {
-        void* p = nullptr;
-        cudaDriverEntryPointQueryResult q{};
-        if (cudaGetDriverEntryPointByVersion(name, &p, 12010, cudaEnableDefault, &q) != cudaSuccess ||
-            q != cudaDriverEntryPointSuccess)
-          p = nullptr;
-        fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
+        fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(ipc_detail::entry_point(name, 12010));
       };
       load("cuMulticastCreate", x.create);
       load("cuMulticastAddDevice", x.add_device);
@@ -96,7 +91,6 @@ struct driver {
       load("cuMulticastUnbind", x.unbind);
       load("cuMulticastGetGranularity", x.granularity);
       load("cuDeviceGet", x.device_get);
-      (void)cudaGetLastError();
       return x;
     }();
     const bool all = d.create && d.add_device && d.bind_mem && d.unbind && d.granularity && d.device_get;

@@ -61,6 +61,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace collx::gpu {
@@ -435,20 +436,7 @@ struct process_access {
         if (rank == 0) {
           try {
             b = multicast_binding::create(nranks, l.peer_buffer_span(), how);
-            if (how == region_handle::posix_fd) {
-              const int fd = b->export_fd();
-              mine.token = bootstrap::random_secret();
-              try {
-                srv = std::make_unique<bootstrap::fd_server>(fd, mine.token);
-              } catch (...) {
-                ::close(fd);
-                throw;
-              }
-              ::close(fd);
-              std::snprintf(mine.fd_path, sizeof mine.fd_path, "%s", srv->path().c_str());
-            } else {
-              mine.handle = b->export_bytes();
-            }
+            srv = offer(*b, how, mine);
           } catch (const std::exception& e) {
             why = std::string("making the multicast object: ") + e.what();
           }
@@ -459,14 +447,9 @@ struct process_access {
           if (rank != 0) {
             const auto& c = cards[0];
             if (how == region_handle::posix_fd) {
-              const int fd = bootstrap::fetch_fd(c.fd_path, c.token, opt_timeout(opt));
-              try {
-                b = multicast_binding::import(how, fd, {}, l.peer_buffer_span());
-              } catch (...) {
-                ::close(fd);
-                throw;
-              }
-              ::close(fd);
+              b = with_fetched_fd(c, opt, [&](int fd) {
+                return multicast_binding::import(how, fd, {}, l.peer_buffer_span());
+              });
             } else {
               b = multicast_binding::import(how, -1, c.handle, l.peer_buffer_span());
             }
@@ -503,6 +486,42 @@ struct process_access {
       std::fprintf(stderr, "collx: %s: no multicast: %s\n", op, refused.c_str());
   }
 
+  /// Offers what `x` (a region, a multicast object) exports the way `how`
+  /// says: its descriptor, served over a UNIX socket to whoever presents the
+  /// card's token (posix_fd; the server returned must live until every peer
+  /// has fetched it), or its 64 handle bytes in the card (fabric, cuda_ipc).
+  template <class Exported>
+  static std::unique_ptr<bootstrap::fd_server> offer(const Exported& x, region_handle how,
+                                                     process_detail::region_card& card) {
+    if (how != region_handle::posix_fd) {
+      card.handle = x.export_bytes();
+      return nullptr;
+    }
+    const int fd = x.export_fd();
+    card.token = bootstrap::random_secret();
+    std::unique_ptr<bootstrap::fd_server> srv;
+    try {
+      srv = std::make_unique<bootstrap::fd_server>(fd, card.token);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    ::close(fd);
+    std::snprintf(card.fd_path, sizeof card.fd_path, "%s", srv->path().c_str());
+    return srv;
+  }
+  /// open(fd) with the descriptor a peer's card offers (fetched within the
+  /// group's timeout), closed afterwards whatever open does.
+  template <class Open>
+  static std::invoke_result_t<Open, int> with_fetched_fd(const process_detail::region_card& c,
+                                                         const options& opt, Open open) {
+    struct closer {
+      int fd;
+      ~closer() { ::close(fd); }
+    } const fetched{bootstrap::fetch_fd(c.fd_path, c.token, opt_timeout(opt))};
+    return open(fetched.fd);
+  }
+
   /// Device regions: tries each way in `candidates` until one exports and
   /// maps on every rank (region_handles.hpp: negotiate), leaves the own
   /// region zeroed and every rank's region mapped in `keep`, and returns the way.
@@ -521,20 +540,7 @@ struct process_access {
         check(cudaMemset(own.data(), 0, own.bytes()), "cudaMemset of the region");
         check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the region's initialisation");
         mine.region_bytes = own.bytes();
-        if (how == region_handle::posix_fd) {
-          const int fd = own.export_fd();
-          mine.token = bootstrap::random_secret();
-          try {
-            srv = std::make_unique<bootstrap::fd_server>(fd, mine.token);
-          } catch (...) {
-            ::close(fd);
-            throw;
-          }
-          ::close(fd);
-          std::snprintf(mine.fd_path, sizeof mine.fd_path, "%s", srv->path().c_str());
-        } else {
-          mine.handle = own.export_bytes();
-        }
+        srv = offer(own, how, mine);
       } catch (const std::exception& e) {
         why = std::string("exporting its region: ") + e.what();
       }
@@ -547,14 +553,8 @@ struct process_access {
         const auto& c = cards[static_cast<std::size_t>(q)];
         try {
           if (how == region_handle::posix_fd) {
-            const int fd = bootstrap::fetch_fd(c.fd_path, c.token, opt_timeout(opt));
-            try {
-              peers.push_back(imported_region::open(fd, c.region_bytes, device));
-            } catch (...) {
-              ::close(fd);
-              throw;
-            }
-            ::close(fd);
+            peers.push_back(with_fetched_fd(
+                c, opt, [&](int fd) { return imported_region::open(fd, c.region_bytes, device); }));
           } else {
             peers.push_back(imported_region::open(how, c.handle, c.region_bytes, device));
           }

@@ -44,7 +44,8 @@ namespace collx::tune {
 /// 8× H100 or H200 SXM on NVSwitch with multicast (NVLS), one node.
 /// nvls's peer bytes count the P−1 copies of a switch channel emulated by
 /// loads and stores (algo/nvls.hpp); the switch does them in one multicast
-/// operation, so peer_gbps is NCCL's NVLS all_reduce bus bandwidth:
+/// operation (a GPU group with a multicast object: transport/multimem.hpp,
+/// cuda/multicast.hpp), so peer_gbps is NCCL's NVLS all_reduce bus bandwidth:
 /// 2 × 0.85 × 7/8 × 370.8 = 551.6 GB/s [nccl-tuning], and a barrier half of
 /// NVLS's 25 µs (two barriers per call).
 inline constexpr profile h100_nvswitch{
