@@ -76,6 +76,19 @@ struct driver {
   decltype(&cuMemImportFromShareableHandle) import_handle = nullptr;
   decltype(&cuDeviceGetAttribute) attribute = nullptr;
   decltype(&cuMemGetAddressRange) address_range = nullptr;
+  // Multicast objects (CUDA 12.1+; collx/cuda/multicast.hpp): null where the
+  // driver has none.
+  decltype(&cuMulticastCreate) multicast_create = nullptr;
+  decltype(&cuMulticastAddDevice) multicast_add_device = nullptr;
+  decltype(&cuMulticastBindMem) multicast_bind_mem = nullptr;
+  decltype(&cuMulticastUnbind) multicast_unbind = nullptr;
+  decltype(&cuMulticastGetGranularity) multicast_granularity = nullptr;
+  decltype(&cuDeviceGet) device_get = nullptr;
+
+  bool has_multicast() const {
+    return multicast_create && multicast_add_device && multicast_bind_mem && multicast_unbind &&
+           multicast_granularity && device_get;
+  }
 
   static const driver& get() {
     static const driver d = [] {
@@ -97,6 +110,15 @@ struct driver {
       load("cuMemImportFromShareableHandle", x.import_handle);
       load("cuDeviceGetAttribute", x.attribute);
       load("cuMemGetAddressRange", x.address_range);
+      auto optional = [](const char* name, auto& fn) {
+        fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(entry_point(name, 12010));
+      };
+      optional("cuMulticastCreate", x.multicast_create);
+      optional("cuMulticastAddDevice", x.multicast_add_device);
+      optional("cuMulticastBindMem", x.multicast_bind_mem);
+      optional("cuMulticastUnbind", x.multicast_unbind);
+      optional("cuMulticastGetGranularity", x.multicast_granularity);
+      optional("cuDeviceGet", x.device_get);
       return x;
     }();
     return d;

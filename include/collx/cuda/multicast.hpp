@@ -69,38 +69,20 @@ inline const char* name(multicast_mode m) {
 
 namespace multicast_detail {
 
-/// The multicast entry points, resolved through the runtime; null where the
-/// driver has none (before CUDA 12.1).
-struct driver {
-  decltype(&cuMulticastCreate) create = nullptr;
-  decltype(&cuMulticastAddDevice) add_device = nullptr;
-  decltype(&cuMulticastBindMem) bind_mem = nullptr;
-  decltype(&cuMulticastUnbind) unbind = nullptr;
-  decltype(&cuMulticastGetGranularity) granularity = nullptr;
-  decltype(&cuDeviceGet) device_get = nullptr;
-
-  static const driver* get() {
-    static const driver d = [] {
-      driver x;
-      auto load = [](const char* name, auto& fn) {
-        fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(ipc_detail::entry_point(name, 12010));
-      };
-      load("cuMulticastCreate", x.create);
-      load("cuMulticastAddDevice", x.add_device);
-      load("cuMulticastBindMem", x.bind_mem);
-      load("cuMulticastUnbind", x.unbind);
-      load("cuMulticastGetGranularity", x.granularity);
-      load("cuDeviceGet", x.device_get);
-      return x;
-    }();
-    const bool all = d.create && d.add_device && d.bind_mem && d.unbind && d.granularity && d.device_get;
-    return all ? &d : nullptr;
+/// The driver's functions where it has multicast objects (CUDA 12.1+ and
+/// virtual memory management); null otherwise.
+inline const ipc_detail::driver* driver() {
+  try {
+    const ipc_detail::driver& d = ipc_detail::driver::get();
+    return d.has_multicast() ? &d : nullptr;
+  } catch (const error&) {
+    return nullptr;  // no virtual-memory entry points
   }
-};
+}
 
 inline CUdevice cu_device(int ordinal) {
   CUdevice dev = 0;
-  ipc_detail::cu(driver::get()->device_get(&dev, ordinal), "cuDeviceGet");
+  ipc_detail::cu(driver()->device_get(&dev, ordinal), "cuDeviceGet");
   return dev;
 }
 
@@ -108,8 +90,7 @@ inline CUdevice cu_device(int ordinal) {
 
 /// Why GPU `device` cannot join a multicast object; empty where it can.
 inline std::string device_multicast_refusal(int device) {
-  if (multicast_detail::driver::get() == nullptr)
-    return "the CUDA driver has no multicast objects (CUDA 12.1+)";
+  if (multicast_detail::driver() == nullptr) return "the CUDA driver has no multicast objects (CUDA 12.1+)";
   device_guard on(device);
   ipc_detail::make_current(device);
   if (!ipc_detail::has_attribute(device, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED))
@@ -140,13 +121,14 @@ inline std::string multicast_refusal(const std::vector<int>& devices, bool host_
 /// `bytes` needs of a bound buffer's offset and length, also a multiple of
 /// every device's allocation granularity.
 inline std::size_t multicast_alignment(std::span<const int> devices, std::size_t bytes) {
-  const auto* mc = multicast_detail::driver::get();
+  const auto* mc = multicast_detail::driver();
   require(mc != nullptr, "gpu::multicast_alignment", "the CUDA driver has no multicast objects");
   CUmulticastObjectProp prop{};
   prop.numDevices = static_cast<unsigned>(devices.size());
   prop.size = bytes;
   std::size_t g = 0;
-  ipc_detail::cu(mc->granularity(&g, &prop, CU_MULTICAST_GRANULARITY_MINIMUM), "cuMulticastGetGranularity");
+  ipc_detail::cu(mc->multicast_granularity(&g, &prop, CU_MULTICAST_GRANULARITY_MINIMUM),
+                 "cuMulticastGetGranularity");
   for (int x : devices) {
     CUmemAllocationProp p{};
     p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -171,7 +153,7 @@ class multicast_regions {
   /// that failed (not_supported where the driver refuses multicast).
   static std::unique_ptr<multicast_regions> create(const std::vector<int>& devices, std::size_t region_bytes,
                                                    std::size_t buffer_offset, std::size_t buffer_bytes) {
-    const auto* mc = multicast_detail::driver::get();
+    const auto* mc = multicast_detail::driver();
     require(mc != nullptr, "gpu::multicast_regions::create", "the CUDA driver has no multicast objects");
     const ipc_detail::driver& d = ipc_detail::driver::get();
     const std::size_t align = multicast_alignment(devices, buffer_bytes);
@@ -204,16 +186,18 @@ class multicast_regions {
     CUmulticastObjectProp prop{};
     prop.numDevices = static_cast<unsigned>(devices.size());
     prop.size = buffer_bytes;
-    ipc_detail::cu(mc->create(&m->object_, &prop), "cuMulticastCreate");
+    ipc_detail::cu(mc->multicast_create(&m->object_, &prop), "cuMulticastCreate");
     m->have_object_ = true;
     // Every GPU joins before any memory is bound.
     for (int dev : devices)
-      ipc_detail::cu(mc->add_device(m->object_, multicast_detail::cu_device(dev)), "cuMulticastAddDevice");
+      ipc_detail::cu(mc->multicast_add_device(m->object_, multicast_detail::cu_device(dev)),
+                     "cuMulticastAddDevice");
     for (std::size_t r = 0; r < devices.size(); ++r) {
       device_guard on(devices[r]);
       const CUdevice dev = multicast_detail::cu_device(devices[r]);
-      ipc_detail::cu(mc->bind_mem(m->object_, 0, m->regions_[r].handle, buffer_offset, buffer_bytes, 0),
-                     "cuMulticastBindMem");
+      ipc_detail::cu(
+          mc->multicast_bind_mem(m->object_, 0, m->regions_[r].handle, buffer_offset, buffer_bytes, 0),
+          "cuMulticastBindMem");
       m->bound_.push_back(dev);
     }
     for (int dev : devices) {
@@ -228,13 +212,13 @@ class multicast_regions {
   multicast_regions& operator=(const multicast_regions&) = delete;
   ~multicast_regions() {
     const ipc_detail::driver& d = ipc_detail::driver::get();
-    const auto* mc = multicast_detail::driver::get();
+    const auto* mc = multicast_detail::driver();
     for (std::byte* p : multicast_) {
       const auto va = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p));
       (void)d.unmap(va, buffer_bytes_);
       (void)d.address_free(va, buffer_bytes_);
     }
-    for (CUdevice dev : bound_) (void)mc->unbind(object_, dev, 0, buffer_bytes_);
+    for (CUdevice dev : bound_) (void)mc->multicast_unbind(object_, dev, 0, buffer_bytes_);
     if (have_object_) (void)d.release(object_);
     for (const allocation& r : regions_) {
       const auto va = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(r.data));
@@ -275,7 +259,7 @@ class multicast_binding {
   /// Rank 0: a new object for `ndevices` GPUs binding `bytes` each,
   /// exportable as `how` (posix_fd or fabric) handles.
   static std::unique_ptr<multicast_binding> create(int ndevices, std::size_t bytes, region_handle how) {
-    const auto* mc = multicast_detail::driver::get();
+    const auto* mc = multicast_detail::driver();
     require(mc != nullptr, "gpu::multicast_binding::create", "the CUDA driver has no multicast objects");
     CUmulticastObjectProp prop{};
     prop.numDevices = static_cast<unsigned>(ndevices);
@@ -283,7 +267,7 @@ class multicast_binding {
     prop.handleTypes = ipc_detail::driver_handle_type(how);
     std::unique_ptr<multicast_binding> b(new multicast_binding);
     b->bytes_ = bytes;
-    ipc_detail::cu(mc->create(&b->object_, &prop), "cuMulticastCreate");
+    ipc_detail::cu(mc->multicast_create(&b->object_, &prop), "cuMulticastCreate");
     b->have_object_ = true;
     return b;
   }
@@ -328,7 +312,7 @@ class multicast_binding {
   void add(int device) {
     device_guard on(device);
     const CUdevice dev = multicast_detail::cu_device(device);
-    ipc_detail::cu(multicast_detail::driver::get()->add_device(object_, dev), "cuMulticastAddDevice");
+    ipc_detail::cu(multicast_detail::driver()->multicast_add_device(object_, dev), "cuMulticastAddDevice");
     device_ = dev;
     ordinal_ = device;
   }
@@ -337,7 +321,7 @@ class multicast_binding {
   /// at an address aligned to `align`.
   void bind_and_map(CUmemGenericAllocationHandle memory, std::size_t offset, std::size_t align) {
     device_guard on(ordinal_);
-    ipc_detail::cu(multicast_detail::driver::get()->bind_mem(object_, 0, memory, offset, bytes_, 0),
+    ipc_detail::cu(multicast_detail::driver()->multicast_bind_mem(object_, 0, memory, offset, bytes_, 0),
                    "cuMulticastBindMem");
     bound_ = true;
     address_ = ipc_detail::map_for(object_, bytes_, std::span<const int>(&ordinal_, 1), align);
@@ -354,7 +338,7 @@ class multicast_binding {
       (void)d.unmap(va, bytes_);
       (void)d.address_free(va, bytes_);
     }
-    if (bound_) (void)multicast_detail::driver::get()->unbind(object_, device_, 0, bytes_);
+    if (bound_) (void)multicast_detail::driver()->multicast_unbind(object_, device_, 0, bytes_);
     if (have_object_) (void)d.release(object_);
   }
 
