@@ -716,7 +716,8 @@ class communicator {
       g.multicast_refusal = multicast_refusal(g.devices, g.host_regions);
       if (g.multicast_refusal.empty()) {
         const transport::mesh_layout plain = g.view.layout;
-        const std::size_t align = multicast_alignment(g.devices, plain.fifos.peer_buffer_bytes());
+        const std::size_t align =
+            multicast_alignment(g.devices, g.devices.size(), plain.fifos.peer_buffer_bytes());
         const transport::mesh_layout l = transport::mesh_layout::make(plain.fifos, align);
         auto m = multicast_regions::create(g.devices, l.region_bytes(), l.peer_buffer_offset(),
                                            l.peer_buffer_span());

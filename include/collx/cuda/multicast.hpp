@@ -117,14 +117,14 @@ inline std::string multicast_refusal(const std::vector<int>& devices, bool host_
   return {};
 }
 
-/// The alignment a multicast object over `devices` binding buffers of about
-/// `bytes` needs of a bound buffer's offset and length, also a multiple of
-/// every device's allocation granularity.
-inline std::size_t multicast_alignment(std::span<const int> devices, std::size_t bytes) {
+/// The alignment a multicast object over `team` GPUs binding buffers of
+/// about `bytes` needs of a bound buffer's offset and length, also a multiple
+/// of the allocation granularity of each of `devices` (those of this process).
+inline std::size_t multicast_alignment(std::span<const int> devices, std::size_t team, std::size_t bytes) {
   const auto* mc = multicast_detail::driver();
   require(mc != nullptr, "gpu::multicast_alignment", "the CUDA driver has no multicast objects");
   CUmulticastObjectProp prop{};
-  prop.numDevices = static_cast<unsigned>(devices.size());
+  prop.numDevices = static_cast<unsigned>(team);
   prop.size = bytes;
   std::size_t g = 0;
   ipc_detail::cu(mc->multicast_granularity(&g, &prop, CU_MULTICAST_GRANULARITY_MINIMUM),
@@ -149,14 +149,14 @@ class multicast_regions {
   /// Regions of `region_bytes` on each rank's GPU (devices: rank → ordinal,
   /// distinct), zeroed; each one's [buffer_offset, buffer_offset +
   /// buffer_bytes) bound to one multicast object. Both multiples of
-  /// multicast_alignment(devices). Throws collx::error naming the driver call
+  /// multicast_alignment(). Throws collx::error naming the driver call
   /// that failed (not_supported where the driver refuses multicast).
   static std::unique_ptr<multicast_regions> create(const std::vector<int>& devices, std::size_t region_bytes,
                                                    std::size_t buffer_offset, std::size_t buffer_bytes) {
     const auto* mc = multicast_detail::driver();
     require(mc != nullptr, "gpu::multicast_regions::create", "the CUDA driver has no multicast objects");
     const ipc_detail::driver& d = ipc_detail::driver::get();
-    const std::size_t align = multicast_alignment(devices, buffer_bytes);
+    const std::size_t align = multicast_alignment(devices, devices.size(), buffer_bytes);
     require(buffer_offset % align == 0 && buffer_bytes % align == 0 &&
                 buffer_offset + buffer_bytes <= region_bytes,
             "gpu::multicast_regions::create",

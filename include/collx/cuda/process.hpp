@@ -31,6 +31,14 @@
 // through the bootstrap: every rank takes the same decision, and when one
 // asked for device regions that cannot be had, every rank fails alike.
 //
+// Multicast (options::multicast, cuda/multicast.hpp): where every rank has a
+// GPU of its own that offers it and the regions are device memory, the ranks
+// vote (cuda/multicast_plan.hpp), align the registered buffer for the
+// object, and once the regions are shared rank 0 makes the object and hands
+// it over the same way (file descriptor or fabric handle); each rank adds its
+// GPU, binds its buffer and maps the object, voting after each stage, so that
+// all of them use it or none does. Not run on a GPU (gpu.multicast_procs).
+//
 // Status: run on one GPU (an H200, two processes, device regions shared by
 // POSIX file descriptor, and host regions: bench/results/gpu-2026-12-04.md).
 // The fabric and CUDA IPC ways and the agreement among the three have not
@@ -397,8 +405,8 @@ struct process_access {
       try {
         why = device_multicast_refusal(device);
         if (why.empty())
-          align =
-              multicast_alignment(std::span<const int>(&device, 1), g.view.layout.fifos.peer_buffer_bytes());
+          align = multicast_alignment(std::span<const int>(&device, 1), places.size(),
+                                      g.view.layout.fifos.peer_buffer_bytes());
       } catch (const std::exception& e) {
         why = e.what();
       }
