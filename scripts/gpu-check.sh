@@ -62,6 +62,8 @@
 #
 # Not here yet: several GPUs (the NVLink path, the multi-GPU matrix, NCCL
 # beside collx-perf-cuda); they add their steps where such a machine exists.
+# The two multicast steps are the exception: they are here, and SKIP on a
+# machine without two or more GPUs that offer multicast (one H200 included).
 set -u
 out=${1:?usage: scripts/gpu-check.sh OUT [BUILD]}
 build=${2:-build/cuda}
