@@ -63,7 +63,7 @@ void call(gpu::communicator& c, const options& o, const float* s, float* r, std:
     bool done = false;
     auto try_variant = [&]<class A, class P>() {
       if (done || o.algo != A::name || o.proto != P::name) return;
-      gpu::all_reduce<A, P>(c, s, r, n, reduce_op::sum, st);
+      gpu::all_reduce<A, P>(c, s, r, n, ops::sum, st);
       done = true;
     };
     try_variant.template operator()<algo::ring, proto::simple>();
@@ -77,11 +77,11 @@ void call(gpu::communicator& c, const options& o, const float* s, float* r, std:
     return;
   }
   switch (o.collective) {
-    case coll::all_reduce: c.all_reduce(s, r, n, reduce_op::sum, st); break;
+    case coll::all_reduce: c.all_reduce(s, r, n, ops::sum, st); break;
     case coll::all_gather: c.all_gather(s, r, n, st); break;
-    case coll::reduce_scatter: c.reduce_scatter(s, r, n, reduce_op::sum, st); break;
+    case coll::reduce_scatter: c.reduce_scatter(s, r, n, ops::sum, st); break;
     case coll::broadcast: c.broadcast(s, r, n, o.root, st); break;
-    case coll::reduce: c.reduce(s, r, n, reduce_op::sum, o.root, st); break;
+    case coll::reduce: c.reduce(s, r, n, ops::sum, o.root, st); break;
     default: throw_error(status::not_supported, std::string("collx-perf-cuda: ") + name(o.collective));
   }
 }

@@ -136,6 +136,36 @@ struct reducer {
   }
 };
 
+/// A reduction fixed at compile time: `collx::ops::sum` and its siblings.
+/// Passed where a reduce_op is taken it converts to one, so every call accepts
+/// it; a caller that compiles a kernel per operator (gpu::communicator) then
+/// compiles only this operator's, where a runtime reduce_op makes it compile
+/// one per operator the element type supports.
+template <reduce_op Op>
+using static_reduce_op = std::integral_constant<reduce_op, Op>;
+
+namespace ops {
+inline constexpr static_reduce_op<reduce_op::sum> sum{};
+inline constexpr static_reduce_op<reduce_op::prod> prod{};
+inline constexpr static_reduce_op<reduce_op::min> min{};
+inline constexpr static_reduce_op<reduce_op::max> max{};
+inline constexpr static_reduce_op<reduce_op::avg> avg{};
+inline constexpr static_reduce_op<reduce_op::band> band{};
+inline constexpr static_reduce_op<reduce_op::bor> bor{};
+inline constexpr static_reduce_op<reduce_op::bxor> bxor{};
+}  // namespace ops
+
+namespace detail {
+template <class O>
+inline constexpr bool is_static_reduce_op = false;
+template <reduce_op Op>
+inline constexpr bool is_static_reduce_op<static_reduce_op<Op>> = true;
+}  // namespace detail
+
+/// A reduction argument: a runtime reduce_op or a static_reduce_op.
+template <class O>
+concept reduce_op_argument = std::is_same_v<O, reduce_op> || detail::is_static_reduce_op<O>;
+
 /// Calls f(std::integral_constant<reduce_op, Op>{}) for a runtime op.
 template <class F>
 constexpr bool visit_reduce_op(reduce_op op, F&& f) {
@@ -143,11 +173,18 @@ constexpr bool visit_reduce_op(reduce_op op, F&& f) {
 #define COLLX_VISIT(O) \
   case reduce_op::O: f(std::integral_constant<reduce_op, reduce_op::O>{}); return true;
     COLLX_VISIT(sum)
-    COLLX_VISIT(prod) COLLX_VISIT(min) COLLX_VISIT(max) COLLX_VISIT(avg) COLLX_VISIT(band) COLLX_VISIT(bor)
-        COLLX_VISIT(bxor)
+    COLLX_VISIT(prod)
+    COLLX_VISIT(min) COLLX_VISIT(max) COLLX_VISIT(avg) COLLX_VISIT(band) COLLX_VISIT(bor) COLLX_VISIT(bxor)
 #undef COLLX_VISIT
   }
   return false;
+}
+
+/// The same for an op fixed at compile time: f is instantiated for it alone.
+template <reduce_op Op, class F>
+constexpr bool visit_reduce_op(static_reduce_op<Op> op, F&& f) {
+  f(op);
+  return true;
 }
 
 }  // namespace collx

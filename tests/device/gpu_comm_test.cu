@@ -25,6 +25,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 using namespace collx;
@@ -140,8 +141,17 @@ void explicit_cases(std::vector<gpu::communicator>& comms, std::size_t n, const 
   const std::string v = tag + std::string(" ") + A::name + "/" + Pr::name + " n=" + std::to_string(n);
   if constexpr (A::implements(coll::all_reduce))
     run_case(comms, coll::all_reduce, n, 0, v + " all_reduce", [&](gpu::communicator& c, int, rank_io& x) {
-      gpu::all_reduce<A, Pr>(c, x.sp, x.rp, n, reduce_op::sum, x.stream);
+      gpu::all_reduce<A, Pr>(c, x.sp, x.rp, n, ops::sum, x.stream);
     });
+  // The calls above name the operator at compile time (one kernel each); a
+  // runtime reduce_op goes through the dispatch over every operator's kernel
+  // (ring/simple alone, to keep the build's kernels few).
+  if constexpr (std::is_same_v<A, algo::ring> && std::is_same_v<Pr, proto::simple>)
+    run_case(comms, coll::all_reduce, n, 0, v + " all_reduce (runtime op)",
+             [&](gpu::communicator& c, int, rank_io& x) {
+               const reduce_op runtime = reduce_op::sum;
+               gpu::all_reduce<A, Pr>(c, x.sp, x.rp, n, runtime, x.stream);
+             });
   if constexpr (A::implements(coll::all_gather))
     run_case(comms, coll::all_gather, n, 0, v + " all_gather", [&](gpu::communicator& c, int, rank_io& x) {
       gpu::all_gather<A, Pr>(c, x.sp, x.rp, n, x.stream);
@@ -149,7 +159,7 @@ void explicit_cases(std::vector<gpu::communicator>& comms, std::size_t n, const 
   if constexpr (A::implements(coll::reduce_scatter))
     run_case(comms, coll::reduce_scatter, n, 0, v + " reduce_scatter",
              [&](gpu::communicator& c, int, rank_io& x) {
-               gpu::reduce_scatter<A, Pr>(c, x.sp, x.rp, n, reduce_op::sum, x.stream);
+               gpu::reduce_scatter<A, Pr>(c, x.sp, x.rp, n, ops::sum, x.stream);
              });
   if constexpr (A::implements(coll::broadcast))
     run_case(comms, coll::broadcast, n, root, v + " broadcast", [&](gpu::communicator& c, int, rank_io& x) {
@@ -157,27 +167,24 @@ void explicit_cases(std::vector<gpu::communicator>& comms, std::size_t n, const 
     });
   if constexpr (A::implements(coll::reduce))
     run_case(comms, coll::reduce, n, root, v + " reduce", [&](gpu::communicator& c, int, rank_io& x) {
-      gpu::reduce<A, Pr>(c, x.sp, x.rp, n, reduce_op::sum, root, x.stream);
+      gpu::reduce<A, Pr>(c, x.sp, x.rp, n, ops::sum, root, x.stream);
     });
 }
 
 void automatic_cases(std::vector<gpu::communicator>& comms, std::size_t n, const std::string& tag) {
   const int P = static_cast<int>(comms.size()), root = static_cast<int>((n + 1) % P);
   const std::string v = tag + " automatic n=" + std::to_string(n);
-  run_case(comms, coll::all_reduce, n, 0, v + " all_reduce", [&](gpu::communicator& c, int, rank_io& x) {
-    c.all_reduce(x.sp, x.rp, n, reduce_op::sum, x.stream);
-  });
+  run_case(comms, coll::all_reduce, n, 0, v + " all_reduce",
+           [&](gpu::communicator& c, int, rank_io& x) { c.all_reduce(x.sp, x.rp, n, ops::sum, x.stream); });
   run_case(comms, coll::all_gather, n, 0, v + " all_gather",
            [&](gpu::communicator& c, int, rank_io& x) { c.all_gather(x.sp, x.rp, n, x.stream); });
-  run_case(comms, coll::reduce_scatter, n, 0, v + " reduce_scatter",
-           [&](gpu::communicator& c, int, rank_io& x) {
-             c.reduce_scatter(x.sp, x.rp, n, reduce_op::sum, x.stream);
-           });
+  run_case(
+      comms, coll::reduce_scatter, n, 0, v + " reduce_scatter",
+      [&](gpu::communicator& c, int, rank_io& x) { c.reduce_scatter(x.sp, x.rp, n, ops::sum, x.stream); });
   run_case(comms, coll::broadcast, n, root, v + " broadcast",
            [&](gpu::communicator& c, int, rank_io& x) { c.broadcast(x.sp, x.rp, n, root, x.stream); });
-  run_case(comms, coll::reduce, n, root, v + " reduce", [&](gpu::communicator& c, int, rank_io& x) {
-    c.reduce(x.sp, x.rp, n, reduce_op::sum, root, x.stream);
-  });
+  run_case(comms, coll::reduce, n, root, v + " reduce",
+           [&](gpu::communicator& c, int, rank_io& x) { c.reduce(x.sp, x.rp, n, ops::sum, root, x.stream); });
   run_case(comms, coll::all_to_all, n, 0, v + " all_to_all",
            [&](gpu::communicator& c, int, rank_io& x) { c.all_to_all(x.sp, x.rp, n, x.stream); });
   // Type-erased data movement: the float bytes travel as 4-byte words.
@@ -285,7 +292,7 @@ void graph_case(std::vector<gpu::communicator>& comms, std::size_t n, int replay
       // being captured (the stream's device cannot be asked then).
       capture_scope capture(a.st[r], mode);
       add_one<<<4, 256, 0, a.st[r]>>>(a.in[r], n);
-      comms[static_cast<std::size_t>(r)].all_reduce(a.in[r], a.out(r), n, reduce_op::sum, a.st[r]);
+      comms[static_cast<std::size_t>(r)].all_reduce(a.in[r], a.out(r), n, ops::sum, a.st[r]);
       cudaGraph_t g = capture.end();
       CUDA_OK(cudaGraphInstantiate(&exec[r], g, 0));
       CUDA_OK(cudaGraphDestroy(g));
@@ -429,7 +436,7 @@ void failure_case(bool by_abort) {
   cudaStream_t s = nullptr;
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   const auto t0 = std::chrono::steady_clock::now();
-  comms[0].all_reduce(buf, buf, 4096, reduce_op::sum, s);
+  comms[0].all_reduce(buf, buf, 4096, ops::sum, s);
   if (by_abort) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     comms[1].abort();  // any handle, any thread
@@ -470,15 +477,15 @@ void misuse_cases() {
            label + ": got \"" + msg + "\"");
   };
   refused(
-      "host send buffer", [&] { comms[0].all_reduce(host.data(), dev, 1024, reduce_op::sum, s); },
-      "host memory");
+      "host send buffer", [&] { comms[0].all_reduce(host.data(), dev, 1024, ops::sum, s); }, "host memory");
   refused(
-      "bitwise op on float", [&] { comms[0].all_reduce(dev, dev, 1024, reduce_op::band, s); },
+      "bitwise op on float",
+      [&] { gpu::all_reduce<algo::ring, proto::simple>(comms[0], dev, dev, 1024, reduce_op::band, s); },
       "not supported");
   refused(
       "root out of range", [&] { comms[0].broadcast(dev, dev, 1024, 2, s); }, "root 2");
   refused(
-      "null recv", [&] { comms[0].all_reduce(dev, static_cast<float*>(nullptr), 1024, reduce_op::sum, s); },
+      "null recv", [&] { comms[0].all_reduce(dev, static_cast<float*>(nullptr), 1024, ops::sum, s); },
       "recv is null");
   // Nothing was enqueued: a correct call on both ranks (each on a stream of
   // its own) still completes.
@@ -488,8 +495,8 @@ void misuse_cases() {
   CUDA_OK(cudaMalloc(&dev1, 1024 * sizeof(float)));
   std::string err;
   try {
-    comms[0].all_reduce(dev, dev, 1024, reduce_op::sum, s);
-    comms[1].all_reduce(dev1, dev1, 1024, reduce_op::sum, s1);
+    comms[0].all_reduce(dev, dev, 1024, ops::sum, s);
+    comms[1].all_reduce(dev1, dev1, 1024, ops::sum, s1);
     comms[0].wait(s);
     comms[1].wait(s1);
   } catch (const std::exception& e) {
@@ -505,13 +512,13 @@ void misuse_cases() {
     auto pair = gpu::communicator::create_group(devs, opt);
     std::string first;
     try {
-      pair[0].all_reduce(dev, dev, 1024, reduce_op::sum, s);
+      pair[0].all_reduce(dev, dev, 1024, ops::sum, s);
     } catch (const std::exception& e) {
       first = e.what();
     }
     expect(first.empty(), "one stream for two ranks: rank 0's call: " + first);
     refused(
-        "one stream for two ranks", [&] { pair[1].all_reduce(dev1, dev1, 1024, reduce_op::sum, s); },
+        "one stream for two ranks", [&] { pair[1].all_reduce(dev1, dev1, 1024, ops::sum, s); },
         "a stream of its own");
     std::string late;
     try {
@@ -554,7 +561,7 @@ void host_region_cases() {
     float* d = nullptr;
     CUDA_OK(cudaMalloc(&d, 1024 * sizeof(float)));
     try {
-      gpu::all_reduce<algo::ring, proto::ll128>(comms[0], d, d, 1024, reduce_op::sum, nullptr);
+      gpu::all_reduce<algo::ring, proto::ll128>(comms[0], d, d, 1024, ops::sum, nullptr);
     } catch (const error& x) {
       msg = x.what();
     }
@@ -610,7 +617,7 @@ int process_rank_case(bool host_regions, gpu::region_handle way) {
       CUDA_OK(cudaMalloc(&x, n * sizeof(float)));
       CUDA_OK(cudaMalloc(&y, n * P * sizeof(float)));
       CUDA_OK(cudaMemcpy(x, h.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-      c.all_reduce(x, y, n, reduce_op::sum, st);
+      c.all_reduce(x, y, n, ops::sum, st);
       c.wait(st);
       CUDA_OK(cudaMemcpy(h.data(), y, n * sizeof(float), cudaMemcpyDeviceToHost));
       std::size_t wrong = 0;

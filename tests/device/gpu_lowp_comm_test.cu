@@ -107,12 +107,12 @@ void explicit_cases(std::vector<gpu::communicator>& comms, const char* type, con
                               " n=" + std::to_string(n) + " offset " + std::to_string(offset);
       check<T, Op>(comms, n, offset, tag + " ring/simple",
                    [](auto& c, const T* s, T* r, std::size_t k, auto st) {
-                     gpu::all_reduce<algo::ring, proto::simple>(c, s, r, k, Op, st);
+                     gpu::all_reduce<algo::ring, proto::simple>(c, s, r, k, static_reduce_op<Op>{}, st);
                    });
       if (comms[0].why_not(proto_id::ll128).empty())
         check<T, Op>(comms, n, offset, tag + " ring/ll128",
                      [](auto& c, const T* s, T* r, std::size_t k, auto st) {
-                       gpu::all_reduce<algo::ring, proto::ll128>(c, s, r, k, Op, st);
+                       gpu::all_reduce<algo::ring, proto::ll128>(c, s, r, k, static_reduce_op<Op>{}, st);
                      });
     }
 }
@@ -125,7 +125,7 @@ void all_cases(std::vector<gpu::communicator>& comms, const std::string& where) 
   for (std::size_t n : {std::size_t(8), std::size_t(1031), std::size_t(65536), (std::size_t(1) << 22) + 5})
     check<bfloat16_t, reduce_op::sum>(comms, n, 0, where + " bfloat16 sum automatic n=" + std::to_string(n),
                                       [](auto& c, const bfloat16_t* s, bfloat16_t* r, std::size_t k,
-                                         auto st) { c.all_reduce(s, r, k, reduce_op::sum, st); });
+                                         auto st) { c.all_reduce(s, r, k, ops::sum, st); });
 }
 
 }  // namespace

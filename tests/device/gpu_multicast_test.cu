@@ -107,8 +107,12 @@ void run_case(std::vector<gpu::communicator>& comms, bool scatter, std::size_t n
     CUDA_OK(cudaSetDevice(comms[i].device()));
     // In place: reduce_scatter's output is rank r's block of its input.
     T* d = recv[i] + guard + (in_place && scatter ? std::size_t(r) * n : 0);
-    if (scatter) gpu::reduce_scatter<algo::nvls, proto::simple>(comms[i], send[i] + guard, d, n, Op, st[i]);
-    else gpu::all_reduce<algo::nvls, proto::simple>(comms[i], send[i] + guard, d, n, Op, st[i]);
+    if (scatter)
+      gpu::reduce_scatter<algo::nvls, proto::simple>(comms[i], send[i] + guard, d, n, static_reduce_op<Op>{},
+                                                     st[i]);
+    else
+      gpu::all_reduce<algo::nvls, proto::simple>(comms[i], send[i] + guard, d, n, static_reduce_op<Op>{},
+                                                 st[i]);
   }
   const std::string what = std::string(scatter ? "reduce_scatter " : "all_reduce ") + type + " op " +
                            std::to_string(int(Op)) + " P=" + std::to_string(P) + " n=" + std::to_string(n) +
@@ -226,10 +230,10 @@ void timings(const std::vector<int>& devices) {
     CUDA_OK(cudaMemset(buf[i], 0, 2 * most * sizeof(float)));
   }
   auto nvls = [](gpu::communicator& c, float* s, float* d, std::size_t n, cudaStream_t st) {
-    gpu::all_reduce<algo::nvls, proto::simple>(c, s, d, n, reduce_op::sum, st);
+    gpu::all_reduce<algo::nvls, proto::simple>(c, s, d, n, ops::sum, st);
   };
   auto ring = [](gpu::communicator& c, float* s, float* d, std::size_t n, cudaStream_t st) {
-    gpu::all_reduce<algo::ring, proto::simple>(c, s, d, n, reduce_op::sum, st);
+    gpu::all_reduce<algo::ring, proto::simple>(c, s, d, n, ops::sum, st);
   };
   for (std::size_t bytes :
        {std::size_t{64} << 10, std::size_t{1} << 20, std::size_t{16} << 20, std::size_t{256} << 20}) {

@@ -98,8 +98,8 @@ void enqueue(kind k, gpu::communicator& c, const float* s, float* d, std::size_t
   using A = algo::nvls;
   using S = proto::simple;
   switch (k) {
-    case kind::all_reduce: gpu::all_reduce<A, S>(c, s, d, n, reduce_op::sum, st); break;
-    case kind::reduce_scatter: gpu::reduce_scatter<A, S>(c, s, d, n, reduce_op::sum, st); break;
+    case kind::all_reduce: gpu::all_reduce<A, S>(c, s, d, n, ops::sum, st); break;
+    case kind::reduce_scatter: gpu::reduce_scatter<A, S>(c, s, d, n, ops::sum, st); break;
     case kind::all_gather: gpu::all_gather<A, S>(c, s, d, n, st); break;
     case kind::broadcast: gpu::broadcast<A, S>(c, s, d, n, 1 % c.size(), st); break;
     case kind::all_to_all: gpu::all_to_all<A, S>(c, s, d, n, st); break;
@@ -216,7 +216,7 @@ void unregistered_peer() {
   comms[1].register_buffer(spare + n, n * sizeof(float));
   const auto t0 = std::chrono::steady_clock::now();
   for (int r = 0; r < 2; ++r)
-    gpu::all_reduce<algo::nvls, proto::simple>(comms[r], send[r], recv[r], n, reduce_op::sum, st[r]);
+    gpu::all_reduce<algo::nvls, proto::simple>(comms[r], send[r], recv[r], n, ops::sum, st[r]);
   for (int r = 0; r < 2; ++r) CUDA_OK(cudaStreamSynchronize(st[r]));
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   const status s0 = comms[0].error(), s1 = comms[1].error();
@@ -269,12 +269,12 @@ void graph_replays(std::vector<gpu::communicator>& comms, std::size_t n, int rep
     // A first call outside the capture: the stream's device is asked once.
     for (int r = 0; r < P; ++r)
       gpu::all_reduce<algo::nvls, proto::simple>(comms[std::size_t(r)], in[std::size_t(r)],
-                                                 out[std::size_t(r)], n, reduce_op::sum, st[std::size_t(r)]);
+                                                 out[std::size_t(r)], n, ops::sum, st[std::size_t(r)]);
     for (int r = 0; r < P; ++r) {
       const auto i = std::size_t(r);
       CUDA_OK(cudaStreamBeginCapture(st[i], cudaStreamCaptureModeThreadLocal));
       add_one<<<4, 256, 0, st[i]>>>(in[i], n);
-      gpu::all_reduce<algo::nvls, proto::simple>(comms[i], in[i], out[i], n, reduce_op::sum, st[i]);
+      gpu::all_reduce<algo::nvls, proto::simple>(comms[i], in[i], out[i], n, ops::sum, st[i]);
       cudaGraph_t g = nullptr;
       CUDA_OK(cudaStreamEndCapture(st[i], &g));
       CUDA_OK(cudaGraphInstantiate(&exec[i], g, 0));
@@ -393,10 +393,10 @@ double time_calls(
 void timings(std::vector<gpu::communicator>& comms, const std::string& where) {
   for (std::size_t n : {std::size_t(2), std::size_t(1024), std::size_t(65536), std::size_t(1) << 20}) {
     auto nvls = [](gpu::communicator& c, const float* s, float* d, std::size_t k, cudaStream_t st) {
-      gpu::all_reduce<algo::nvls, proto::simple>(c, s, d, k, reduce_op::sum, st);
+      gpu::all_reduce<algo::nvls, proto::simple>(c, s, d, k, ops::sum, st);
     };
     auto ring = [](gpu::communicator& c, const float* s, float* d, std::size_t k, cudaStream_t st) {
-      gpu::all_reduce<algo::ring, proto::ll>(c, s, d, k, reduce_op::sum, st);
+      gpu::all_reduce<algo::ring, proto::ll>(c, s, d, k, ops::sum, st);
     };
     std::printf(
         "info %s P=%zu all_reduce %zu B: nvls registered %.1f us, nvls staged %.1f us, ring/LL %.1f us\n",

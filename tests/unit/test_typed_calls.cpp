@@ -8,10 +8,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 using namespace collx;
@@ -125,6 +127,59 @@ TEST_CASE("explicit composition with a typed element matches the type-erased cal
         if (static_cast<float>(a[3]) != 6.0f * 4)  // (1 + 2 + 3) · (3 % 5 + 1)
           errors[static_cast<std::size_t>(r)] =
               "rank " + std::to_string(r) + ": a[3] = " + std::to_string(static_cast<float>(a[3]));
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : ts) t.join();
+  for (const auto& e : errors) CHECK(e.empty());
+}
+
+namespace {
+template <reduce_op>
+inline constexpr bool never = false;
+}  // namespace
+
+TEST_CASE("a static reduction (collx::ops) is the runtime one, and is visited alone", "[typed]") {
+  STATIC_REQUIRE(reduce_op_argument<reduce_op>);
+  STATIC_REQUIRE(reduce_op_argument<std::remove_cv_t<decltype(ops::bxor)>>);
+  STATIC_REQUIRE(!reduce_op_argument<int>);
+  STATIC_REQUIRE(!reduce_op_argument<std::integral_constant<int, 0>>);
+  STATIC_REQUIRE(static_cast<reduce_op>(ops::avg) == reduce_op::avg);
+  // Visiting a static op instantiates its branch only: a visitor that does not
+  // compile for any other operator compiles here.
+  int visited = 0;
+  visit_reduce_op(ops::max, [&]<reduce_op Op>(static_reduce_op<Op>) {
+    if constexpr (Op == reduce_op::max) ++visited;
+    else static_assert(never<Op>, "a static op's visit instantiated another operator");
+  });
+  CHECK(visited == 1);
+
+  // On the host communicator it converts to the runtime op: the same results.
+  const int P = 3;
+  const std::size_t n = 1001;
+  auto comms = communicator::create_thread_group(P);
+  std::vector<std::string> errors(P);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < P; ++r)
+    ts.emplace_back([&, r] {
+      communicator& comm = comms[static_cast<std::size_t>(r)];
+      std::vector<std::int32_t> x(n), a(n, -1), b(n, -1), c(n, -1);
+      for (std::size_t i = 0; i < n; ++i) x[i] = (r + 1) * static_cast<std::int32_t>(i % 7) - 3 * r;
+      try {
+        comm.all_reduce(x.data(), a.data(), n, ops::max);
+        comm.all_reduce(x.data(), b.data(), n, reduce_op::max);
+        all_reduce<algo::ring, proto::simple>(comm, x.data(), c.data(), n, ops::max);
+        for (std::size_t i = 0; i < n && errors[static_cast<std::size_t>(r)].empty(); ++i) {
+          std::int32_t want = x[i];  // the independent reference: max over ranks
+          for (int q = 0; q < P; ++q)
+            want = std::max(want, (q + 1) * static_cast<std::int32_t>(i % 7) - 3 * q);
+          if (a[i] != want || b[i] != want || c[i] != want)
+            errors[static_cast<std::size_t>(r)] = "rank " + std::to_string(r) + " element " +
+                                                  std::to_string(i) + ": " + std::to_string(a[i]) + " / " +
+                                                  std::to_string(b[i]) + " / " + std::to_string(c[i]) +
+                                                  ", want " + std::to_string(want);
+        }
       } catch (const std::exception& e) {
         errors[static_cast<std::size_t>(r)] = e.what();
       }

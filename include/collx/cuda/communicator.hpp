@@ -408,24 +408,26 @@ class communicator {
   }
 
   // ---- collectives (NCCL's argument conventions; see communicator.hpp) ------------
-  template <class T>
-  void all_reduce(const T* send, T* recv, std::size_t count, reduce_op op, cudaStream_t stream) {
+  // A reduction's op is a reduce_op or, to compile one operator's kernels
+  // instead of every one's, a static one (collx::ops::sum, …).
+  template <class T, reduce_op_argument O>
+  void all_reduce(const T* send, T* recv, std::size_t count, O op, cudaStream_t stream) {
     automatic<coll::all_reduce>(send, recv, count, op, 0, stream);
   }
   template <class T>
   void all_gather(const T* send, T* recv, std::size_t sendcount, cudaStream_t stream) {
     automatic<coll::all_gather>(send, recv, sendcount, reduce_op::sum, 0, stream);
   }
-  template <class T>
-  void reduce_scatter(const T* send, T* recv, std::size_t recvcount, reduce_op op, cudaStream_t stream) {
+  template <class T, reduce_op_argument O>
+  void reduce_scatter(const T* send, T* recv, std::size_t recvcount, O op, cudaStream_t stream) {
     automatic<coll::reduce_scatter>(send, recv, recvcount, op, 0, stream);
   }
   template <class T>
   void broadcast(const T* send, T* recv, std::size_t count, int root, cudaStream_t stream) {
     automatic<coll::broadcast>(send, recv, count, reduce_op::sum, root, stream);
   }
-  template <class T>
-  void reduce(const T* send, T* recv, std::size_t count, reduce_op op, int root, cudaStream_t stream) {
+  template <class T, reduce_op_argument O>
+  void reduce(const T* send, T* recv, std::size_t count, O op, int root, cudaStream_t stream) {
     automatic<coll::reduce>(send, recv, count, op, root, stream);
   }
   template <class T>
@@ -484,11 +486,15 @@ class communicator {
     return best;
   }
 
-  /// Enqueues <Algo, Proto>'s schedule of collective C on `stream`.
-  template <class Algo, class Proto, coll C, class T>
-  void execute(const T* send, T* recv, std::size_t count, reduce_op op, int root, cudaStream_t stream) {
+  /// Enqueues <Algo, Proto>'s schedule of collective C on `stream`: compiles
+  /// one kernel per operator a runtime `op` may name, one for a static op.
+  template <class Algo, class Proto, coll C, class T, reduce_op_argument O>
+  void execute(const T* send, T* recv, std::size_t count, O op, int root, cudaStream_t stream) {
     const detail::group_state& g = live();
     static_assert(Algo::implements(C), "this algorithm does not implement the collective");
+    if constexpr (collx::detail::is_static_reduce_op<O>)
+      static_assert(!is_reduction(C) || is_supported(O::value, dtype_of<T>),
+                    "this reduction is not defined for this element type (bitwise on floats)");
     static_assert(composable<Algo, Proto, transport::mesh, exec::cuda>,
                   "this algorithm and protocol do not compose on GPU ranks (collx/composition.hpp)");
     require(allowed<Algo, Proto>(), name(C), [&] { return why_not(Proto::id); });
@@ -892,8 +898,8 @@ class communicator {
     }
   }
 
-  template <coll C, class T>
-  void automatic(const T* send, T* recv, std::size_t count, reduce_op op, int root, cudaStream_t stream) {
+  template <coll C, class T, reduce_op_argument O>
+  void automatic(const T* send, T* recv, std::size_t count, O op, int root, cudaStream_t stream) {
     const detail::group_state& g = live();
     const std::size_t bytes = count * sizeof(T) *
                               (C == coll::all_gather || C == coll::reduce_scatter || C == coll::all_to_all
@@ -1139,26 +1145,24 @@ class communicator {
 };
 
 // ---- explicit composition --------------------------------------------------------
-template <class Algo, class Proto, class T>
-void all_reduce(communicator& c, const T* send, T* recv, std::size_t count, reduce_op op, cudaStream_t s) {
+template <class Algo, class Proto, class T, reduce_op_argument O>
+void all_reduce(communicator& c, const T* send, T* recv, std::size_t count, O op, cudaStream_t s) {
   c.template execute<Algo, Proto, coll::all_reduce>(send, recv, count, op, 0, s);
 }
 template <class Algo, class Proto, class T>
 void all_gather(communicator& c, const T* send, T* recv, std::size_t sendcount, cudaStream_t s) {
   c.template execute<Algo, Proto, coll::all_gather>(send, recv, sendcount, reduce_op::sum, 0, s);
 }
-template <class Algo, class Proto, class T>
-void reduce_scatter(communicator& c, const T* send, T* recv, std::size_t recvcount, reduce_op op,
-                    cudaStream_t s) {
+template <class Algo, class Proto, class T, reduce_op_argument O>
+void reduce_scatter(communicator& c, const T* send, T* recv, std::size_t recvcount, O op, cudaStream_t s) {
   c.template execute<Algo, Proto, coll::reduce_scatter>(send, recv, recvcount, op, 0, s);
 }
 template <class Algo, class Proto, class T>
 void broadcast(communicator& c, const T* send, T* recv, std::size_t count, int root, cudaStream_t s) {
   c.template execute<Algo, Proto, coll::broadcast>(send, recv, count, reduce_op::sum, root, s);
 }
-template <class Algo, class Proto, class T>
-void reduce(communicator& c, const T* send, T* recv, std::size_t count, reduce_op op, int root,
-            cudaStream_t s) {
+template <class Algo, class Proto, class T, reduce_op_argument O>
+void reduce(communicator& c, const T* send, T* recv, std::size_t count, O op, int root, cudaStream_t s) {
   c.template execute<Algo, Proto, coll::reduce>(send, recv, count, op, root, s);
 }
 template <class Algo, class Proto, class T>
