@@ -6,6 +6,7 @@
 #pragma once
 
 #include <collx/config.hpp>
+#include <collx/detail/enum_set.hpp>
 #include <collx/numeric/float16.hpp>
 #include <collx/numeric/float8.hpp>
 
@@ -31,6 +32,9 @@ enum class dtype : std::uint8_t {
 };
 
 inline constexpr int dtype_count = 12;
+
+/// A set of dtypes: `dtype_set::of(dtype::float32, dtype::bfloat16)`, `dtype_set::all()`.
+using dtype_set = detail::enum_set<dtype, dtype_count>;
 
 namespace detail {
 template <dtype D>
@@ -145,9 +149,10 @@ constexpr bool visit_dtype(dtype d, F&& f) {
 #define COLLX_VISIT(D) \
   case dtype::D: f(std::type_identity<dtype_type<dtype::D>>{}); return true;
     COLLX_VISIT(int8)
-    COLLX_VISIT(uint8) COLLX_VISIT(int32) COLLX_VISIT(uint32) COLLX_VISIT(int64) COLLX_VISIT(uint64)
-        COLLX_VISIT(float16) COLLX_VISIT(bfloat16) COLLX_VISIT(float32) COLLX_VISIT(float64)
-            COLLX_VISIT(float8_e4m3) COLLX_VISIT(float8_e5m2)
+    COLLX_VISIT(uint8)
+    COLLX_VISIT(int32) COLLX_VISIT(uint32) COLLX_VISIT(int64) COLLX_VISIT(uint64) COLLX_VISIT(float16)
+        COLLX_VISIT(bfloat16) COLLX_VISIT(float32) COLLX_VISIT(float64) COLLX_VISIT(float8_e4m3)
+            COLLX_VISIT(float8_e5m2)
 #undef COLLX_VISIT
   }
   return false;

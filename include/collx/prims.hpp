@@ -246,6 +246,7 @@ class prims {
   COLLX_HOST_DEVICE status barrier() {
     const auto g = ex_.workers();
     const std::uint64_t want = detail::load_relaxed(view_.barrier_word(rank_, stripe_)) + 1;
+    if constexpr (requires { view_.alias_fence(); }) view_.alias_fence();
     g.sync();
     ex_.fence_before_post();
     if (g.leader()) {
@@ -258,6 +259,7 @@ class prims {
       COLLX_TRY(ex_.wait([&] { return detail::load_polled(w) >= want; }));
     }
     g.sync();
+    if constexpr (requires { view_.alias_fence(); }) view_.alias_fence();
     return status::ok;
   }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <collx/config.hpp>
+#include <collx/detail/enum_set.hpp>
 #include <collx/dtype.hpp>
 
 #include <cstdint>
@@ -19,6 +20,9 @@ namespace collx {
 enum class reduce_op : std::uint8_t { sum, prod, min, max, avg, band, bor, bxor };
 
 inline constexpr int reduce_op_count = 8;
+
+/// A set of operators: `reduce_op_set::of(reduce_op::sum, reduce_op::max)`, `reduce_op_set::all()`.
+using reduce_op_set = detail::enum_set<reduce_op, reduce_op_count>;
 
 COLLX_HOST_DEVICE constexpr const char* name(reduce_op op) {
   switch (op) {

@@ -44,7 +44,9 @@ cannot see:
                the mesh (nvls_mesh_kernel) of an element type and operation
                the switch reduces has the switch channel's load-reduce for
                that type and its 16-byte store, and one the switch does not
-               reduce has no load-reduce (transport/multimem.hpp).
+               reduce has no load-reduce (transport/multimem.hpp); a kernel
+               with multimem instructions has the proxy fence that relates
+               them to ordinary accesses of the same memory (fence.proxy.alias).
 
 A kernel's operations include those of the device functions it calls. Exits
 non-zero naming the rule, the kernel and the instruction.
@@ -87,8 +89,8 @@ MULTIMEM = re.compile(r"\bmultimem\.[\w:.]+")
 SWITCH = {
     "f": (".f32", {"0", "4"}),
     "d": (".f64", {"0", "4"}),
-    "NS_6half_tE": (".f16x2", {"0", "2", "3", "4"}),
-    "NS_10bfloat16_tE": (".bf16x2", {"0", "2", "3", "4"}),
+    "NS_6half_tE": (".f16x2", {"0", "4"}),  # not min/max: the switch's NaN rule is not reducer<>'s
+    "NS_10bfloat16_tE": (".bf16x2", {"0", "4"}),
     "i": ("32", {"0", "2", "3", "4", "5", "6", "7"}),
     "j": ("32", {"0", "2", "3", "4", "5", "6", "7"}),
     "l": ("64", {"0", "2", "3", "4", "5", "6", "7"}),
@@ -189,6 +191,8 @@ def check(path):
         for mm in MULTIMEM.findall(code):
             if ".relaxed.sys." not in mm:
                 errors.append(f"multimem: {name}: {mm} (not relaxed at system scope)")
+        if MULTIMEM.search(code) and "fence.proxy.alias" not in code:
+            errors.append(f"multimem: {name}: multicast accesses without fence.proxy.alias at its barriers")
         mesh = MESH_NVLS.search(name)
         if mesh and mesh.group(1) == "0" and sm >= 90:
             suffix, reduced = SWITCH.get(mesh.group(2), (None, set()))

@@ -13,6 +13,12 @@
 // `gpu_comm_test --no-device`: the one check that needs no GPU (creating a
 // group on a machine without one is a clear not_supported error); 77 where a
 // GPU is present.
+// The type-erased reductions compile float sum alone here: the kernels the
+// typed calls with collx::ops::sum compile anyway. Every other pair is
+// refused with not_supported, which the misuse case checks.
+#define COLLX_GPU_ERASED_DTYPES ::collx::dtype_set::of(::collx::dtype::float32)
+#define COLLX_GPU_ERASED_OPS ::collx::reduce_op_set::of(::collx::reduce_op::sum)
+
 #include <collx/bootstrap/fd_exchange.hpp>
 #include <collx/cuda/communicator.hpp>
 #include <collx/cuda/ipc_region.hpp>
@@ -187,7 +193,20 @@ void automatic_cases(std::vector<gpu::communicator>& comms, std::size_t n, const
            [&](gpu::communicator& c, int, rank_io& x) { c.reduce(x.sp, x.rp, n, ops::sum, root, x.stream); });
   run_case(comms, coll::all_to_all, n, 0, v + " all_to_all",
            [&](gpu::communicator& c, int, rank_io& x) { c.all_to_all(x.sp, x.rp, n, x.stream); });
-  // Type-erased data movement: the float bytes travel as 4-byte words.
+  // Type-erased reductions (float sum, compiled above) and data movement (the
+  // float bytes travel as 4-byte words).
+  run_case(comms, coll::all_reduce, n, 0, v + " all_reduce (dtype)",
+           [&](gpu::communicator& c, int, rank_io& x) {
+             c.all_reduce(static_cast<const void*>(x.sp), x.rp, n, dtype::float32, reduce_op::sum, x.stream);
+           });
+  run_case(comms, coll::reduce_scatter, n, 0, v + " reduce_scatter (dtype)",
+           [&](gpu::communicator& c, int, rank_io& x) {
+             c.reduce_scatter(static_cast<const void*>(x.sp), x.rp, n, dtype::float32, reduce_op::sum,
+                              x.stream);
+           });
+  run_case(comms, coll::reduce, n, root, v + " reduce (dtype)", [&](gpu::communicator& c, int, rank_io& x) {
+    c.reduce(static_cast<const void*>(x.sp), x.rp, n, dtype::float32, reduce_op::sum, root, x.stream);
+  });
   run_case(comms, coll::all_gather, n, 0, v + " all_gather (dtype)",
            [&](gpu::communicator& c, int, rank_io& x) {
              c.all_gather(static_cast<const void*>(x.sp), x.rp, n, dtype::float32, x.stream);
@@ -465,7 +484,8 @@ void misuse_cases() {
   CUDA_OK(cudaMalloc(&dev, 1024 * sizeof(float)));
   cudaStream_t s = nullptr;
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  auto refused = [&](const std::string& label, auto&& f, const char* words) {
+  auto refused = [&](const std::string& label, auto&& f, const char* words,
+                     status want = status::invalid_argument) {
     std::string msg;
     status code = status::ok;
     try {
@@ -473,9 +493,21 @@ void misuse_cases() {
     } catch (const error& e) {
       msg = e.what(), code = e.code();
     }
-    expect(code == status::invalid_argument && msg.find(words) != std::string::npos,
-           label + ": got \"" + msg + "\"");
+    expect(code == want && msg.find(words) != std::string::npos, label + ": got \"" + msg + "\"");
   };
+  const void* cdev = dev;
+  refused(
+      "type-erased half sum, not compiled",
+      [&] { comms[0].all_reduce(cdev, dev, 512, dtype::float16, reduce_op::sum, s); },
+      "COLLX_GPU_ERASED_DTYPES", status::not_supported);
+  refused(
+      "type-erased float max, not compiled",
+      [&] { comms[0].reduce_scatter(cdev, dev, 512, dtype::float32, reduce_op::max, s); },
+      "COLLX_GPU_ERASED_OPS", status::not_supported);
+  refused(
+      "type-erased bitwise op on float",
+      [&] { comms[0].reduce(cdev, dev, 1024, dtype::float32, reduce_op::band, 0, s); },
+      "not supported for float");
   refused(
       "host send buffer", [&] { comms[0].all_reduce(host.data(), dev, 1024, ops::sum, s); }, "host memory");
   refused(

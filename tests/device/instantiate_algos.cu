@@ -50,7 +50,8 @@ template __global__ void nvls_mesh_kernel<coll::all_to_all>(const __grid_constan
 // The switch channel's multimem instructions (transport/multimem.hpp) for
 // every kind of element and operation the switch reduces, so that ptxas
 // checks each form on the architectures that have them (the PTX check's
-// `multimem` rule asserts them), and one it does not (float max: the peers).
+// `multimem` rule asserts them), and ones it is not asked to (float max, half
+// min, bfloat16 max: the peers).
 #define COLLX_NVLS_MC(T, OP)                                                     \
   template __global__ void nvls_mesh_kernel<coll::all_reduce, T, reduce_op::OP>( \
       const __grid_constant__ transport::mesh_view, exec::cuda, schedule_args<T>, int*);

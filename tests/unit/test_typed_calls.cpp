@@ -75,6 +75,25 @@ std::vector<std::string> typed_matches_erased(int P, coll c, reduce_op op, varia
   return fails;
 }
 
+/// Runs body(comm, rank) on P thread ranks; returns what each rank reported
+/// (its string, or the exception it threw; "" when all went well).
+template <class Body>
+std::vector<std::string> on_thread_ranks(int P, Body body) {
+  auto comms = communicator::create_thread_group(P);
+  std::vector<std::string> errors(static_cast<std::size_t>(P));
+  std::vector<std::thread> ts;
+  for (int r = 0; r < P; ++r)
+    ts.emplace_back([&, r] {
+      try {
+        errors[static_cast<std::size_t>(r)] = body(comms[static_cast<std::size_t>(r)], r);
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : ts) t.join();
+  return errors;
+}
+
 template <class T>
 void every_variant(reduce_op op) {
   for (coll c : {coll::all_reduce, coll::reduce_scatter, coll::reduce})
@@ -108,30 +127,19 @@ TEST_CASE("typed reductions match the type-erased ones, every variant", "[typed]
 }
 
 TEST_CASE("explicit composition with a typed element matches the type-erased call", "[typed]") {
-  const int P = 3;
   const std::size_t n = 777;
-  auto comms = communicator::create_thread_group(P);
-  std::vector<std::string> errors(P);
-  std::vector<std::thread> ts;
-  for (int r = 0; r < P; ++r)
-    ts.emplace_back([&, r] {
-      communicator& comm = comms[static_cast<std::size_t>(r)];
-      std::vector<half_t> x(n), a(n), b(n);
-      for (std::size_t i = 0; i < n; ++i) x[i] = typed_input<half_t>(r, i);
-      try {
-        all_reduce<algo::ring, proto::ll>(comm, x.data(), a.data(), n, reduce_op::sum);
-        comm.execute<algo::ring, proto::ll, coll::all_reduce>(x.data(), b.data(), n, dtype::float16,
-                                                              reduce_op::sum, 0);
-        if (std::memcmp(a.data(), b.data(), n * sizeof(half_t)) != 0)
-          errors[static_cast<std::size_t>(r)] = "rank " + std::to_string(r) + ": results differ";
-        if (static_cast<float>(a[3]) != 6.0f * 4)  // (1 + 2 + 3) · (3 % 5 + 1)
-          errors[static_cast<std::size_t>(r)] =
-              "rank " + std::to_string(r) + ": a[3] = " + std::to_string(static_cast<float>(a[3]));
-      } catch (const std::exception& e) {
-        errors[static_cast<std::size_t>(r)] = e.what();
-      }
-    });
-  for (auto& t : ts) t.join();
+  const auto errors = on_thread_ranks(3, [&](communicator& comm, int r) -> std::string {
+    std::vector<half_t> x(n), a(n), b(n);
+    for (std::size_t i = 0; i < n; ++i) x[i] = typed_input<half_t>(r, i);
+    all_reduce<algo::ring, proto::ll>(comm, x.data(), a.data(), n, reduce_op::sum);
+    comm.execute<algo::ring, proto::ll, coll::all_reduce>(x.data(), b.data(), n, dtype::float16,
+                                                          reduce_op::sum, 0);
+    if (std::memcmp(a.data(), b.data(), n * sizeof(half_t)) != 0)
+      return "rank " + std::to_string(r) + ": results differ";
+    if (static_cast<float>(a[3]) != 6.0f * 4)  // (1 + 2 + 3) · (3 % 5 + 1)
+      return "rank " + std::to_string(r) + ": a[3] = " + std::to_string(static_cast<float>(a[3]));
+    return {};
+  });
   for (const auto& e : errors) CHECK(e.empty());
 }
 
@@ -158,32 +166,20 @@ TEST_CASE("a static reduction (collx::ops) is the runtime one, and is visited al
   // On the host communicator it converts to the runtime op: the same results.
   const int P = 3;
   const std::size_t n = 1001;
-  auto comms = communicator::create_thread_group(P);
-  std::vector<std::string> errors(P);
-  std::vector<std::thread> ts;
-  for (int r = 0; r < P; ++r)
-    ts.emplace_back([&, r] {
-      communicator& comm = comms[static_cast<std::size_t>(r)];
-      std::vector<std::int32_t> x(n), a(n, -1), b(n, -1), c(n, -1);
-      for (std::size_t i = 0; i < n; ++i) x[i] = (r + 1) * static_cast<std::int32_t>(i % 7) - 3 * r;
-      try {
-        comm.all_reduce(x.data(), a.data(), n, ops::max);
-        comm.all_reduce(x.data(), b.data(), n, reduce_op::max);
-        all_reduce<algo::ring, proto::simple>(comm, x.data(), c.data(), n, ops::max);
-        for (std::size_t i = 0; i < n && errors[static_cast<std::size_t>(r)].empty(); ++i) {
-          std::int32_t want = x[i];  // the independent reference: max over ranks
-          for (int q = 0; q < P; ++q)
-            want = std::max(want, (q + 1) * static_cast<std::int32_t>(i % 7) - 3 * q);
-          if (a[i] != want || b[i] != want || c[i] != want)
-            errors[static_cast<std::size_t>(r)] = "rank " + std::to_string(r) + " element " +
-                                                  std::to_string(i) + ": " + std::to_string(a[i]) + " / " +
-                                                  std::to_string(b[i]) + " / " + std::to_string(c[i]) +
-                                                  ", want " + std::to_string(want);
-        }
-      } catch (const std::exception& e) {
-        errors[static_cast<std::size_t>(r)] = e.what();
-      }
-    });
-  for (auto& t : ts) t.join();
+  const auto errors = on_thread_ranks(P, [&](communicator& comm, int r) -> std::string {
+    std::vector<std::int32_t> x(n), a(n, -1), b(n, -1), c(n, -1);
+    for (std::size_t i = 0; i < n; ++i) x[i] = (r + 1) * static_cast<std::int32_t>(i % 7) - 3 * r;
+    comm.all_reduce(x.data(), a.data(), n, ops::max);
+    comm.all_reduce(x.data(), b.data(), n, reduce_op::max);
+    all_reduce<algo::ring, proto::simple>(comm, x.data(), c.data(), n, ops::max);
+    for (std::size_t i = 0; i < n; ++i) {
+      std::int32_t want = x[i];  // the independent reference: max over ranks
+      for (int q = 0; q < P; ++q) want = std::max(want, (q + 1) * static_cast<std::int32_t>(i % 7) - 3 * q);
+      if (a[i] != want || b[i] != want || c[i] != want)
+        return "rank " + std::to_string(r) + " element " + std::to_string(i) + ": " + std::to_string(a[i]) +
+               " / " + std::to_string(b[i]) + " / " + std::to_string(c[i]) + ", want " + std::to_string(want);
+    }
+    return {};
+  });
   for (const auto& e : errors) CHECK(e.empty());
 }

@@ -66,6 +66,7 @@
 #include <collx/cuda/region_handles.hpp>
 #include <collx/detail/debug.hpp>
 #include <collx/detail/env_choice.hpp>
+#include <collx/detail/erased_visit.hpp>
 #include <collx/detail/memory_kind.hpp>
 #include <collx/dtype.hpp>
 #include <collx/error.hpp>
@@ -104,7 +105,33 @@
 #error "collx/cuda/communicator.hpp launches kernels: compile this translation unit with nvcc"
 #endif
 
+// Which element types and operators the type-erased reductions compile
+// kernels for (see erased_kernels): every pair unless a program names fewer.
+#ifndef COLLX_GPU_ERASED_DTYPES
+#define COLLX_GPU_ERASED_DTYPES ::collx::dtype_set::all()
+#endif
+#ifndef COLLX_GPU_ERASED_OPS
+#define COLLX_GPU_ERASED_OPS ::collx::reduce_op_set::all()
+#endif
+
 namespace collx::gpu {
+
+/// The (element type, operator) pairs for which the type-erased reductions
+/// (all_reduce, reduce_scatter and reduce given a dtype) compile kernels.
+/// Every pair is one kernel per variant the automatic choice may take, so a
+/// program that reduces few kinds of data names them, by defining
+/// COLLX_GPU_ERASED_DTYPES (a collx::dtype_set) and COLLX_GPU_ERASED_OPS (a
+/// collx::reduce_op_set) before including this header, alike in every
+/// translation unit:
+///   #define COLLX_GPU_ERASED_DTYPES collx::dtype_set::of(collx::dtype::bfloat16, collx::dtype::float32)
+///   #define COLLX_GPU_ERASED_OPS collx::reduce_op_set::of(collx::reduce_op::sum)
+/// A call outside them throws not_supported naming the macro; a typed call
+/// (T*, and a static op such as collx::ops::max) compiles its own kernels.
+template <dtype_set Types = COLLX_GPU_ERASED_DTYPES, reduce_op_set Ops = COLLX_GPU_ERASED_OPS>
+struct erased_kernels {
+  static constexpr dtype_set types = Types;
+  static constexpr reduce_op_set ops = Ops;
+};
 
 /// Where a group's FIFO regions live.
 enum class region_memory {
@@ -235,8 +262,10 @@ struct group_state {
   mutable std::mutex launch_lock;
   mutable std::vector<launch_record> launched;
   /// Process ranks (collx/cuda/process.hpp): the regions and words are
-  /// mappings this holds, released with it, not allocations freed here.
+  /// mappings this holds, released with it, not allocations freed here;
+  /// process_rank: this process's rank (-1 for a thread group).
   std::shared_ptr<void> mappings;
+  int process_rank = -1;
 
   /// Registered user buffers (communicator::register_buffer), under
   /// windows_lock. `windows` holds every rank's span of each window (as this
@@ -262,6 +291,18 @@ struct group_state {
     {
       int saved = 0;
       (void)cudaGetDevice(&saved);
+      // Kernels of this group still running would read what is released
+      // below (unmapping does not wait for them): wait for the GPUs this
+      // process runs ranks on first (a process rank's own; every one of a
+      // thread group's).
+      for (std::size_t r = 0; r < devices.size(); ++r) {
+        const bool here = process_rank < 0 || static_cast<std::size_t>(process_rank) == r;
+        const auto seen = devices.begin() + static_cast<std::ptrdiff_t>(r);
+        if (here && std::find(devices.begin(), seen, devices[r]) == seen) {
+          (void)cudaSetDevice(devices[r]);
+          (void)cudaDeviceSynchronize();
+        }
+      }
       for (std::size_t r = 0; r < tables.size(); ++r)
         if (tables[r] != nullptr) {
           (void)cudaSetDevice(devices[r]);
@@ -436,23 +477,24 @@ class communicator {
   }
 
   // ---- type-erased: dt names the element type -------------------------------------
-  // Reductions instantiate every element type's kernels where they are used.
+  // Reductions instantiate the kernels of the (type, operator) pairs of
+  // erased_kernels where they are used (every pair by default).
   // Collectives that only move data run on an unsigned type of the element's
   // width (the bytes are the same, and four kernel sets serve twelve dtypes).
-  template <class = void>
+  template <class Kernels = erased_kernels<>>
   void all_reduce(const void* send, void* recv, std::size_t count, dtype dt, reduce_op op,
                   cudaStream_t stream) {
-    erased_reduction<coll::all_reduce>(send, recv, count, dt, op, 0, stream);
+    erased_reduction<coll::all_reduce, Kernels>(send, recv, count, dt, op, 0, stream);
   }
-  template <class = void>
+  template <class Kernels = erased_kernels<>>
   void reduce_scatter(const void* send, void* recv, std::size_t recvcount, dtype dt, reduce_op op,
                       cudaStream_t stream) {
-    erased_reduction<coll::reduce_scatter>(send, recv, recvcount, dt, op, 0, stream);
+    erased_reduction<coll::reduce_scatter, Kernels>(send, recv, recvcount, dt, op, 0, stream);
   }
-  template <class = void>
+  template <class Kernels = erased_kernels<>>
   void reduce(const void* send, void* recv, std::size_t count, dtype dt, reduce_op op, int root,
               cudaStream_t stream) {
-    erased_reduction<coll::reduce>(send, recv, count, dt, op, root, stream);
+    erased_reduction<coll::reduce, Kernels>(send, recv, count, dt, op, root, stream);
   }
   template <class = void>
   void all_gather(const void* send, void* recv, std::size_t sendcount, dtype dt, cudaStream_t stream) {
@@ -869,14 +911,14 @@ class communicator {
     }(automatic_algorithms{});
   }
 
-  template <coll C>
+  template <coll C, class Kernels>
   void erased_reduction(const void* send, void* recv, std::size_t count, dtype dt, reduce_op op, int root,
                         cudaStream_t stream) {
-    require(is_valid(dt), name(C),
-            [&] { return "dtype " + std::to_string(int(dt)) + " is not a collx dtype"; });
-    visit_dtype(dt, [&]<class T>(std::type_identity<T>) {
-      automatic<C>(static_cast<const T*>(send), static_cast<T*>(recv), count, op, root, stream);
-    });
+    collx::detail::visit_compiled_reduction<Kernels::types, Kernels::ops>(
+        dt, op, name(C), "COLLX_GPU_ERASED_DTYPES", "COLLX_GPU_ERASED_OPS",
+        [&]<class T, reduce_op Op>(std::type_identity<T>, static_reduce_op<Op> o) {
+          automatic<C>(static_cast<const T*>(send), static_cast<T*>(recv), count, o, root, stream);
+        });
   }
 
   template <coll C>

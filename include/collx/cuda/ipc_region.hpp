@@ -33,6 +33,7 @@
 #include <collx/error.hpp>
 
 #include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
@@ -54,8 +55,16 @@ namespace ipc_detail {
 inline void* entry_point(const char* name, int version) {
   void* p = nullptr;
   cudaDriverEntryPointQueryResult q{};
-  if (cudaGetDriverEntryPointByVersion(name, &p, version, cudaEnableDefault, &q) != cudaSuccess ||
-      q != cudaDriverEntryPointSuccess) {
+#if CUDART_VERSION >= 12050
+  const cudaError_t e = cudaGetDriverEntryPointByVersion(name, &p, version, cudaEnableDefault, &q);
+#else
+  // Runtimes before 12.5 have no ByVersion call: this one gives the version
+  // of the runtime the program was built with, which is at least `version`
+  // wherever the symbol exists.
+  (void)version;
+  const cudaError_t e = cudaGetDriverEntryPoint(name, &p, cudaEnableDefault, &q);
+#endif
+  if (e != cudaSuccess || q != cudaDriverEntryPointSuccess) {
     (void)cudaGetLastError();
     return nullptr;
   }
@@ -63,27 +72,31 @@ inline void* entry_point(const char* name, int version) {
 }
 
 /// The driver functions the regions use, resolved once through the runtime.
+/// Each pointer has the type of the ABI version its lookup asks for
+/// (cudaTypedefs.h's PFN_<name>_v<version>: the newest at or below 12000, or
+/// 12010 for multicast), not cuda.h's current prototype, which a later
+/// toolkit may move to a newer version of the call.
 struct driver {
-  decltype(&cuMemGetAllocationGranularity) granularity = nullptr;
-  decltype(&cuMemCreate) create = nullptr;
-  decltype(&cuMemRelease) release = nullptr;
-  decltype(&cuMemAddressReserve) reserve = nullptr;
-  decltype(&cuMemAddressFree) address_free = nullptr;
-  decltype(&cuMemMap) map = nullptr;
-  decltype(&cuMemUnmap) unmap = nullptr;
-  decltype(&cuMemSetAccess) set_access = nullptr;
-  decltype(&cuMemExportToShareableHandle) export_handle = nullptr;
-  decltype(&cuMemImportFromShareableHandle) import_handle = nullptr;
-  decltype(&cuDeviceGetAttribute) attribute = nullptr;
-  decltype(&cuMemGetAddressRange) address_range = nullptr;
+  PFN_cuMemGetAllocationGranularity_v10020 granularity = nullptr;
+  PFN_cuMemCreate_v10020 create = nullptr;
+  PFN_cuMemRelease_v10020 release = nullptr;
+  PFN_cuMemAddressReserve_v10020 reserve = nullptr;
+  PFN_cuMemAddressFree_v10020 address_free = nullptr;
+  PFN_cuMemMap_v10020 map = nullptr;
+  PFN_cuMemUnmap_v10020 unmap = nullptr;
+  PFN_cuMemSetAccess_v10020 set_access = nullptr;
+  PFN_cuMemExportToShareableHandle_v10020 export_handle = nullptr;
+  PFN_cuMemImportFromShareableHandle_v10020 import_handle = nullptr;
+  PFN_cuDeviceGetAttribute_v2000 attribute = nullptr;
+  PFN_cuMemGetAddressRange_v3020 address_range = nullptr;
   // Multicast objects (CUDA 12.1+; collx/cuda/multicast.hpp): null where the
   // driver has none.
-  decltype(&cuMulticastCreate) multicast_create = nullptr;
-  decltype(&cuMulticastAddDevice) multicast_add_device = nullptr;
-  decltype(&cuMulticastBindMem) multicast_bind_mem = nullptr;
-  decltype(&cuMulticastUnbind) multicast_unbind = nullptr;
-  decltype(&cuMulticastGetGranularity) multicast_granularity = nullptr;
-  decltype(&cuDeviceGet) device_get = nullptr;
+  PFN_cuMulticastCreate_v12010 multicast_create = nullptr;
+  PFN_cuMulticastAddDevice_v12010 multicast_add_device = nullptr;
+  PFN_cuMulticastBindMem_v12010 multicast_bind_mem = nullptr;
+  PFN_cuMulticastUnbind_v12010 multicast_unbind = nullptr;
+  PFN_cuMulticastGetGranularity_v12010 multicast_granularity = nullptr;
+  PFN_cuDeviceGet_v2000 device_get = nullptr;
 
   bool has_multicast() const {
     return multicast_create && multicast_add_device && multicast_bind_mem && multicast_unbind &&

@@ -126,9 +126,25 @@ inline std::size_t multicast_alignment(std::span<const int> devices, std::size_t
   CUmulticastObjectProp prop{};
   prop.numDevices = static_cast<unsigned>(team);
   prop.size = bytes;
+  // The granularity depends on the object's properties, its handle types
+  // among them: asked for each type it may be created with (none for a
+  // thread group; a descriptor or a fabric handle for process ranks, chosen
+  // later), the largest answer. A type the driver refuses is not one it
+  // would create the object with either.
   std::size_t g = 0;
   ipc_detail::cu(mc->multicast_granularity(&g, &prop, CU_MULTICAST_GRANULARITY_MINIMUM),
                  "cuMulticastGetGranularity");
+  for (const CUmemAllocationHandleType type : {
+         CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+#if CUDA_VERSION >= 12030
+         , CU_MEM_HANDLE_TYPE_FABRIC
+#endif
+       }) {
+    prop.handleTypes = static_cast<unsigned long long>(type);
+    std::size_t t = 0;
+    if (mc->multicast_granularity(&t, &prop, CU_MULTICAST_GRANULARITY_MINIMUM) == CUDA_SUCCESS && t != 0)
+      g = std::lcm(g, t);
+  }
   for (int x : devices) {
     CUmemAllocationProp p{};
     p.type = CU_MEM_ALLOCATION_TYPE_PINNED;

@@ -354,6 +354,7 @@ struct process_access {
           share_regions(s, device, g->view.layout.region_bytes(), handle_candidates(asks, op), opt, *keep);
       if (mc.align != 0) share_multicast(s, device, opt, mc.required, *keep, *g);
     }
+    g->process_rank = rank;
     for (int q = 0; q < nranks; ++q) {
       g->devices.push_back(cards[static_cast<std::size_t>(q)].device);
       if (g->host_regions) g->view.regions[q] = host_base + stride * static_cast<std::size_t>(q);
@@ -423,7 +424,11 @@ struct process_access {
   /// GPU, then (all added) binds its own buffer and maps the object. The
   /// ranks vote after each stage (region_handles.hpp: stage_agreement), so a
   /// failure on one rank leaves all of them without multicast, alike
-  /// (not_supported on every rank where it was required).
+  /// (not_supported on every rank where it was required). The vote after
+  /// adding also keeps every rank out of cuMulticastBindMem and cuMemMap,
+  /// which block in the driver until every GPU has been added, until all
+  /// have: a rank that dies before adding leaves the others at that vote's
+  /// deadline instead.
   static void share_multicast(bootstrap::session& s, int device, const options& opt, bool required,
                               process_detail::process_mappings& keep, detail::group_state& g) {
     const int rank = s.rank(), nranks = s.size();

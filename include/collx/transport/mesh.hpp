@@ -47,6 +47,7 @@
 #include <collx/config.hpp>
 #include <collx/detail/atomic.hpp>
 #include <collx/transport/fifo.hpp>
+#include <collx/transport/multimem.hpp>
 #include <collx/transport/shm.hpp>
 #include <collx/transport/switch_channel.hpp>
 #include <collx/transport/user_windows.hpp>
@@ -163,6 +164,11 @@ struct mesh_view {
     // Release stores (plain stores on x86), which ThreadSanitizer follows.
     for (int k = 1; k <= nranks(); ++k) detail::store_release(held((r + k) % nranks(), r, s), v);
 #endif
+  }
+  /// Around a barrier of a call that used the multicast address: relates
+  /// this thread's multicast accesses to its ordinary ones (multimem.hpp).
+  COLLX_HOST_DEVICE void alias_fence() const {
+    if (multicast != nullptr) multimem_alias_fence();
   }
   /// The multicast address of the registered buffers: offset k stands for
   /// offset k of every rank's peer_buffer() (a GPU group on NVSwitch with

@@ -7,15 +7,17 @@
 // an address returns the element reduced over every copy, computed in the
 // switch; `multimem.st` writes every copy. Hopper (sm_90) and later.
 //
-// What the switch reduces (PTX ISA, multimem): add of f32, f64, f16x2 and
-// bf16x2 (the half types accumulated in f32, `.acc::f32`, rounded once), of
-// 32- and 64-bit integers; min and max of integers and of f16x2/bf16x2; and,
-// or, xor of 32- and 64-bit words. avg is an add finished by the reducer's
-// post(). Nothing for prod, 8-bit types or fp8 on sm_90: multimem_reduces<>
-// is false there and the switch channel loads every peer instead
-// (transport/switch_channel.hpp). The switch's min and max of half types
-// follow the instruction's rules for NaN, not reducer<>'s (which returns the
-// NaN).
+// What the switch is asked to reduce (PTX ISA, multimem): add of f32, f64,
+// f16x2 and bf16x2 (the half types accumulated in f32, `.acc::f32`, rounded
+// once), of 32- and 64-bit integers; min and max of integers; and, or, xor
+// of 32- and 64-bit words. avg is an add finished by the reducer's post().
+// Nothing for prod, 8-bit types or fp8 on sm_90, and not the min and max of
+// f16x2/bf16x2 that the switch has: those return the other operand where
+// one is NaN, reducer<> returns the NaN (a max over ranks is how programs
+// look for a NaN), and the elements of a call off the 16-byte packs would
+// follow one rule, the rest the other. multimem_reduces<> is false for all
+// of these and the switch channel loads every peer instead
+// (transport/switch_channel.hpp).
 //
 // Memory ordering: relaxed at system scope, as NCCL issues them. The
 // peer-memory barrier before and after (prims::barrier: a system-scope
@@ -33,8 +35,10 @@
 #include <type_traits>
 
 // The instructions exist from sm_90; device code for older GPUs compiles the
-// fallback only.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// fallback only, as does nvcc before 12.2 (PTX ISA 8.2: ld_reduce's
+// .acc::f32 forms).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && \
+    (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 2))
 #define COLLX_MULTIMEM_PTX 1
 #else
 #define COLLX_MULTIMEM_PTX 0
@@ -55,7 +59,7 @@ inline constexpr bool reduces = [] {
   constexpr bool minmax = Op == reduce_op::min || Op == reduce_op::max;
   constexpr bool bits = Op == reduce_op::band || Op == reduce_op::bor || Op == reduce_op::bxor;
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) return add;
-  else if constexpr (std::is_same_v<T, half_t> || std::is_same_v<T, bfloat16_t>) return add || minmax;
+  else if constexpr (std::is_same_v<T, half_t> || std::is_same_v<T, bfloat16_t>) return add;
   else if constexpr (std::is_integral_v<T> && (sizeof(T) == 4 || sizeof(T) == 8))
     return add || minmax || bits;
   else return false;
@@ -100,13 +104,9 @@ __device__ COLLX_ALWAYS_INLINE void load_reduce_words(std::uintptr_t addr, std::
   if constexpr (std::is_same_v<T, float>) {
     COLLX_MM_LD4("add.v4.f32");
   } else if constexpr (std::is_same_v<T, half_t>) {
-    if constexpr (add) COLLX_MM_LD4("add.acc::f32.v4.f16x2");
-    else if constexpr (Op == reduce_op::min) COLLX_MM_LD4("min.v4.f16x2");
-    else COLLX_MM_LD4("max.v4.f16x2");
+    COLLX_MM_LD4("add.acc::f32.v4.f16x2");
   } else if constexpr (std::is_same_v<T, bfloat16_t>) {
-    if constexpr (add) COLLX_MM_LD4("add.acc::f32.v4.bf16x2");
-    else if constexpr (Op == reduce_op::min) COLLX_MM_LD4("min.v4.bf16x2");
-    else COLLX_MM_LD4("max.v4.bf16x2");
+    COLLX_MM_LD4("add.acc::f32.v4.bf16x2");
   } else if constexpr (sizeof(T) == 4) {
     constexpr bool s = std::is_signed_v<T>;
     if constexpr (add) COLLX_MM_LD32("add.u32");
@@ -162,5 +162,17 @@ __device__ COLLX_ALWAYS_INLINE void multimem_store(std::uintptr_t addr, const de
 }
 
 #endif  // COLLX_MULTIMEM_PTX
+
+/// Orders this thread's accesses through a multicast address against its
+/// accesses to the same memory through an ordinary one (the PTX memory
+/// model treats the two as different, virtually aliased addresses; a proxy
+/// fence relates them). Placed around the barriers that separate the two
+/// kinds of access, as NVIDIA's multicast barriers do; nothing without the
+/// instructions, and nothing on the host, whose emulation uses one address.
+COLLX_HOST_DEVICE COLLX_ALWAYS_INLINE void multimem_alias_fence() {
+#if COLLX_MULTIMEM_PTX
+  asm volatile("fence.proxy.alias;" ::: "memory");
+#endif
+}
 
 }  // namespace collx::transport

@@ -1,0 +1,1 @@
+/usr/local/cuda/bin/nvcc -forward-unknown-to-host-compiler  -I/work/main/include -O3 -DNDEBUG --generate-code=arch=compute_90,code=[compute_90,sm_90] -Werror=all-warnings -std=c++20 -x cu -c /work/main/tests/device/gpu_multicast_test.cu -o OUT.o --time TIME.csv --keep --keep-dir KEEP_DIR
