@@ -231,6 +231,13 @@ class prims {
     view_.switch_channel(rank_).load_reduce(ex_.workers(), stripe_elems() + off, dst, n, red_, finish);
     return status::ok;
   }
+  /// Whether mc_store writes every rank's buffer with one store per pack (a
+  /// multicast address: the switch copies it; emulated on the host) rather
+  /// than one store per rank.
+  COLLX_HOST_DEVICE bool mc_store_fans_out() const {
+    if constexpr (requires { view_.multicast; }) return view_.multicast != nullptr;
+    else return false;
+  }
   /// Every rank's buffer [off, off + n) ← src[0, n).
   COLLX_HOST_DEVICE status mc_store(std::size_t off, const T* src, std::size_t n) requires multicast {
     view_.switch_channel(rank_).store(ex_.workers(), stripe_elems() + off, src, n, red_);

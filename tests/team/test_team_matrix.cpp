@@ -813,7 +813,11 @@ TEST_CASE("multicast switch channel: which elements go through the switch", "[me
   STATIC_REQUIRE(transport::multimem_reduces<float, reducer<float, reduce_op::avg>>);
   STATIC_REQUIRE(!transport::multimem_reduces<float, reducer<float, reduce_op::max>>);
   STATIC_REQUIRE(!transport::multimem_reduces<float, reducer<float, reduce_op::prod>>);
-  STATIC_REQUIRE(transport::multimem_reduces<half_t, reducer<half_t, reduce_op::max>>);
+  STATIC_REQUIRE(transport::multimem_reduces<half_t, reducer<half_t, reduce_op::sum>>);
+  STATIC_REQUIRE(transport::multimem_reduces<bfloat16_t, reducer<bfloat16_t, reduce_op::avg>>);
+  // The switch has half min/max, but returns the other operand for a NaN.
+  STATIC_REQUIRE(!transport::multimem_reduces<half_t, reducer<half_t, reduce_op::max>>);
+  STATIC_REQUIRE(!transport::multimem_reduces<bfloat16_t, reducer<bfloat16_t, reduce_op::min>>);
   STATIC_REQUIRE(transport::multimem_reduces<std::int32_t, reducer<std::int32_t, reduce_op::max>>);
   STATIC_REQUIRE(transport::multimem_reduces<std::uint64_t, reducer<std::uint64_t, reduce_op::bxor>>);
   STATIC_REQUIRE(!transport::multimem_reduces<std::int8_t, reducer<std::int8_t, reduce_op::sum>>);

@@ -18,7 +18,12 @@
 // and P stores (transport/switch_channel.hpp), a GPU transport with
 // multicast objects with multimem instructions.
 //   all_gather      each rank copies its block into its buffer; barrier; each
-//                   rank loads every rank's block into recv; barrier.
+//                   rank loads every rank's block into recv; barrier. Where the
+//                   switch channel has a multicast address: barrier; rank r
+//                   multicast-stores its block into slot r of every buffer;
+//                   barrier; each rank copies every slot of its own buffer
+//                   into recv (one store crosses each rank's link instead of
+//                   P-1 loads; the first barrier keeps the rule below).
 //   broadcast       the root copies its data into its buffer; barrier; every
 //                   other rank loads it into recv; barrier.
 //   all_to_all      each rank copies its P send blocks into its buffer;
@@ -435,6 +440,29 @@ struct nvls {
     const int P = a.nranks, r = a.rank;
     const std::size_t c = a.count;
     if (P == 1) return p.local_copy(a.send, a.recv, c, false);
+    if constexpr (requires {
+                    requires Prims::multicast;
+                    p.mc_store_fans_out();
+                  }) {
+      // Through a multicast address each rank stores its block once and the
+      // switch writes it into every buffer: a segment holds P blocks, each
+      // rank copies them all out of its own buffer. The barrier comes first
+      // (peers may still be copying out of their buffers), so every store
+      // into a peer's buffer still falls between two barriers.
+      const std::size_t seg = p.buffer_elems() / static_cast<std::size_t>(P);
+      if (p.mc_store_fans_out() && seg > 0) {
+        for (std::size_t so = 0; so < c; so += seg) {
+          const std::size_t m = c - so < seg ? c - so : seg;
+          COLLX_TRY(p.barrier());
+          COLLX_TRY(p.mc_store(static_cast<std::size_t>(r) * m, a.send + so, m));
+          COLLX_TRY(p.barrier());
+          for (int q = 0; q < P; ++q)
+            COLLX_TRY(p.local_copy(p.buffer(r) + static_cast<std::size_t>(q) * m,
+                                   a.recv + static_cast<std::size_t>(q) * a.block() + so, m, false));
+        }
+        return status::ok;
+      }
+    }
     const std::size_t seg = p.buffer_elems();
     for (std::size_t so = 0; so < c; so += seg) {
       const std::size_t m = c - so < seg ? c - so : seg;
