@@ -167,17 +167,25 @@ TEST_CASE("a static reduction (collx::ops) is the runtime one, and is visited al
   const int P = 3;
   const std::size_t n = 1001;
   const auto errors = on_thread_ranks(P, [&](communicator& comm, int r) -> std::string {
-    std::vector<std::int32_t> x(n), a(n, -1), b(n, -1), c(n, -1);
+    // Outputs with guard elements on both sides, which no call may write.
+    constexpr std::size_t guard = 16;
+    constexpr std::int32_t sentinel = 0x5A5A5A5A;
+    std::vector<std::int32_t> x(n), a(n + 2 * guard, sentinel), b(a), c(a);
     for (std::size_t i = 0; i < n; ++i) x[i] = (r + 1) * static_cast<std::int32_t>(i % 7) - 3 * r;
-    comm.all_reduce(x.data(), a.data(), n, ops::max);
-    comm.all_reduce(x.data(), b.data(), n, reduce_op::max);
-    all_reduce<algo::ring, proto::simple>(comm, x.data(), c.data(), n, ops::max);
+    comm.all_reduce(x.data(), a.data() + guard, n, ops::max);
+    comm.all_reduce(x.data(), b.data() + guard, n, reduce_op::max);
+    all_reduce<algo::ring, proto::simple>(comm, x.data(), c.data() + guard, n, ops::max);
+    for (std::size_t i = 0; i < guard; ++i)
+      for (const auto* out : {&a, &b, &c})
+        if ((*out)[i] != sentinel || (*out)[guard + n + i] != sentinel)
+          return "rank " + std::to_string(r) + ": a guard element was written";
     for (std::size_t i = 0; i < n; ++i) {
       std::int32_t want = x[i];  // the independent reference: max over ranks
       for (int q = 0; q < P; ++q) want = std::max(want, (q + 1) * static_cast<std::int32_t>(i % 7) - 3 * q);
-      if (a[i] != want || b[i] != want || c[i] != want)
-        return "rank " + std::to_string(r) + " element " + std::to_string(i) + ": " + std::to_string(a[i]) +
-               " / " + std::to_string(b[i]) + " / " + std::to_string(c[i]) + ", want " + std::to_string(want);
+      const std::size_t k = guard + i;
+      if (a[k] != want || b[k] != want || c[k] != want)
+        return "rank " + std::to_string(r) + " element " + std::to_string(i) + ": " + std::to_string(a[k]) +
+               " / " + std::to_string(b[k]) + " / " + std::to_string(c[k]) + ", want " + std::to_string(want);
     }
     return {};
   });
