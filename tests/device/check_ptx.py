@@ -45,7 +45,7 @@ cannot see:
                the switch reduces has the switch channel's load-reduce for
                that type and its 16-byte store, and one the switch does not
                reduce has no load-reduce (transport/multimem.hpp); nvls
-               all_gather over the mesh stores through it; a kernel
+               all_gather and broadcast over the mesh store through it; a kernel
                with multimem instructions has the proxy fence that relates
                them to ordinary accesses of the same memory (fence.proxy.alias).
 
@@ -205,8 +205,10 @@ def check(path):
                     errors.append(f"multimem: {name}: no 16-byte multimem.st")
             elif loads:
                 errors.append(f"multimem: {name}: {loads[0]} for an operation the switch does not reduce")
-        if mesh and mesh.group(1) == "1" and sm >= 90 and "multimem.st.relaxed.sys.global.v4.f32" not in code:
-            errors.append(f"multimem: {name}: nvls all_gather without the switch channel's 16-byte multimem.st")
+        stores = {"1": "all_gather", "3": "broadcast"}
+        if mesh and mesh.group(1) in stores and sm >= 90 and "multimem.st.relaxed.sys.global.v4.f32" not in code:
+            errors.append(
+                f"multimem: {name}: nvls {stores[mesh.group(1)]} without the switch channel's 16-byte multimem.st")
     return entries, errors
 
 

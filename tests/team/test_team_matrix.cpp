@@ -230,7 +230,7 @@ status run_one(int channel, int stripe, int nstripes, const Exec& ex, const View
 }
 
 template <class A>
-std::vector<case_desc> cases_for(int P, int S) {
+std::vector<case_desc> cases_for(int P, int S, std::size_t big = 0) {
   // 1031 elements take several steps of the 2 KiB slots below; 6151 fill the
   // FIFO several times over (only where few threads share the CPUs). With
   // stripes: 200 elements leave all but the first stripe empty; 1031 and
@@ -238,6 +238,7 @@ std::vector<case_desc> cases_for(int P, int S) {
   std::vector<std::size_t> counts{0, 1, std::size_t(P) + 1, 1031};
   if (S > 1) counts = {0, 200, 1031};
   if (!quick() && P <= 3) counts.push_back(6151);
+  if (big > 0) counts = {big};
   std::vector<case_desc> out;
   for (coll k : {coll::all_reduce, coll::all_gather, coll::reduce_scatter, coll::broadcast, coll::reduce,
                  coll::all_to_all, coll::barrier}) {
@@ -463,8 +464,8 @@ typename Tr::view view_for_call(const test_memory<Tr>& mem, const case_desc& c, 
 /// Runs every case of <A, Pr> on P ranks of S stripes of W workers, back to back.
 template <class A, class Pr, class Tr = transport::shm>
 run_result run_matrix(int W, int P, std::uint64_t seed, bool single_copy, int channel = own_channel<Pr>(),
-                      int S = 1, bool multicast = false) {
-  const auto cases = cases_for<A>(P, S);
+                      int S = 1, bool multicast = false, std::size_t big = 0) {
+  const auto cases = cases_for<A>(P, S, big);
   run_result res;
   res.cases = cases.size();
   test_memory<Tr> mem(P, S, single_copy, multicast);
@@ -769,6 +770,29 @@ TEST_CASE("team executor: nvls's switch channel through a multicast address over
   INFO("W " << W << ", P " << P << ", S " << S);
   const run_result r = run_matrix<algo::nvls, proto::simple, transport::mesh>(
       W, P, seed_from_env(), false, own_channel<proto::simple>(), S, true);
+  std::string all;
+  for (const auto& e : r.errors) all += "\n  " + e;
+  INFO("failures:" << all);
+  CHECK(r.errors.empty());
+  CHECK(r.cases > 0);
+}
+
+// Calls larger than the registered buffers go in segments (all_reduce and
+// broadcast: the stripe's share of a buffer; all_gather, reduce_scatter and
+// all_to_all: a P-th of it); through the multicast address every segment
+// starts and ends with a barrier. One count of 2.5 shares (not a multiple of
+// anything) gives whole segments and a partial last one.
+TEST_CASE("team executor: nvls's switch channel over the mesh in several segments of the buffers",
+          "[team][mesh]") {
+  const auto [W, P, S] = GENERATE(std::tuple{2, 2, 1}, std::tuple{1, 3, 2});
+  const std::size_t share =
+      transport::shm_layout::make(static_cast<std::uint32_t>(P), 4, {2048, 2048, 2048}, S)
+          .peer_buffer_bytes() /
+      static_cast<std::size_t>(S) / sizeof(float);
+  const std::size_t big = share * static_cast<std::size_t>(S) * 5 / 2 + 3;
+  INFO("W " << W << ", P " << P << ", S " << S << ", count " << big << " (a stripe's share " << share << ")");
+  const run_result r = run_matrix<algo::nvls, proto::simple, transport::mesh>(
+      W, P, seed_from_env(), false, own_channel<proto::simple>(), S, true, big);
   std::string all;
   for (const auto& e : r.errors) all += "\n  " + e;
   INFO("failures:" << all);

@@ -25,7 +25,11 @@
 //                   into recv (one store crosses each rank's link instead of
 //                   P-1 loads; the first barrier keeps the rule below).
 //   broadcast       the root copies its data into its buffer; barrier; every
-//                   other rank loads it into recv; barrier.
+//                   other rank loads it into recv; barrier. Where the switch
+//                   channel has a multicast address: barrier; the root
+//                   multicast-stores its data into every buffer; barrier;
+//                   each rank copies its own buffer into recv (the root's
+//                   link carries the data once instead of P-1 times).
 //   all_to_all      each rank copies its P send blocks into its buffer;
 //                   barrier; rank r loads block r of every buffer into recv;
 //                   barrier.
@@ -386,6 +390,26 @@ struct nvls {
     const std::size_t c = a.count;
     if (P == 1) return p.local_copy(a.send, a.recv, c, false);
     const std::size_t seg = p.buffer_elems();
+    if constexpr (requires {
+                    requires Prims::multicast;
+                    p.mc_store_fans_out();
+                  }) {
+      // Through a multicast address the root stores each segment once and the
+      // switch writes it into every buffer, where the P-1 receivers would each
+      // load it across the root's link. As in all_gather, the barrier comes
+      // first (peers may still be copying out of their buffers).
+      if (p.mc_store_fans_out()) {
+        for (std::size_t so = 0; so < c; so += seg) {
+          const std::size_t m = c - so < seg ? c - so : seg;
+          COLLX_TRY(p.barrier());
+          if (r == a.root) COLLX_TRY(p.mc_store(0, a.send + so, m));
+          COLLX_TRY(p.barrier());
+          if (r != a.root) COLLX_TRY(p.local_copy(p.buffer(r), a.recv + so, m, false));
+          else COLLX_TRY(p.local_copy(a.send + so, a.recv + so, m, false));
+        }
+        return status::ok;
+      }
+    }
     for (std::size_t so = 0; so < c; so += seg) {
       const std::size_t m = c - so < seg ? c - so : seg;
       if (r == a.root) COLLX_TRY(p.local_copy(a.send + so, p.buffer(r), m, false));
