@@ -76,6 +76,10 @@ void describe(const tune::profile& m, int P) {
   std::printf(
       "\n# barrier %.4g us, peer %.4g GB/s, copy %.4g GB/s, reduce %.4g GB/s, oversubscribed step %.4g us\n",
       m.barrier_us, m.peer_gbps, m.copy_gbps, m.reduce_gbps, m.oversub_step_us);
+  if (m.multicast_gbps > 0)
+    std::printf(
+        "# multicast address: %.4g GB/s per direction (nvls's switch channel, all_gather, broadcast)\n",
+        m.multicast_gbps);
   if (m.cache_bytes > 0 && m.mem_gbps > 0)
     std::printf(
         "# cache %.4g MiB: the share of a call's bytes beyond it also pays %.4g GB/s (in bandwidth)\n",

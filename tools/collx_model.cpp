@@ -339,9 +339,9 @@ int evaluate(int argc, char** argv) {
         const algo::cost_terms& t = p.terms;
         std::printf(
             "#   %-8s %-12s steps %g  bytes_sent %.6g  barriers %g  peer_bytes %.6g  staged_bytes %.6g  "
-            "local_bytes %.6g  bytes_reduced %.6g\n",
+            "local_bytes %.6g  bytes_reduced %.6g  switch_bytes %.6g\n",
             human(bytes).c_str(), p.algo.c_str(), t.steps, t.bytes_sent, t.barriers, t.peer_bytes,
-            t.staged_bytes, t.local_bytes, t.bytes_reduced);
+            t.staged_bytes, t.local_bytes, t.bytes_reduced, t.switch_bytes);
       }
   }
   return 0;

@@ -106,7 +106,9 @@ report load(const std::string& path) {
   value doc = value::object();
   doc.set("format", tune::profile_format);
   const value& model = member(d, "profile");
-  doc.set("version", model.find("near_gbps") != nullptr ? tune::profile_version : 2);
+  doc.set("version", model.find("multicast_gbps") != nullptr ? tune::profile_version
+                     : model.find("near_gbps") != nullptr    ? 3
+                                                             : 2);
   value& mach = doc.set("machine", value::object());
   const value& look_machine = member(member(d, "look"), "machine");
   mach.set("cpu", member(look_machine, "cpu").str);

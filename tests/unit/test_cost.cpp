@@ -24,6 +24,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <barrier>
 #include <chrono>
 #include <condition_variable>
@@ -86,6 +87,10 @@ struct network {
     std::size_t bytes = 0;
   };
   std::vector<span> user_send = std::vector<span>(64), user_recv = std::vector<span>(64);
+  // A multicast address over the buffers (cost_context::multicast): bytes each
+  // rank's link carries to and from the switch.
+  bool multicast = false;
+  std::vector<double> switch_in = std::vector<double>(64), switch_out = std::vector<double>(64);
 };
 
 // Element values are not modelled (the matrix tests check them), only counts
@@ -173,14 +178,21 @@ class counting_prims {
     reduced += bytes(n * static_cast<std::size_t>(k - 1));
     return status::ok;
   }
-  // Switch channel: a load-reduce loads (and combines) every peer's copy, a
-  // store writes every peer's.
+  // Switch channel: without a multicast address a load-reduce loads (and
+  // combines) every peer's copy, a store writes every peer's. With one, the
+  // switch reads every rank's copy (out of each rank's link) and returns the
+  // result (into the caller's), or takes the caller's data and writes every
+  // rank's copy.
+  static constexpr bool multicast = true;
+  bool mc_store_fans_out() const { return net_.multicast; }
   status mc_load_reduce(std::size_t, T*, std::size_t n, bool) {
+    if (net_.multicast) return through_switch(n, false);
     peer_bytes += bytes(n * static_cast<std::size_t>(net_.P - 1));
     reduced += bytes(n * static_cast<std::size_t>(net_.P - 1));
     return status::ok;
   }
   status mc_store(std::size_t, const T*, std::size_t n) {
+    if (net_.multicast) return through_switch(n, true);
     peer_bytes += bytes(n * static_cast<std::size_t>(net_.P - 1));
     return status::ok;
   }
@@ -231,6 +243,14 @@ class counting_prims {
 
  private:
   static double bytes(std::size_t n) { return double(n) * sizeof(T); }
+  status through_switch(std::size_t n, bool store) {
+    std::lock_guard lk(net_.mu);
+    const auto self = static_cast<std::size_t>(rank_);
+    (store ? net_.switch_out : net_.switch_in)[self] += bytes(n);
+    for (std::size_t q = 0; q < static_cast<std::size_t>(net_.P); ++q)
+      (store ? net_.switch_in : net_.switch_out)[q] += bytes(n);
+    return status::ok;
+  }
   /// A read or write of q's published buffer: peer bytes, inside the buffer and of a peer.
   status count_user(const char* what, int q, bool recv_side, std::size_t off, std::size_t n) {
     const auto& u = (recv_side ? net_.user_recv : net_.user_send)[static_cast<std::size_t>(q)];
@@ -339,7 +359,7 @@ struct rank_io {
 template <class A, coll C>
 int check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40, bool single_copy = false,
                bool loadable = true, std::size_t peer_buffer_bytes = 0, int node_ranks = 0,
-               bool in_place = false, std::size_t count_elems = 40320) {
+               bool in_place = false, std::size_t count_elems = 40320, bool multicast = false) {
   // With several segments, per-rank slices are cut per segment: their sizes
   // round differently from the whole call's, by under P elements a segment.
   const double slack = peer_buffer_bytes > 0 ? 1e-3 : 0;
@@ -365,12 +385,14 @@ int check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40, bool singl
   net.node_ranks = node_ranks;
   net.single_copy = single_copy;
   net.loadable = loadable;
+  net.multicast = multicast;
   algo::cost_context x;
   x.single_copy = single_copy && P > 1;
   x.peer_buffer_bytes = double(peer_buffer_bytes);
   if (chunk_elems < (std::size_t(1) << 40)) x.chunk_bytes = double(chunk_elems) * sizeof(T);
   x.node_ranks = node_ranks;
   x.in_place = in_place;
+  x.multicast = multicast;
   REQUIRE((!in_place || C == coll::all_gather || C == coll::broadcast));
   std::vector<counting_prims<T>> prims;
   for (int r = 0; r < P; ++r) prims.emplace_back(net, r).set_user_sizes(send_n, recv_n);
@@ -436,6 +458,10 @@ int check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40, bool singl
   CHECK(double(barriers) == model.barriers);
   CHECK(near(peer_bytes, model.peer_bytes));
   CHECK(near(staged, model.staged_bytes));
+  double through_switch = 0;
+  for (std::size_t r = 0; r < Pz; ++r)
+    through_switch = std::max({through_switch, net.switch_in[r], net.switch_out[r]});
+  CHECK(near(through_switch, model.switch_bytes));
   // One rank: every variant makes the same copy (cost() states nothing).
   if (P > 1) {
     INFO("local bytes: counted " << local << ", cost() " << model.local_bytes << " of " << bytes);
@@ -664,6 +690,39 @@ TEST_CASE("cost(): staged nvls pays two barriers per segment of the registered b
   }
   (std::make_index_sequence<coll_count>{});
   static_assert(algo::nvls::cost(coll::all_reduce, 2, 4 << 20, {.peer_buffer_bytes = 1 << 20}).barriers == 8);
+}
+
+// Through a multicast address the switch channel's operations, and nvls's
+// all_gather and broadcast stores, cross each rank's link once per direction
+// (switch_bytes) instead of being peer loads and stores; single copy and
+// all_to_all do not use it.
+TEST_CASE("cost(): staged nvls through a multicast address matches its terms", "[cost]") {
+  for (int P : {2, 3, 4, 8})
+    for (std::size_t buffer : {std::size_t(0), std::size_t(64) << 10})
+      [&]<coll... C>(std::integer_sequence<coll, C...>) {
+        (
+            [&] {
+              if constexpr (algo::nvls::implements(C))
+                check_cost<algo::nvls, C>(P, std::size_t(1) << 40, false, true, buffer, 0, false, 40320,
+                                          true);
+            }(),
+            ...);
+      }
+  (std::integer_sequence<coll, coll::all_reduce, coll::reduce_scatter, coll::all_gather, coll::broadcast,
+                         coll::all_to_all>{});
+  // In place broadcast: the root has nothing of its own to copy.
+  check_cost<algo::nvls, coll::broadcast>(4, std::size_t(1) << 40, false, true, 0, 0, true, 40320, true);
+  // Single copy reads user buffers whether or not there is a multicast address.
+  check_cost<algo::nvls, coll::all_reduce>(4, std::size_t(1) << 40, true, true, 0, 0, false, 40320, true);
+  constexpr double b = 1 << 20;
+  constexpr auto mc = algo::nvls::cost(coll::all_reduce, 8, b, {.multicast = true});
+  static_assert(mc.switch_bytes == 1.125 * b && mc.peer_bytes == 0 && mc.bytes_reduced == 0 &&
+                mc.staged_bytes == 2 * b && mc.barriers == 2);
+  static_assert(algo::nvls::cost(coll::all_gather, 8, b, {.multicast = true}).switch_bytes == b);
+  // all_gather's multicast segments hold a P-th of the buffer per block: B / buffer of them.
+  static_assert(
+      algo::nvls::cost(coll::all_gather, 4, 4 * b, {.peer_buffer_bytes = b, .multicast = true}).barriers ==
+      8);
 }
 
 TEST_CASE("cost(): nvls is priced by barriers, peer and staged bytes, none with connections", "[cost]") {

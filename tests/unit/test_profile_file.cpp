@@ -85,7 +85,9 @@ TEST_CASE("profile file: round trip keeps every number exactly", "[tune][profile
     CHECK(r.model.proto[c].efficiency == m.proto[c].efficiency);
   }
   CHECK(r.model.barrier_us == m.barrier_us);
-  CHECK(r.model.peer_gbps == m.peer_gbps);  // 551.6…: needs 17 digits
+  CHECK(r.model.peer_gbps == m.peer_gbps);
+  CHECK(m.multicast_gbps > 0);
+  CHECK(r.model.multicast_gbps == m.multicast_gbps);  // 0.85 × 370.8: needs 17 digits
   CHECK(r.model.copy_gbps == m.copy_gbps);
   CHECK(r.model.reduce_gbps == m.reduce_gbps);
   CHECK(r.model.oversub_step_us == m.oversub_step_us);
@@ -117,7 +119,8 @@ TEST_CASE("profile file: the text's layout", "[tune][profile]") {
   // (or another tool) sees.
   const tune::json::value v = tune::json::parse(tune::to_json(sample_doc()));
   CHECK(v.find("format")->str == "collx-profile");
-  CHECK(v.find("version")->num == 3);
+  CHECK(v.find("version")->num == 4);
+  CHECK(v.find("model")->find("multicast_gbps")->num == Approx(0.85 * 18 * 20.6));
   CHECK(v.find("model")->find("cache_bytes")->num == 50.0 * 1024 * 1024);
   CHECK(v.find("model")->find("mem_gbps")->num == 3.25);
   CHECK(v.find("model")->find("near_cache_bytes")->num == 2.0 * 1024 * 1024);
@@ -142,7 +145,7 @@ TEST_CASE("profile file: version 1 (no cache term) is read with the cache term o
       std::erase_if(m.members, [](const tune::json::value& x) {
         return x.key == "cache_bytes" || x.key == "mem_gbps" || x.key == "single_copy_gbps" ||
                x.key == "near_cache_bytes" || x.key == "near_gbps" || x.key == "call_us" ||
-               x.key == "oversub_call_us";
+               x.key == "oversub_call_us" || x.key == "multicast_gbps";
       });
   for (auto& m : v.members)
     if (m.key == "model")
@@ -171,17 +174,38 @@ TEST_CASE("profile file: version 2 (no near-cache term) is read with that term o
     if (m.key == "model")
       std::erase_if(m.members, [](const tune::json::value& x) {
         return x.key == "near_cache_bytes" || x.key == "near_gbps" || x.key == "call_us" ||
-               x.key == "oversub_call_us";
+               x.key == "oversub_call_us" || x.key == "multicast_gbps";
       });
   const tune::profile_doc r = tune::from_json(v.dump(), "v2.json");
   CHECK(r.model.near_cache_bytes == 0);
   CHECK(r.model.near_gbps == 0);
   CHECK(r.model.call_us == 0);
   CHECK(r.model.oversub_call_us == 0);
+  CHECK(r.model.multicast_gbps == 0);
   CHECK(r.model.mem_gbps == 3.25);  // the last-level term stays
   REQUIRE(r.warnings.size() == 1);
   CHECK_THAT(r.warnings[0], Contains("v2.json") && Contains("version 2 has no near-cache term"));
   CHECK(tune::near_miss_share(r.model, 1e12) == 0);
+}
+
+// Every version-3 writer measured CPU ranks, which have no multicast address:
+// read as none, without a warning (nothing the model used is missing).
+TEST_CASE("profile file: version 3 (no multicast rate) is read as having none", "[tune][profile]") {
+  tune::json::value v = tune::json::parse(tune::to_json(sample_doc()));
+  for (auto& m : v.members)
+    if (m.key == "version") m.num = 3;
+  for (auto& m : v.members)
+    if (m.key == "model")
+      std::erase_if(m.members, [](const tune::json::value& x) { return x.key == "multicast_gbps"; });
+  const tune::profile_doc r = tune::from_json(v.dump(), "v3.json");
+  CHECK(r.model.multicast_gbps == 0);
+  CHECK(r.model.near_gbps == 11.5);
+  CHECK(r.model.call_us == 0.125);
+  CHECK(r.warnings.empty());
+  // The same file calling itself version 4 lacks a key.
+  for (auto& m : v.members)
+    if (m.key == "version") m.num = 4;
+  check_rejected(v.dump(), "missing key 'model.multicast_gbps'");
 }
 
 TEST_CASE("profile file: bad profiles are rejected naming the problem", "[tune][profile]") {
@@ -196,16 +220,17 @@ TEST_CASE("profile file: bad profiles are rejected naming the problem", "[tune][
   // Another format, another version.
   check_rejected(edited("\"collx-profile\"", "\"nccl-topo\""),
                  "'format' is 'nccl-topo', not 'collx-profile'");
-  check_rejected(edited("\"version\": 3", "\"version\": 4"),
-                 "version 4 is not one this collx reads (1 to 3)");
-  check_rejected(edited("\"version\": 3", "\"version\": 4"), "written by a newer collx");
-  check_rejected(edited("\"version\": 3", "\"version\": 0"), "version 0 is not one this collx reads");
-  check_rejected(edited("\"version\": 3", "\"version\": 1.5"), "version 1.5");
+  check_rejected(edited("\"version\": 4", "\"version\": 5"),
+                 "version 5 is not one this collx reads (1 to 4)");
+  check_rejected(edited("\"version\": 4", "\"version\": 5"), "written by a newer collx");
+  check_rejected(edited("\"version\": 4", "\"version\": 0"), "version 0 is not one this collx reads");
+  check_rejected(edited("\"version\": 4", "\"version\": 1.5"), "version 1.5");
   // Version 3 needs the near-cache term, version 2 the cache term; older
   // versions are read without them, with a warning.
   check_rejected(edited("\"near_gbps\"", "\"l2_gbps\""), "missing key 'model.near_gbps'");
   check_rejected(edited("\"near_cache_bytes\"", "\"l2_bytes\""), "missing key 'model.near_cache_bytes'");
   check_rejected(edited("\"oversub_call_us\"", "\"oversub_call\""), "missing key 'model.oversub_call_us'");
+  check_rejected(edited("\"multicast_gbps\"", "\"nvls_gbps\""), "missing key 'model.multicast_gbps'");
   check_rejected(edited("\"mem_gbps\"", "\"memory_gbps\""), "missing key 'model.mem_gbps'");
   check_rejected(edited("\"cache_bytes\"", "\"cache\""), "missing key 'model.cache_bytes'");
   check_rejected(edited("\"single_copy_gbps\"", "\"cma_gbps\""), "missing key 'model.single_copy_gbps'");

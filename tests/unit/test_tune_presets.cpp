@@ -35,11 +35,38 @@ constexpr variant_choice pick(const tune::profile& m, int P, double bytes,
 constexpr variant_choice v(algo_id a, proto_id p) { return {a, p}; }
 constexpr double MiB = 1 << 20;
 
-// 8x H100 with NVSwitch and multicast: large all_reduce -> NVLS. Holds in
-// the full set from 128 MiB (NCCL's NVLS bus bandwidth is 1.49x the ring's).
-static_assert(pick(tune::h100_nvswitch, 8, 256 * MiB) == v(algo_id::nvls, proto_id::simple));
-static_assert(pick(tune::h100_nvswitch, 8, 1024 * MiB) == v(algo_id::nvls, proto_id::simple));
+// 8x H100 with NVSwitch and multicast: large all_reduce -> NVLS. Holds
+// among NCCL's algorithms at 256 MiB, but only just, and not in the full set
+// or at 1 GiB. nvls's switch phase moves (1 + 1/8)·B per link direction at
+// the multicast rate, 958 us at 256 MiB against the ring's 1,269 us of link
+// time; but the staged schedule also copies B into the multicast-bound
+// buffer before that phase and out of it after, not overlapped with it
+// (320 us), where NCCL's NVLS pipeline overlaps its copies. Priced so, nvls
+// is within 1 % of rhd and the ring, and slower per byte than both. With the
+// copies gone (user buffers bound to the multicast object, which collx does
+// not do yet) it takes large all_reduce in every set.
 static_assert(pick(tune::h100_nvswitch, 8, 256 * MiB, nccl_set) == v(algo_id::nvls, proto_id::simple));
+static_assert(pick(tune::h100_nvswitch, 8, 1024 * MiB, nccl_set) == v(algo_id::ring, proto_id::simple));
+static_assert(pick(tune::h100_nvswitch, 8, 256 * MiB) == v(algo_id::rhd, proto_id::simple));
+constexpr tune::profile h100_without_staging = [] {
+  tune::profile m = tune::h100_nvswitch;
+  m.copy_gbps = 1e12;  // copies (nvls's staging; no FIFO schedule's all_reduce has any) free
+  return m;
+}();
+static_assert(pick(h100_without_staging, 8, 256 * MiB) == v(algo_id::nvls, proto_id::simple));
+static_assert(pick(h100_without_staging, 8, 1024 * MiB) == v(algo_id::nvls, proto_id::simple));
+// Without a multicast address (the same machine, multicast off) nvls's
+// switch channel is P-1 peer loads and stores: never the pick.
+constexpr tune::profile h100_no_multicast = [] {
+  tune::profile m = tune::h100_nvswitch;
+  m.multicast_gbps = 0;
+  return m;
+}();
+static_assert(pick(h100_no_multicast, 8, 256 * MiB, nccl_set) == v(algo_id::ring, proto_id::simple));
+static_assert(tune::predict_us<algo::nvls, proto::simple>(h100_no_multicast,
+                                                          {coll::all_reduce, 8, 256 * MiB}) >
+              1.2 * tune::predict_us<algo::nvls, proto::simple>(tune::h100_nvswitch,
+                                                                {coll::all_reduce, 8, 256 * MiB}));
 // At 16 MiB the full set takes direct two-shot (2 steps, the ring's bytes);
 // NCCL has no two-shot. Disagreement with NCCL, agreement with practice
 // elsewhere (TensorRT-LLM's custom all_reduce is two-shot at mid sizes).

@@ -16,7 +16,14 @@
 //   peer_bytes     the most bytes any one rank loads from or stores to other
 //                  ranks' buffers;
 //   staged_bytes   the most bytes any one rank copies within its own memory to
-//                  stage data through its registered buffer.
+//                  stage data through its registered buffer;
+//   switch_bytes   with a multicast address (cost_context::multicast), the most
+//                  bytes one rank's link to the switch carries in one direction
+//                  for the switch channel's load-reduces and stores: a
+//                  load-reduce of n bytes reads n from every rank and returns
+//                  n to the caller, a store of n takes n from the caller and
+//                  writes n into every rank (the switch combines and copies,
+//                  so these bytes are neither peer_bytes nor bytes_reduced).
 // Either way:
 //   bytes_reduced  the most bytes any one rank combines with received data (γ);
 //   local_bytes    the most bytes any one rank copies within its own memory in
@@ -59,13 +66,14 @@ struct cost_terms {
   double barriers = 0, peer_bytes = 0, staged_bytes = 0;
   double node_bytes = -1, node_steps = -1;
   double local_bytes = 0;
+  double switch_bytes = 0;
 };
 
 /// Every byte the rank's memory system moves on the critical path: what it
 /// sends, reads in peers' memory, stages, copies locally and reduces. The
 /// tuner charges cache misses per touched byte (tune/model.hpp, tune/fit.hpp).
 COLLX_HOST_DEVICE constexpr double touched_bytes(const cost_terms& t) {
-  return t.bytes_sent + t.peer_bytes + t.staged_bytes + t.local_bytes + t.bytes_reduced;
+  return t.bytes_sent + t.peer_bytes + t.staged_bytes + t.local_bytes + t.bytes_reduced + t.switch_bytes;
 }
 
 /// What a cost may depend on besides (collective, P, bytes): how the call
@@ -97,6 +105,11 @@ struct cost_context {
   /// ignores their send buffers), so the choice prices broadcast out of
   /// place. Other collectives' costs ignore it.
   bool in_place = false;
+  /// The registered buffers are bound to a multicast address (an NVSwitch
+  /// multicast object; the profile has a multicast rate): the switch
+  /// channel's operations are switch_bytes, and schedules that store through
+  /// it (prims::mc_store_fans_out) take that path.
+  bool multicast = false;
 };
 
 /// Whether x places P ranks node by node on >= 2 nodes of >= 2 ranks (the

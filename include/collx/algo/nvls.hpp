@@ -138,10 +138,14 @@ struct nvls {
   /// peers' buffers (the switch channel's P-1 copies). staged_bytes: copies
   /// into and out of the own registered buffer, none with single copy, which
   /// reads peers' user buffers in place. bytes_reduced: bytes combined.
-  /// local_bytes: copies from the own send to the own recv.
+  /// local_bytes: copies from the own send to the own recv. With a multicast
+  /// address (x.multicast, staged): the switch channel's operations are
+  /// switch_bytes instead of peer_bytes and bytes_reduced, and all_gather
+  /// and broadcast store through it (multicast_cost).
   COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes,
                                                      const cost_context& x = {}) {
     if (P <= 1 || !implements(c)) return {};
+    if (x.multicast && !x.single_copy && c != coll::all_to_all) return multicast_cost(c, P, bytes, x);
     const double f = double(P - 1) / P;
     cost_terms t{};
     const double per_segment = c == coll::all_gather ? bytes / P : bytes;
@@ -173,6 +177,28 @@ struct nvls {
     if (c == coll::broadcast) t.local_bytes = x.in_place ? 0 : bytes;
     else if (x.single_copy && ((c == coll::all_gather && !x.in_place) || c == coll::all_to_all))
       t.local_bytes = bytes / P;
+    return t;
+  }
+
+  /// Staged through a multicast address, per rank and link direction:
+  ///   all_reduce      load-reduce of its slice (B/P back; its copy of every
+  ///                   slice, B, out) and store of it (B/P out; every slice,
+  ///                   B, in): (1 + 1/P)·B; copies in and out: 2B.
+  ///   reduce_scatter  load-reduce of its block: its copy of every block, B,
+  ///                   out; the P blocks copied in: B.
+  ///   all_gather      store of its block (B/P out), every block in: B; the
+  ///                   P blocks copied out: B. A segment holds a P-th of the
+  ///                   buffer per block, so B / buffer segments.
+  ///   broadcast       the root's store out, every rank's copy in: B; copied
+  ///                   out: B (the root copies its send into its recv).
+  COLLX_HOST_DEVICE static constexpr cost_terms multicast_cost(coll c, int P, double bytes,
+                                                               const cost_context& x) {
+    cost_terms t{};
+    const double segments = x.peer_buffer_bytes > 0 ? ceil_nonneg(bytes / x.peer_buffer_bytes) : 1;
+    t.barriers = 2 * (segments > 1 ? segments : 1);
+    t.switch_bytes = c == coll::all_reduce ? (1 + 1.0 / P) * bytes : bytes;
+    t.staged_bytes = c == coll::all_reduce ? 2 * bytes : bytes;
+    if (c == coll::broadcast) t.local_bytes = x.in_place ? 0 : bytes;
     return t;
   }
 

@@ -514,12 +514,16 @@ class communicator {
   variant_choice choose(coll c, std::size_t bytes) const {
     const detail::group_state& g = live();
     const tune::problem q{c, g.nranks, static_cast<double>(bytes)};
+    // The profile's multicast rate describes the machine; it applies only
+    // where this group's buffers are bound to a multicast object.
+    tune::profile m = g.profile;
+    if (!multicast()) m.multicast_gbps = 0;
     variant_choice best{};
     double best_us = 0;
     bool found = false;
     for_each_automatic([&]<class A, class P>() {
       if (!A::implements(c) || !allowed<A, P>()) return;
-      const double us = tune::predict_us<A, P>(g.profile, q);
+      const double us = tune::predict_us<A, P>(m, q);
       if (found && !(us < best_us)) return;
       best = {A::id, P::id};
       best_us = us;

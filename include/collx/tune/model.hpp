@@ -11,10 +11,11 @@
 //                                    (peer_bw: single_copy_gbps when the call
 //                                     reads peers' user buffers in place;
 //                                     copy_gbps where they are mapped)     peer memory
+//     + switch_bytes / multicast_bw     (a multicast address: multicast_gbps > 0)
 //     + local_bytes / copy_bw                                   copies of its own
 //     + bytes_reduced · max(0, 1/γ − 1/operand bw)          reduction
 //     + (near_miss / near + miss / mem) · touched                caches
-//   touched = bytes_sent + peer_bytes + staged_bytes + local_bytes + bytes_reduced
+//   touched = bytes_sent + peer_bytes + staged_bytes + local_bytes + bytes_reduced + switch_bytes
 //
 // local_bytes are the copies a schedule makes of its own data in a pass of
 // their own (the own block into recv before an exchange, a loopback FIFO). On
@@ -148,6 +149,11 @@ struct profile {
   double mem_gbps = 0;          // extra rate for bytes that miss it; 0: no cache term
   double near_cache_bytes = 0;  // the level below it (all instances); 0: no near-cache term
   double near_gbps = 0;         // extra rate for bytes that miss the near cache; 0: no near-cache term
+  /// One-direction rate of a rank's link for traffic through a multicast
+  /// address (an NVSwitch multicast object: algo::cost_terms::switch_bytes);
+  /// 0: the ranks have none, and a switch channel's operations are peer
+  /// loads and stores at peer_gbps (algo::cost_context::multicast).
+  double multicast_gbps = 0;
 
   /// Per-step latency and payload bandwidth of protocol channel ch on link l.
   constexpr double alpha_us(const link& l, int ch) const { return l.alpha_us + proto[ch].extra_alpha_us; }
@@ -423,6 +429,7 @@ constexpr prediction price_one_node(const profile& m, const algo::cost_terms& t,
   if (c > 0 && busy.fifo_bytes > 0) r.latency_us += t.bytes_sent / busy.fifo_bytes * wait;  // FIFO refills
   if (t.bytes_sent > 0) r.bandwidth_us += (t.bytes_sent + s.fill_bytes) / m.gbps(m.intra, ch) / 1e3;
   r.bandwidth_us += t.peer_bytes / peer_gbps / 1e3 + t.staged_bytes / m.copy_gbps / 1e3;
+  if (t.switch_bytes > 0) r.bandwidth_us += t.switch_bytes / m.multicast_gbps / 1e3;
   if (m.copy_gbps > 0) r.bandwidth_us += t.local_bytes / m.copy_gbps / 1e3;
   const double touched = algo::touched_bytes(t);
   if (miss > 0 && m.mem_gbps > 0) r.bandwidth_us += miss * touched / m.mem_gbps / 1e3;  // no rate: no term
@@ -455,6 +462,7 @@ constexpr prediction predict_on(const profile& m, const problem& q) {
   constexpr int ch = proto::channel_of<Pr>;
   algo::cost_context ctx{q.chunks[ch], q.single_copy, q.peer_buffer_bytes};
   ctx.in_place = q.in_place;
+  ctx.multicast = m.multicast_gbps > 0;
   const int nodes = m.nodes(q.nranks);
   // Across nodes, topology-aware schedules run in their node shape (the tree).
   algo::cost_context placed = ctx;

@@ -41,23 +41,29 @@
 
 namespace collx::tune {
 
-/// 8× H100 or H200 SXM on NVSwitch with multicast (NVLS), one node.
-/// nvls's peer bytes count the P−1 copies of a switch channel emulated by
-/// loads and stores (algo/nvls.hpp); the switch does them in one multicast
-/// operation (a GPU group with a multicast object: transport/multimem.hpp,
-/// cuda/multicast.hpp), so peer_gbps is NCCL's NVLS all_reduce bus bandwidth:
-/// 2 × 0.85 × 7/8 × 370.8 = 551.6 GB/s [nccl-tuning], and a barrier half of
-/// NVLS's 25 µs (two barriers per call).
+/// 8× H100 or H200 SXM on NVSwitch with multicast (NVLS), one node. Peer
+/// loads and stores (nvls's copies without the switch, single copy) move at
+/// the NVLink rate; traffic through a multicast address (multimem
+/// load-reduce and store: transport/multimem.hpp, cuda/multicast.hpp) at
+/// NCCL's NVLS efficiency of it, 0.85 × 370.8 = 315.2 GB/s per direction
+/// [nccl-tuning]. nvls's staged all_reduce then moves (1 + 1/8)·B through
+/// the switch, a busbw of 1.75 / 1.125 × 315.2 = 490 GB/s for that phase,
+/// where NCCL's formula gives 2 × 0.85 × 7/8 × 370.8 = 551.6 for its
+/// pipelined NVLS; collx's schedule also copies B into and out of the
+/// multicast-bound buffer, before and after the switch's phase, not
+/// overlapped with it (algo/nvls.hpp). A barrier is half of NVLS's 25 µs
+/// (two barriers per call).
 inline constexpr profile h100_nvswitch{
     .intra = {link_kind::nvlink, 0.6, 18 * 20.6},  // [nccl-tuning] LL; [nccl-topo] × 18 links [h100]
     .inter = {link_kind::ib, 2.7, 4 * 12.0},       // one NDR port per GPU [ib], [nccl-tuning] NET LL
     .ranks_per_node = 8,                           //
     .proto = {{2.8, 1.0}, {0.0, 141.0 / 370.8}, {1.3, 0.92}},  // Simple 3.4, LL ≤ llMaxBw, LL128 1.9 ×0.92
     .barrier_us = 12.5,
-    .peer_gbps = 2 * 0.85 * 7.0 / 8.0 * 370.8,
+    .peer_gbps = 18 * 20.6,
     .copy_gbps = 3350.0 / 2,    // [h100] HBM3 (H200: 4800)
     .reduce_gbps = 3350.0 / 3,  //
     .oversub_step_us = 0.6,
+    .multicast_gbps = 0.85 * 18 * 20.6,  // [nccl-tuning] nvlsEfficiency (Hopper)
 };
 
 /// 8× A100 SXM4 on NVSwitch, one node: no multicast (nvlsEfficiency is 0 for

@@ -3,7 +3,7 @@
 // (tune/active.hpp).
 //
 //   {
-//     "format": "collx-profile", "version": 3,
+//     "format": "collx-profile", "version": 4,
 //     "machine": {"hostname": "...", "cpu": "AMD EPYC", "cpus": 2, "numa_nodes": 1},
 //     "measured": "2026-12-01T17:00:00Z",      (optional, free text)
 //     "source": "collx-probe ...",             (optional, free text)
@@ -20,6 +20,7 @@
 //       "cache_bytes": 33554432, "mem_gbps": 3.1      (version 2; 0: no cache term)
 //       "near_cache_bytes": 2097152, "near_gbps": 9.0 (version 3; 0: no near-cache term)
 //       "call_us": 0.1, "oversub_call_us": 3.0         (version 3)
+//       "multicast_gbps": 0                (version 4; 0: no multicast address)
 //     },
 //     "probe": {...}                            (optional: the probe's evidence, not read)
 //   }
@@ -35,7 +36,8 @@
 // (before the cache term, the per-protocol oversubscribed step and the
 // single-copy rate), version 2 (before the near-cache term and the per-call
 // costs; its rates were fitted without the pipeline's fill term, so they
-// describe a machine a little slower than it is).
+// describe a machine a little slower than it is), version 3 (before the
+// multicast rate: read as none, which every version-3 writer measured).
 #pragma once
 
 #include <collx/config.hpp>
@@ -55,7 +57,7 @@
 namespace collx::tune {
 
 inline constexpr const char* profile_format = "collx-profile";
-inline constexpr int profile_version = 3;
+inline constexpr int profile_version = 4;
 inline constexpr int profile_oldest_version = 1;  // the oldest still read
 
 /// A profile with what it says about itself.
@@ -198,6 +200,7 @@ COLLX_COLD inline std::string to_json(const profile_doc& d) {
   model.set("near_gbps", d.model.near_gbps);
   model.set("call_us", d.model.call_us);
   model.set("oversub_call_us", d.model.oversub_call_us);
+  model.set("multicast_gbps", d.model.multicast_gbps);
   if (d.probe.type != json::kind::null) v.set("probe", d.probe);
   return v.dump();
 }
@@ -276,7 +279,7 @@ COLLX_COLD inline profile_doc from_json(const std::string& text, const std::stri
     d.warnings.push_back("profile " + origin +
                          ": version 1 has no cache term, single-copy rate or per-protocol oversubscribed "
                          "step; the model prices every size at in-cache rates (collx-probe --save writes "
-                         "version 3)");
+                         "version 4)");
   }
   if (ver >= 3) {
     d.model.near_cache_bytes = m.number("near_cache_bytes");
@@ -286,8 +289,9 @@ COLLX_COLD inline profile_doc from_json(const std::string& text, const std::stri
   } else if (ver == 2) {
     d.warnings.push_back("profile " + origin +
                          ": version 2 has no near-cache term or per-call cost; the model prices every size "
-                         "below the last-level cache at one rate (collx-probe --save writes version 3)");
+                         "below the last-level cache at one rate (collx-probe --save writes version 4)");
   }
+  if (ver >= 4) d.model.multicast_gbps = m.number("multicast_gbps");
   if (!(d.model.intra.gbps > 0)) m.fail("'model.intra.gbps' must be positive");
   m.finish();
   r.finish();
