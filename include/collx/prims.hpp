@@ -48,6 +48,9 @@
 //   write_user(q, off, src, n)                q's recv buffer [off, off + n) ← src, one copy
 //   read_peer(q, addr, dst, n)                dst ← n elements at address addr of q's address
 //                                             space (an address q sent in a message), one copy
+//   user_multicast(recv_side)                 the side's buffers are one multicast range
+//   mc_user_load_reduce(off, dst, n, finish)  dst ← ⊕ over ranks q of q's send [off, off + n)
+//   mc_user_store(off, src, n)                q's recv [off, off + n) ← src for every q
 //
 // Workers: every call is made by every worker of the executor's group with the
 // same arguments; the group splits the elements and its leader posts.
@@ -291,6 +294,30 @@ class prims {
     // Peers' buffers are loaded only while their owners are in the call
     // with the same bytes (the view's may_load_peers).
     return view_.may_load_peers(rank_, std::uint64_t(count) * sizeof(T), stripe_);
+  }
+  /// Registered buffers bound to a multicast address (the View's
+  /// user_switch_of; mesh windows of a GPU group on NVSwitch).
+  static constexpr bool user_multicast_ops = requires(const View& v) { v.user_switch_of(0, false, 0); };
+  /// After publish_user_buffers: whether this call's send (or recv) range is
+  /// one range of a multicast address on every rank (same window, same
+  /// offset). The same answer on every rank.
+  COLLX_HOST_DEVICE bool user_multicast(bool recv_side) const requires user_multicast_ops {
+    return view_.user_multicast(rank_, recv_side, stripe_) != nullptr;
+  }
+  /// dst[0, n) ← ⊕ over ranks of their send [off, off + n), post() if
+  /// finish, through the switch (user_multicast(false)); dst may be this
+  /// rank's own send at off.
+  COLLX_HOST_DEVICE status mc_user_load_reduce(std::size_t off, T* dst, std::size_t n,
+                                               bool finish) requires user_multicast_ops {
+    view_.user_switch_of(rank_, false, stripe_).load_reduce(ex_.workers(), off, dst, n, red_, finish);
+    return status::ok;
+  }
+  /// Every rank's recv [off, off + n) ← src[0, n), through the switch
+  /// (user_multicast(true)).
+  COLLX_HOST_DEVICE status mc_user_store(std::size_t off, const T* src,
+                                         std::size_t n) requires user_multicast_ops {
+    view_.user_switch_of(rank_, true, stripe_).store(ex_.workers(), off, src, n, red_);
+    return status::ok;
   }
   /// Rank q's published send (or recv) buffer when it can be loaded directly
   /// (q runs in this process), else nullptr: read it with read_user().

@@ -409,7 +409,12 @@ struct test_memory<transport::mesh> {
   /// multicast: the view gets a multicast address over the registered
   /// buffers, which host code emulates (transport::multicast_switch_channel),
   /// and the buffers are aligned as a multicast object binds them (2 MiB).
-  test_memory(int P, int S, bool single, bool multicast = false) : single_copy(single), windows(P) {
+  /// multicast with single copy: every window gets a multicast address too,
+  /// emulated the same way, so nvls runs through the switch channel over the
+  /// registered buffers themselves (algo::nvls::through_switch).
+  bool window_multicast = false;
+  test_memory(int P, int S, bool single, bool multicast = false)
+      : single_copy(single), windows(P), window_multicast(single && multicast) {
     view.layout = transport::mesh_layout::make(
         transport::shm_layout::make(static_cast<std::uint32_t>(P), 4, {2048, 2048, 2048}, S),
         multicast ? std::size_t{2} << 20 : transport::shm_page);
@@ -435,7 +440,12 @@ struct test_memory<transport::mesh> {
       const auto& v = side(r);
       spans.push_back({reinterpret_cast<std::uintptr_t>(v.data()), v.size() * sizeof(v[0])});
     }
-    windows.add(spans);
+    const int w = windows.add(spans);
+    // A multicast address per window, far from any mapping, with the
+    // buffers' offset from a 16-byte boundary (a multicast object binds
+    // buffers at the same alignment on every rank).
+    if (window_multicast)
+      windows.set_multicast(w, (std::uintptr_t{1} << 45) + (std::uintptr_t(w) << 32) + spans[0].base % 16);
   }
   /// The view of rank r's call: its buffers' windows where registered.
   transport::mesh_view for_call(int r, const void* send, std::size_t send_bytes, const void* recv,
@@ -800,6 +810,70 @@ TEST_CASE("team executor: nvls's switch channel over the mesh in several segment
   CHECK(r.cases > 0);
 }
 
+// Registered buffers bound to a multicast object: nvls's single copy
+// load-reduces from and stores into the windows' multicast addresses
+// (emulated as above) instead of loading every peer. Windows at the same
+// offset on every rank take the switch; in-place calls too.
+TEST_CASE("team executor: nvls through the multicast address of registered windows", "[team][mesh]") {
+  const auto [W, P, S] = GENERATE(std::tuple{2, 2, 1}, std::tuple{3, 3, 2}, std::tuple{1, 4, 1});
+  INFO("W " << W << ", P " << P << ", S " << S);
+  const run_result r = run_matrix<algo::nvls, proto::simple, transport::mesh>(
+      W, P, seed_from_env(), true, own_channel<proto::simple>(), S, true);
+  std::string all;
+  for (const auto& e : r.errors) all += "\n  " + e;
+  INFO("failures:" << all);
+  CHECK(r.errors.empty());
+  CHECK(r.cases > 0);
+}
+
+// The switch reaches offset k of every rank's buffer at offset k of the
+// multicast address, so a side goes through it only where every rank
+// published the same window and offset (the emulation above translates
+// each rank's own published address and cannot tell).
+TEST_CASE("mesh windows: a side is one multicast range only where every rank published it alike", "[mesh]") {
+  constexpr int P = 3;
+  constexpr std::size_t n = 256, bytes = n * sizeof(float);
+  test_memory<transport::mesh> mem(P, 1, true, true);
+  std::vector<std::vector<float>> a(P, std::vector<float>(2 * n)), b(P, std::vector<float>(2 * n)),
+      c(P, std::vector<float>(2 * n));
+  for (auto* side : {&a, &b})
+    mem.register_window(
+        P, [&](int r) -> auto& { return (*side)[static_cast<std::size_t>(r)]; });
+  mem.window_multicast = false;  // window 2: no multicast address
+  mem.register_window(
+      P, [&](int r) -> auto& { return c[static_cast<std::size_t>(r)]; });
+  std::vector<transport::mesh_view> views(P);
+  auto publish = [&](int r, const float* send, const float* recv) {
+    views[static_cast<std::size_t>(r)] = mem.for_call(r, send, bytes, recv, bytes);
+    views[static_cast<std::size_t>(r)].publish_user_buffers(r, send, recv, bytes);
+  };
+  auto sides = [&](bool send_side, bool recv_side) {
+    for (int r = 0; r < P; ++r) {
+      INFO("rank " << r);
+      const auto& v = views[static_cast<std::size_t>(r)];
+      CHECK((v.user_multicast(r, false) != nullptr) == send_side);
+      CHECK((v.user_multicast(r, true) != nullptr) == recv_side);
+    }
+  };
+  for (int r = 0; r < P; ++r) publish(r, a[std::size_t(r)].data() + 4, b[std::size_t(r)].data());
+  sides(true, true);
+  // Offset 4 elements into window 0's multicast address, offset 0 into window 1's.
+  CHECK(views[1].user_multicast(1, false) ==
+        reinterpret_cast<std::byte*>(mem.windows.span(0, 1).multicast + 4 * sizeof(float)));
+  CHECK(views[1].user_multicast(1, true) == reinterpret_cast<std::byte*>(mem.windows.span(1, 1).multicast));
+  // One rank's send at another offset: the send side is not one range.
+  publish(2, a[2].data() + 8, b[2].data());
+  sides(false, true);
+  // One rank's recv in another window (with its own multicast address).
+  publish(2, a[2].data() + 4, a[2].data() + n);
+  sides(true, false);
+  publish(2, a[2].data() + 4, b[2].data());
+  sides(true, true);
+  // Every rank's recv in a window without a multicast address.
+  for (int r = 0; r < P; ++r) publish(r, a[std::size_t(r)].data() + 4, c[std::size_t(r)].data());
+  sides(true, false);
+}
+
 TEST_CASE("multicast switch channel: which elements go through the switch", "[mesh]") {
   transport::mesh_view v;
   v.layout = transport::mesh_layout::make(transport::shm_layout::make(4, 4, {2048, 2048, 2048}, 1),
@@ -912,9 +986,11 @@ TEST_CASE("mesh windows: a peer that is not registered is a mismatch, one in ano
   constexpr std::size_t n = 1000;
   const bool other_window = GENERATE(false, true);
   const bool two_shot = GENERATE(false, true);
+  const bool multicast = GENERATE(false, true);  // windows with multicast addresses: not for these calls
   INFO((other_window ? "rank 1's buffers in another window" : "rank 1's buffers not registered")
-       << (two_shot ? ", two-shot" : ", one-shot"));
-  test_memory<transport::mesh> mem(P, 1, true);
+       << (two_shot ? ", two-shot" : ", one-shot")
+       << (multicast ? ", windows with multicast addresses" : ""));
+  test_memory<transport::mesh> mem(P, 1, true, multicast);
   std::vector<std::vector<float>> send(P, std::vector<float>(n)), recv(P, std::vector<float>(n, 0.0f));
   for (std::size_t i = 0; i < n; ++i) send[0][i] = float(i % 7), send[1][i] = float(i % 5) - 2;
   std::vector<float> spare_send(n), spare_recv(n, 0.0f);

@@ -191,6 +191,10 @@ class counting_prims {
     reduced += bytes(n * static_cast<std::size_t>(net_.P - 1));
     return status::ok;
   }
+  // Registered buffers bound to the multicast address (single copy with one).
+  bool user_multicast(bool) const { return net_.multicast; }
+  status mc_user_load_reduce(std::size_t, T*, std::size_t n, bool) { return through_switch(n, false); }
+  status mc_user_store(std::size_t, const T*, std::size_t n) { return through_switch(n, true); }
   status mc_store(std::size_t, const T*, std::size_t n) {
     if (net_.multicast) return through_switch(n, true);
     peer_bytes += bytes(n * static_cast<std::size_t>(net_.P - 1));
@@ -712,8 +716,23 @@ TEST_CASE("cost(): staged nvls through a multicast address matches its terms", "
                          coll::all_to_all>{});
   // In place broadcast: the root has nothing of its own to copy.
   check_cost<algo::nvls, coll::broadcast>(4, std::size_t(1) << 40, false, true, 0, 0, true, 40320, true);
-  // Single copy reads user buffers whether or not there is a multicast address.
-  check_cost<algo::nvls, coll::all_reduce>(4, std::size_t(1) << 40, true, true, 0, 0, false, 40320, true);
+  // Single copy through the multicast address of the registered buffers.
+  for (int P : {2, 3, 8}) [&]<coll... C>(std::integer_sequence<coll, C...>) {
+      (
+          [&] {
+            if constexpr (algo::nvls::implements(C))
+              check_cost<algo::nvls, C>(P, std::size_t(1) << 40, true, true, 0, 0, false, 40320, true);
+          }(),
+          ...);
+    }
+  (std::integer_sequence<coll, coll::all_reduce, coll::reduce_scatter, coll::all_gather, coll::broadcast,
+                         coll::all_to_all>{});
+  check_cost<algo::nvls, coll::broadcast>(4, std::size_t(1) << 40, true, true, 0, 0, true, 40320, true);
+  check_cost<algo::nvls, coll::all_gather>(4, std::size_t(1) << 40, true, true, 0, 0, true, 40320, true);
+  constexpr auto bound =
+      algo::nvls::cost(coll::all_reduce, 8, 1 << 20, {.single_copy = true, .multicast = true});
+  static_assert(bound.barriers == 2 && bound.switch_bytes == 1.125 * (1 << 20) && bound.staged_bytes == 0 &&
+                bound.peer_bytes == 0 && bound.local_bytes == 0 && bound.bytes_reduced == 0);
   constexpr double b = 1 << 20;
   constexpr auto mc = algo::nvls::cost(coll::all_reduce, 8, b, {.multicast = true});
   static_assert(mc.switch_bytes == 1.125 * b && mc.peer_bytes == 0 && mc.bytes_reduced == 0 &&

@@ -42,19 +42,19 @@ constexpr double MiB = 1 << 20;
 // time; but the staged schedule also copies B into the multicast-bound
 // buffer before that phase and out of it after, not overlapped with it
 // (320 us), where NCCL's NVLS pipeline overlaps its copies. Priced so, nvls
-// is within 1 % of rhd and the ring, and slower per byte than both. With the
-// copies gone (user buffers bound to the multicast object, which collx does
-// not do yet) it takes large all_reduce in every set.
+// is within 1 % of rhd and the ring, and slower per byte than both.
 static_assert(pick(tune::h100_nvswitch, 8, 256 * MiB, nccl_set) == v(algo_id::nvls, proto_id::simple));
 static_assert(pick(tune::h100_nvswitch, 8, 1024 * MiB, nccl_set) == v(algo_id::ring, proto_id::simple));
 static_assert(pick(tune::h100_nvswitch, 8, 256 * MiB) == v(algo_id::rhd, proto_id::simple));
-constexpr tune::profile h100_without_staging = [] {
-  tune::profile m = tune::h100_nvswitch;
-  m.copy_gbps = 1e12;  // copies (nvls's staging; no FIFO schedule's all_reduce has any) free
-  return m;
-}();
-static_assert(pick(h100_without_staging, 8, 256 * MiB) == v(algo_id::nvls, proto_id::simple));
-static_assert(pick(h100_without_staging, 8, 1024 * MiB) == v(algo_id::nvls, proto_id::simple));
+// With the user buffers registered and bound to the multicast object (single
+// copy through the switch: algo::nvls::through_switch) there are no copies
+// and two barriers: nvls takes large all_reduce in every set, 958 + 25 us
+// against rhd's 1,288 at 256 MiB.
+constexpr variant_choice pick_registered(double bytes) {
+  return tune::fastest<transport::shm>(tune::h100_nvswitch, {coll::all_reduce, 8, bytes, true}, {});
+}
+static_assert(pick_registered(256 * MiB) == v(algo_id::nvls, proto_id::simple));
+static_assert(pick_registered(1024 * MiB) == v(algo_id::nvls, proto_id::simple));
 // Without a multicast address (the same machine, multicast off) nvls's
 // switch channel is P-1 peer loads and stores: never the pick.
 constexpr tune::profile h100_no_multicast = [] {

@@ -139,13 +139,14 @@ struct nvls {
   /// into and out of the own registered buffer, none with single copy, which
   /// reads peers' user buffers in place. bytes_reduced: bytes combined.
   /// local_bytes: copies from the own send to the own recv. With a multicast
-  /// address (x.multicast, staged): the switch channel's operations are
-  /// switch_bytes instead of peer_bytes and bytes_reduced, and all_gather
-  /// and broadcast store through it (multicast_cost).
+  /// address (x.multicast): the switch channel's operations are switch_bytes
+  /// instead of peer_bytes and bytes_reduced, and all_gather and broadcast
+  /// store through it (multicast_cost); with single copy too, the
+  /// registered buffers are bound to it (through_switch).
   COLLX_HOST_DEVICE static constexpr cost_terms cost(coll c, int P, double bytes,
                                                      const cost_context& x = {}) {
     if (P <= 1 || !implements(c)) return {};
-    if (x.multicast && !x.single_copy && c != coll::all_to_all) return multicast_cost(c, P, bytes, x);
+    if (x.multicast && c != coll::all_to_all) return multicast_cost(c, P, bytes, x);
     const double f = double(P - 1) / P;
     cost_terms t{};
     const double per_segment = c == coll::all_gather ? bytes / P : bytes;
@@ -191,12 +192,18 @@ struct nvls {
   ///                   buffer per block, so B / buffer segments.
   ///   broadcast       the root's store out, every rank's copy in: B; copied
   ///                   out: B (the root copies its send into its recv).
+  /// With single copy (registered buffers bound to the multicast address:
+  /// through_switch) the same switch bytes, no copy, and two barriers.
   COLLX_HOST_DEVICE static constexpr cost_terms multicast_cost(coll c, int P, double bytes,
                                                                const cost_context& x) {
     cost_terms t{};
+    t.switch_bytes = c == coll::all_reduce ? (1 + 1.0 / P) * bytes : bytes;
+    if (x.single_copy) {
+      t.barriers = 2;
+      return t;
+    }
     const double segments = x.peer_buffer_bytes > 0 ? ceil_nonneg(bytes / x.peer_buffer_bytes) : 1;
     t.barriers = 2 * (segments > 1 ? segments : 1);
-    t.switch_bytes = c == coll::all_reduce ? (1 + 1.0 / P) * bytes : bytes;
     t.staged_bytes = c == coll::all_reduce ? 2 * bytes : bytes;
     if (c == coll::broadcast) t.local_bytes = x.in_place ? 0 : bytes;
     return t;
@@ -357,6 +364,44 @@ struct nvls {
     }
   }
 
+  /// Whether a single-copy call runs through the multicast address of its
+  /// registered buffers: every side it reduces from or stores into is one
+  /// multicast range on every rank (prims::user_multicast; the same answer
+  /// on every rank).
+  template <coll C, class Prims>
+  COLLX_HOST_DEVICE static bool on_switch(Prims& p) {
+    if constexpr (C == coll::all_reduce) return p.user_multicast(false) && p.user_multicast(true);
+    else if constexpr (C == coll::reduce_scatter) return p.user_multicast(false);
+    else if constexpr (C == coll::all_gather || C == coll::broadcast) return p.user_multicast(true);
+    else return (void)p, false;
+  }
+
+  /// The switch channel over the registered buffers themselves (after the
+  /// barrier that published them; one more ends the call): each rank
+  /// load-reduces its slice of every rank's send and stores it into every
+  /// rank's recv (all_reduce), load-reduces its block (reduce_scatter),
+  /// stores its block into its slot of every recv (all_gather), or the root
+  /// stores its data into every recv (broadcast). Each rank reads and writes
+  /// only its own slice, block or slot of the others' buffers, so in place
+  /// is safe.
+  template <coll C, class Prims, class T>
+  COLLX_HOST_DEVICE static status through_switch(Prims& p, const schedule_args<T>& a) {
+    const std::size_t c = a.count, b = a.block(), Pz = static_cast<std::size_t>(a.nranks),
+                      rz = static_cast<std::size_t>(a.rank);
+    if constexpr (C == coll::all_reduce) {
+      const std::size_t lo = c * rz / Pz, hi = c * (rz + 1) / Pz;
+      COLLX_TRY(p.mc_user_load_reduce(lo, a.recv + lo, hi - lo, true));
+      COLLX_TRY(p.mc_user_store(lo, a.recv + lo, hi - lo));
+    } else if constexpr (C == coll::reduce_scatter) {
+      COLLX_TRY(p.mc_user_load_reduce(rz * b, a.recv, c, true));
+    } else if constexpr (C == coll::all_gather) {
+      COLLX_TRY(p.mc_user_store(rz * b, a.send, c));
+    } else if constexpr (C == coll::broadcast) {
+      if (a.rank == a.root) COLLX_TRY(p.mc_user_store(0, a.send, c));
+    }
+    return p.barrier();
+  }
+
   template <coll C, class Prims, class T>
   COLLX_HOST_DEVICE static status single_copy(Prims& p, const schedule_args<T>& a) {
     const int P = a.nranks, r = a.rank;
@@ -364,6 +409,8 @@ struct nvls {
     const std::size_t c = a.count, b = a.block(), Pz = static_cast<std::size_t>(P),
                       rz = static_cast<std::size_t>(r);
     COLLX_TRY(p.publish_user_buffers(a.send, a.recv, a.count));
+    if constexpr (requires { p.user_multicast(false); })
+      if (on_switch<C>(p)) return through_switch<C>(p, a);
     if constexpr (C == coll::all_reduce) {
       if (one_shot(p, a)) {
         COLLX_TRY(reduce_from_peers(p, a, 0, 0, a.recv, c));  // every rank in the order 0, 1, …

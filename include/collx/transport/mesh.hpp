@@ -168,7 +168,7 @@ struct mesh_view {
   /// Around a barrier of a call that used the multicast address: relates
   /// this thread's multicast accesses to its ordinary ones (multimem.hpp).
   COLLX_HOST_DEVICE void alias_fence() const {
-    if (multicast != nullptr) multimem_alias_fence();
+    if (multicast != nullptr || windows.multicast) multimem_alias_fence();
   }
   /// The multicast address of the registered buffers: offset k stands for
   /// offset k of every rank's peer_buffer() (a GPU group on NVSwitch with
@@ -243,6 +243,51 @@ struct mesh_view {
   }
   COLLX_HOST_DEVICE void* storable_user_recv(int self, int q, int s = 0) const {
     return user_address(self, q, true, s);
+  }
+  /// The multicast address of this call's send (or recv) range, where its
+  /// window has one and every rank published that window and the same
+  /// offset in it (after the barrier that published them), else null. The
+  /// same answer on every rank: it reads only what every rank published
+  /// (and the window's address, which every rank's table has or lacks alike).
+  COLLX_HOST_DEVICE std::byte* user_multicast(int self, bool recv_side, int s = 0) const {
+    if (!windows.multicast) return nullptr;
+    const line_word wk = recv_side ? recv_window : send_window, ok = recv_side ? recv_offset : send_offset;
+    const std::uint64_t w = detail::load_relaxed(line(self, self, wk, s)),
+                        off = detail::load_relaxed(line(self, self, ok, s));
+    if (w == 0) return nullptr;
+    for (int q = 0; q < nranks(); ++q)
+      if (detail::load_relaxed(line(self, q, wk, s)) != w ||
+          detail::load_relaxed(line(self, q, ok, s)) != off)
+        return nullptr;
+    const std::uintptr_t m = span(static_cast<int>(w - 1), self).multicast;
+    return m == 0 ? nullptr : reinterpret_cast<std::byte*>(m + off);
+  }
+  /// The switch channel over one side of a call's registered buffers (the
+  /// side's range of every rank, and its multicast address as
+  /// user_multicast() gives it): peer_buffer(q) is rank q's published
+  /// buffer of that side. Offsets are from the start of each rank's range.
+  struct user_switch {
+    const mesh_view* view;
+    int self, stripe;
+    bool recv_side;
+    std::byte* multicast;
+    COLLX_HOST_DEVICE int nranks() const { return view->nranks(); }
+    COLLX_HOST_DEVICE std::byte* peer_buffer(int q) const {
+      return view->user_address(self, q, recv_side, stripe);
+    }
+    template <class Group, class T, class Red>
+    COLLX_HOST_DEVICE void load_reduce(const Group& g, std::size_t off, T* dst, std::size_t n, const Red& red,
+                                       bool finish) const {
+      multicast_switch_channel<user_switch>{*this, self}.load_reduce(g, off, dst, n, red, finish);
+    }
+    template <class Group, class T, class Red>
+    COLLX_HOST_DEVICE void store(const Group& g, std::size_t off, const T* src, std::size_t n,
+                                 const Red& red) const {
+      multicast_switch_channel<user_switch>{*this, self}.store(g, off, src, n, red);
+    }
+  };
+  COLLX_HOST_DEVICE user_switch user_switch_of(int self, bool recv_side, int s = 0) const {
+    return {this, self, s, recv_side, user_multicast(self, recv_side, s)};
   }
   /// Whether rank q's call is in place (it published one buffer for both sides).
   COLLX_HOST_DEVICE bool user_buffers_alias(int self, int q, int s = 0) const {

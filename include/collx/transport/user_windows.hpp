@@ -22,6 +22,13 @@
 // schedule depends on it); a rank that finds a peer unregistered, or of
 // another size, fails the call with status::mismatch (transport/mesh.hpp,
 // mesh_view::may_load_peers).
+//
+// A window whose buffers are bound to a multicast object has a multicast
+// address (window_span::multicast). Where every rank of a call published the
+// same window and offset for a side, that side's range is one range of the
+// multicast address, and the switch channel reduces from it or stores into it
+// with one multimem instruction per 16-byte pack (mesh_view::user_switch):
+// the registered buffers themselves take the place of the staging buffer.
 #pragma once
 
 #include <collx/config.hpp>
@@ -31,10 +38,15 @@
 
 namespace collx::transport {
 
-/// One rank's buffer of one window, as this address space maps it.
+/// One rank's buffer of one window, as this address space maps it, and the
+/// window's multicast address where its buffers are bound to a multicast
+/// object (an NVSwitch group: offset k of it stands for offset k of every
+/// rank's buffer; as the table's reader maps it, the same in every rank's
+/// entry of the window; 0: none).
 struct window_span {
   std::uintptr_t base = 0;
   std::uint64_t bytes = 0;
+  std::uintptr_t multicast = 0;
 
   COLLX_HOST_DEVICE constexpr bool holds(std::uintptr_t p, std::uint64_t n) const {
     return p >= base && p - base <= bytes && n <= bytes - (p - base);
@@ -53,6 +65,9 @@ struct call_windows {
   /// A single-copy all_reduce up to this many bytes per rank is one-shot
   /// (algo::nvls); 0: never.
   std::uint64_t one_shot_bytes = 0;
+  /// The send or recv window has a multicast address (its accesses need the
+  /// multicast proxy fence at the barriers: multimem.hpp).
+  bool multicast = false;
 
   COLLX_HOST_DEVICE constexpr bool registered() const { return table != nullptr && send >= 0 && recv >= 0; }
 };

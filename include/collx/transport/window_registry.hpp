@@ -31,6 +31,10 @@ class window_registry {
   }
   /// Sets rank q's span of window w (a group whose ranks register one by one).
   void set(int w, int q, const window_span& s) { at(w, q) = s; }
+  /// Sets window w's multicast address (as this process maps it) in every rank's entry.
+  void set_multicast(int w, std::uintptr_t address) {
+    for (int q = 0; q < nranks_; ++q) at(w, q).multicast = address;
+  }
   /// Forgets window w (its number is not reused).
   void remove(int w) {
     for (int q = 0; q < nranks_; ++q) at(w, q) = {};
@@ -60,6 +64,7 @@ class window_registry {
     c.table = table;
     c.send = s, c.recv = r;
     c.min_bytes = min_bytes;
+    c.multicast = span(s, self).multicast != 0 || span(r, self).multicast != 0;
     return c;
   }
   /// The spans, [w * nranks + q], for a kernel that runs on the host.
