@@ -14,7 +14,11 @@
 // order), with guard elements on both sides of every buffer. Then the time
 // per call of nvls with and without the switch and of the ring at a few
 // sizes (information, no threshold). Exits 77 where no group could use
-// multicast (after the refusal checks), as without a GPU. With --procs
+// multicast (after the refusal checks), as without a GPU. Each thread group
+// then registers windows from alloc_window, which it binds to a multicast
+// object, and runs nvls all_reduce, reduce_scatter, all_gather and broadcast
+// on them through the switch (no staging), every element and guard checked.
+// With --procs
 // (under collxrun, one process per GPU) the same cases on process ranks,
 // whose multicast object rank 0 makes and the others import.
 #include "gpu_test.cuh"
@@ -24,11 +28,13 @@
 #include <collx/cuda/communicator.hpp>
 #include <collx/cuda/process.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -253,6 +259,137 @@ void timings(const std::vector<int>& devices) {
   }
 }
 
+/// Registered windows from alloc_window, bound to a multicast object by a
+/// thread group with multicast: nvls reduces from and stores into the
+/// buffers themselves through the window's multicast address
+/// (algo::nvls::through_switch). Float sums (small integers: exact), every
+/// collective the switch serves, out of place and in place; each rank's
+/// call at the same offset (guard elements) of its window on every rank;
+/// every element of every window checked, guards included.
+template <coll C>
+void window_case(std::vector<gpu::communicator>& comms, std::size_t n, bool in_place) {
+  const int P = comms[0].size();
+  const std::size_t Pz = static_cast<std::size_t>(P);
+  const std::size_t send_n = C == coll::reduce_scatter ? n * Pz : n,
+                    recv_n = C == coll::all_gather ? n * Pz : n;
+  const std::size_t whole = (in_place ? std::max(send_n, recv_n) : 0) + 2 * guard;  // in place: one window
+  const std::size_t send_len = in_place ? whole : send_n + 2 * guard,
+                    recv_len = in_place ? whole : recv_n + 2 * guard;
+  const int root = P - 1;
+  const std::string what = std::string("window ") + name(C) + " P=" + std::to_string(P) +
+                           " n=" + std::to_string(n) + (in_place ? " in place" : "");
+  auto value = [&](int q, std::size_t k) { return float(input(q, k)); };
+  struct rank_memory {
+    std::unique_ptr<gpu::window_memory> send, recv;
+    int send_window = -1, recv_window = -1;
+    cudaStream_t stream = nullptr;
+  };
+  std::vector<rank_memory> m(comms.size());
+  for (std::size_t i = 0; i < comms.size(); ++i) {
+    const int r = comms[i].rank();
+    CUDA_OK(cudaSetDevice(comms[i].device()));
+    CUDA_OK(cudaStreamCreate(&m[i].stream));
+    m[i].send = comms[i].alloc_window(send_len * sizeof(float));
+    if (!in_place) m[i].recv = comms[i].alloc_window(recv_len * sizeof(float));
+    // Sentinels everywhere, then the input where this rank's call reads it.
+    std::vector<float> host(m[i].send->bytes() / sizeof(float));
+    std::memset(host.data(), 0xA5, host.size() * sizeof(float));
+    // Element k of rank r's input is value(r, first + k): all_gather's blocks
+    // are numbered as they land in recv.
+    const std::size_t first = C == coll::all_gather ? std::size_t(r) * n : 0;
+    const std::size_t at = guard + (in_place && C == coll::all_gather ? first : 0);
+    if (C != coll::broadcast || r == root)
+      for (std::size_t k = 0; k < send_n; ++k) host[at + k] = value(r, first + k);
+    CUDA_OK(cudaMemcpy(m[i].send->data(), host.data(), m[i].send->bytes(), cudaMemcpyHostToDevice));
+    if (!in_place) {
+      std::vector<float> out(m[i].recv->bytes() / sizeof(float));
+      std::memset(out.data(), 0xA5, out.size() * sizeof(float));
+      CUDA_OK(cudaMemcpy(m[i].recv->data(), out.data(), m[i].recv->bytes(), cudaMemcpyHostToDevice));
+    }
+  }
+  // Registered in the same order on every rank: the same window numbers.
+  for (std::size_t i = 0; i < comms.size(); ++i) {
+    m[i].send_window = comms[i].register_buffer(m[i].send->data(), m[i].send->bytes());
+    if (!in_place) m[i].recv_window = comms[i].register_buffer(m[i].recv->data(), m[i].recv->bytes());
+  }
+  for (std::size_t i = 0; i < comms.size(); ++i)
+    if (!comms[i].window_bound(m[i].send_window) || (!in_place && !comms[i].window_bound(m[i].recv_window)))
+      fail(what +
+           ": a window from alloc_window was not bound to a multicast object (COLLX_DEBUG=1 says why)");
+  for (std::size_t i = 0; i < comms.size(); ++i) {
+    const int r = comms[i].rank();
+    CUDA_OK(cudaSetDevice(comms[i].device()));
+    float* s = static_cast<float*>(m[i].send->data()) + guard;
+    float* d = in_place ? s : static_cast<float*>(m[i].recv->data()) + guard;
+    if constexpr (C == coll::all_reduce)
+      gpu::all_reduce<algo::nvls, proto::simple>(comms[i], s, d, n, ops::sum, m[i].stream);
+    else if constexpr (C == coll::reduce_scatter)
+      gpu::reduce_scatter<algo::nvls, proto::simple>(comms[i], s, in_place ? s + std::size_t(r) * n : d, n,
+                                                     ops::sum, m[i].stream);
+    else if constexpr (C == coll::all_gather)
+      gpu::all_gather<algo::nvls, proto::simple>(comms[i], in_place ? d + std::size_t(r) * n : s, d, n,
+                                                 m[i].stream);
+    else gpu::broadcast<algo::nvls, proto::simple>(comms[i], s, d, n, root, m[i].stream);
+  }
+  for (std::size_t i = 0; i < comms.size(); ++i) {
+    const int r = comms[i].rank();
+    CUDA_OK(cudaSetDevice(comms[i].device()));
+    try {
+      comms[i].wait(m[i].stream);
+    } catch (const error& e) {
+      fail(what + ": rank " + std::to_string(r) + ": " + e.what());
+      continue;
+    }
+    const gpu::window_memory& out = in_place ? *m[i].send : *m[i].recv;
+    std::vector<float> got(out.bytes() / sizeof(float));
+    CUDA_OK(cudaMemcpy(got.data(), out.data(), out.bytes(), cudaMemcpyDeviceToHost));
+    // Where the result lies, and its expected elements.
+    const std::size_t lo = guard + (in_place && C == coll::reduce_scatter ? std::size_t(r) * n : 0);
+    const std::size_t len = C == coll::all_gather ? n * Pz : n;
+    std::size_t wrong = 0, guards = 0;
+    for (std::size_t k = 0; k < len; ++k) {
+      float want = 0;
+      if constexpr (C == coll::all_reduce || C == coll::reduce_scatter)
+        for (int q = 0; q < P; ++q)
+          want += value(q, (C == coll::reduce_scatter ? std::size_t(r) * n : 0) + k);
+      else if constexpr (C == coll::all_gather) want = value(int(k / n), k);
+      else want = value(root, k);
+      wrong += got[lo + k] != want;
+    }
+    // Outside the result: what was there before (sentinels, or in place the
+    // rest of the input, which reduce_scatter leaves and nothing else writes).
+    std::vector<float> before(got.size());
+    std::memset(before.data(), 0xA5, before.size() * sizeof(float));
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      if (k >= lo && k < lo + len) continue;
+      const bool input_left = in_place && C == coll::reduce_scatter && k >= guard && k < guard + send_n;
+      const float keep = input_left ? value(r, k - guard) : before[k];
+      guards += std::memcmp(&got[k], &keep, sizeof(float)) != 0;
+    }
+    if (wrong != 0 || guards != 0)
+      fail(what + ": rank " + std::to_string(r) + ": " + std::to_string(wrong) + " wrong elements, " +
+           std::to_string(guards) + " elements outside the result changed");
+  }
+  for (std::size_t i = 0; i < comms.size(); ++i) {
+    CUDA_OK(cudaSetDevice(comms[i].device()));
+    CUDA_OK(cudaStreamDestroy(m[i].stream));
+    comms[i].deregister_buffer(m[i].send_window);
+    if (!in_place) comms[i].deregister_buffer(m[i].recv_window);
+  }
+}
+
+void windows(std::vector<gpu::communicator>& comms) {
+  for (std::size_t n : {std::size_t{1}, std::size_t{1031}, (std::size_t{1} << 20) + 3})
+    for (bool in_place : {false, true}) {
+      window_case<coll::all_reduce>(comms, n, in_place);
+      window_case<coll::reduce_scatter>(comms, n, in_place);
+      window_case<coll::all_gather>(comms, n, in_place);
+      window_case<coll::broadcast>(comms, n, in_place);
+    }
+  std::printf("ok   registered windows through the switch on %d GPUs (%d failures so far)\n", comms[0].size(),
+              failures);
+}
+
 template <class Comms>
 void every_type(Comms& comms) {
   cases<float, reduce_op::sum>(comms, "float");
@@ -314,6 +451,7 @@ int main(int argc, char** argv) {
       ++groups;
       largest = devices;
       every_type(comms);
+      windows(comms);
     }
     if (groups > 0 && failures == 0) timings(largest);
     if (failures != 0) {

@@ -13,10 +13,11 @@ namespace collx::test {
 
 // The compile-time choice in a CUDA translation unit, for a device executor:
 // a kernel takes its variant as types (tune/select.hpp). The same decision as
-// tests/unit/test_tune_presets.cpp's for the host.
+// tests/unit/test_tune_presets.cpp's for the host: staged (buffers not
+// registered), nvls trails rhd at 256 MiB by its copies around the switch.
 using h100_large = tune::best_t<coll::all_reduce, std::size_t{256} << 20, 8, tune::h100_nvswitch,
                                 transport::shm, exec::cuda>;
-static_assert(std::is_same_v<h100_large::algorithm, algo::nvls> &&
+static_assert(std::is_same_v<h100_large::algorithm, algo::rhd> &&
               std::is_same_v<h100_large::protocol, proto::simple>);
 template __global__ void algo_kernel<h100_large::algorithm, h100_large::protocol, coll::all_reduce, float,
                                      reduce_op::sum>(transport::shm_view, exec::cuda, const float*, float*,

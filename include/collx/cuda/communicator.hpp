@@ -286,6 +286,12 @@ struct group_state {
   std::function<std::vector<transport::window_span>(void*, std::size_t, int, const std::string&)>
       register_across;
   std::function<void(int)> deregister_across;
+  /// Thread groups with multicast: windows whose buffers are bound to a
+  /// multicast object (window_multicast, by window; null where not), and how
+  /// many ranks' parts each still has (the object goes with the last one,
+  /// before the memory may be freed).
+  std::vector<std::shared_ptr<window_multicast>> bound_windows;
+  std::vector<int> bound_window_parts;
 
   ~group_state() {
     {
@@ -686,8 +692,10 @@ class communicator {
         g.filled.push_back(0);
       }
       g.windows.set(k, rank_, mine);
-      if (++g.filled[static_cast<std::size_t>(k)] == g.nranks)
+      if (++g.filled[static_cast<std::size_t>(k)] == g.nranks) {
+        bind_window_multicast(g, k);
         for (int q = 0; q < g.nranks; ++q) write_table(g, q, k);
+      }
     }
     ++g.registered[static_cast<std::size_t>(rank_)];
     return k;
@@ -709,6 +717,37 @@ class communicator {
             });
     g.windows.set(window, rank_, {});
     if (g.deregister_across) g.deregister_across(window);
+    const auto w = static_cast<std::size_t>(window);
+    if (w < g.bound_windows.size() && g.bound_windows[w] != nullptr && --g.bound_window_parts[w] == 0)
+      g.bound_windows[w].reset();  // unbound and unmapped: the memory may be freed now
+  }
+
+  /// Whether window `window`'s buffers are bound to a multicast object (see
+  /// alloc_window); false for a window not registered (yet) on every rank.
+  bool window_bound(int window) const {
+    const detail::group_state& g = live();
+    std::lock_guard<std::mutex> hold(g.windows_lock);
+    const auto w = static_cast<std::size_t>(window);
+    return window >= 0 && w < g.bound_windows.size() && g.bound_windows[w] != nullptr;
+  }
+
+  /// Device memory for a window (NCCL's ncclMemAlloc): `bytes` (> 0) on this
+  /// rank's GPU, rounded up to the multicast granularity, from the virtual
+  /// memory API, readable and writable by every GPU of the group. Registered
+  /// on every rank at the same size and offset (register_buffer), a thread
+  /// group with multicast (multicast()) binds the window to a multicast
+  /// object, and nvls reduces from and stores into the buffers themselves
+  /// through it: no staging copies. Elsewhere (no multicast; process ranks,
+  /// whose windows travel as CUDA IPC handles of cudaMalloc memory) it is
+  /// cudaMalloc memory. Freed with the returned object, after the window is
+  /// deregistered on every rank. Errors: bytes 0; the driver's failures.
+  std::unique_ptr<window_memory> alloc_window(std::size_t bytes) const {
+    const detail::group_state& g = live();
+    require(bytes > 0, "gpu::communicator::alloc_window", "bytes is 0");
+    const int dev = device();
+    if (!multicast() || g.process_rank >= 0) return window_memory::plain(dev, bytes);
+    const std::size_t align = multicast_alignment(g.devices, g.devices.size(), bytes);
+    return window_memory::vmm(dev, g.devices, bytes, align);
   }
 
  private:
@@ -1051,6 +1090,36 @@ class communicator {
   /// the first window). On a stream of its own, waited for: no call of any
   /// rank that could see the window is enqueued before it, and a device-wide
   /// synchronisation would wait for kernels waiting for this thread's ranks.
+  /// A thread group with multicast: binds complete window k's buffers to a
+  /// multicast object where they allow it (window_multicast::bind). A window
+  /// that cannot be bound still works, through peer loads (COLLX_DEBUG=1
+  /// says why it was not bound).
+  static void bind_window_multicast(detail::group_state& g, int k) {
+    if (!g.multicast_memory || g.process_rank >= 0) return;
+    const auto kk = static_cast<std::size_t>(k);
+    if (g.bound_windows.size() <= kk) g.bound_windows.resize(kk + 1), g.bound_window_parts.resize(kk + 1);
+    std::vector<std::pair<std::uintptr_t, std::size_t>> spans;
+    for (int r = 0; r < g.nranks; ++r)
+      spans.emplace_back(g.windows.span(k, r).base, g.windows.span(k, r).bytes);
+    std::string why;
+    try {
+      g.bound_windows[kk] = window_multicast::bind(g.devices, spans, why);
+    } catch (const collx::error& e) {
+      why = e.what();
+    }
+    if (g.bound_windows[kk] != nullptr) {
+      g.bound_window_parts[kk] = g.nranks;
+      // Any nonzero address marks the window as bound for the host's lookup
+      // (call_windows::multicast); each GPU's table gets its own.
+      g.windows.set_multicast(k, reinterpret_cast<std::uintptr_t>(g.bound_windows[kk]->address(0)));
+    } else if (collx::detail::debug_enabled()) {
+      std::fprintf(
+          stderr,
+          "collx: gpu::communicator::register_buffer: window %d not bound to a multicast object: %s\n", k,
+          why.c_str());
+    }
+  }
+
   static void write_table(detail::group_state& g, int q, int k) {
     const auto i = static_cast<std::size_t>(q);
     device_guard on(g.devices[i]);
@@ -1062,7 +1131,13 @@ class communicator {
       g.tables[i] = static_cast<transport::window_span*>(t);
     }
     std::vector<transport::window_span> row(P);
-    for (std::size_t r = 0; r < P; ++r) row[r] = g.windows.span(k, static_cast<int>(r));
+    const auto kk = static_cast<std::size_t>(k);
+    const bool bound = kk < g.bound_windows.size() && g.bound_windows[kk] != nullptr;
+    for (std::size_t r = 0; r < P; ++r) {
+      row[r] = g.windows.span(k, static_cast<int>(r));
+      // The window's multicast address as rank q's GPU maps it.
+      row[r].multicast = bound ? reinterpret_cast<std::uintptr_t>(g.bound_windows[kk]->address(q)) : 0;
+    }
     cudaStream_t s = nullptr;
     check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     const cudaError_t e = cudaMemcpyAsync(g.tables[i] + static_cast<std::size_t>(k) * P, row.data(),

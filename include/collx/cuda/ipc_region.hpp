@@ -89,6 +89,7 @@ struct driver {
   PFN_cuMemImportFromShareableHandle_v10020 import_handle = nullptr;
   PFN_cuDeviceGetAttribute_v2000 attribute = nullptr;
   PFN_cuMemGetAddressRange_v3020 address_range = nullptr;
+  PFN_cuMemRetainAllocationHandle_v11000 retain_handle = nullptr;
   // Multicast objects (CUDA 12.1+; collx/cuda/multicast.hpp): null where the
   // driver has none.
   PFN_cuMulticastCreate_v12010 multicast_create = nullptr;
@@ -123,6 +124,7 @@ struct driver {
       load("cuMemImportFromShareableHandle", x.import_handle);
       load("cuDeviceGetAttribute", x.attribute);
       load("cuMemGetAddressRange", x.address_range);
+      load("cuMemRetainAllocationHandle", x.retain_handle);
       auto optional = [](const char* name, auto& fn) {
         fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(entry_point(name, 12010));
       };

@@ -369,4 +369,166 @@ class multicast_binding {
   std::size_t bytes_ = 0;
 };
 
+/// Device memory for a registered window (communicator::alloc_window): on
+/// one GPU, from the virtual memory API (cuMemCreate), its size a multiple
+/// of `align`, mapped at an address aligned to it with read/write access for
+/// each of `devices` (the group's GPUs, which load peers' windows in place);
+/// or, where a multicast object could not bind it anyway (process ranks,
+/// which share windows as CUDA IPC handles of cudaMalloc memory), cudaMalloc
+/// memory. Released by the destructor.
+class window_memory {
+ public:
+  static std::unique_ptr<window_memory> vmm(int device, std::span<const int> devices, std::size_t bytes,
+                                            std::size_t align) {
+    const ipc_detail::driver& d = ipc_detail::driver::get();
+    device_guard on(device);
+    ipc_detail::make_current(device);
+    CUmemAllocationProp p{};
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.location.id = device;
+    std::unique_ptr<window_memory> m(new window_memory);
+    m->bytes_ = (bytes + align - 1) / align * align;
+    ipc_detail::cu(d.create(&m->handle_, m->bytes_, &p, 0), "cuMemCreate of a window's buffer");
+    m->vmm_ = true;
+    m->data_ = ipc_detail::map_for(m->handle_, m->bytes_, devices, align);
+    return m;
+  }
+  static std::unique_ptr<window_memory> plain(int device, std::size_t bytes) {
+    device_guard on(device);
+    std::unique_ptr<window_memory> m(new window_memory);
+    void* p = nullptr;
+    check(cudaMalloc(&p, bytes), "cudaMalloc of a window's buffer");
+    m->data_ = static_cast<std::byte*>(p);
+    m->bytes_ = bytes;
+    return m;
+  }
+  void* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+
+  window_memory(const window_memory&) = delete;
+  window_memory& operator=(const window_memory&) = delete;
+  ~window_memory() {
+    if (!vmm_) {
+      if (data_ != nullptr) (void)cudaFree(data_);
+      return;
+    }
+    const ipc_detail::driver& d = ipc_detail::driver::get();
+    if (data_ != nullptr) {
+      const auto va = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(data_));
+      (void)d.unmap(va, bytes_);
+      (void)d.address_free(va, bytes_);
+    }
+    (void)d.release(handle_);
+  }
+
+ private:
+  window_memory() = default;
+  CUmemGenericAllocationHandle handle_ = 0;
+  bool vmm_ = false;
+  std::byte* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+/// One window of a thread group with its ranks' buffers bound to a multicast
+/// object, mapped once per rank for that rank's GPU (the window's multicast
+/// address: transport::window_span::multicast). bind() binds where every
+/// buffer is memory of the virtual memory API (window_memory::vmm, or the
+/// caller's own cuMemCreate mappings), all of one size, their addresses,
+/// offsets in their allocations and size multiples of the multicast
+/// granularity; elsewhere it returns null and says why in `why`. A driver
+/// call that fails throws collx::error naming it, after undoing what was done.
+class window_multicast {
+ public:
+  static std::unique_ptr<window_multicast> bind(
+      const std::vector<int>& devices, const std::vector<std::pair<std::uintptr_t, std::size_t>>& spans,
+      std::string& why) {
+    const auto* mc = multicast_detail::driver();
+    if (mc == nullptr) return why = "the CUDA driver has no multicast objects", nullptr;
+    const ipc_detail::driver& d = ipc_detail::driver::get();
+    const std::size_t bytes = spans.front().second;
+    for (std::size_t r = 0; r < spans.size(); ++r)
+      if (spans[r].second != bytes)
+        return why = "the ranks' buffers differ in size (rank 0: " + std::to_string(bytes) + " bytes, rank " +
+                     std::to_string(r) + ": " + std::to_string(spans[r].second) + ")",
+               nullptr;
+    const std::size_t align = multicast_alignment(devices, devices.size(), bytes);
+    std::unique_ptr<window_multicast> m(new window_multicast);
+    m->bytes_ = bytes;
+    for (std::size_t r = 0; r < spans.size(); ++r) {
+      const std::uintptr_t base = spans[r].first;
+      if (base % align != 0 || bytes % align != 0)
+        return why = "rank " + std::to_string(r) + "'s buffer is not aligned to the multicast granularity (" +
+                     std::to_string(align) +
+                     " bytes; gpu::communicator::alloc_window allocates such buffers)",
+               nullptr;
+      device_guard on(devices[r]);
+      CUmemGenericAllocationHandle h = 0;
+      if (d.retain_handle(&h, reinterpret_cast<void*>(base)) != CUDA_SUCCESS)
+        return why = "rank " + std::to_string(r) +
+                     "'s buffer is not memory of the CUDA virtual memory API (cuMemCreate; "
+                     "gpu::communicator::alloc_window allocates such buffers)",
+               nullptr;
+      m->retained_.push_back(h);
+      CUdeviceptr start = 0;
+      std::size_t size = 0;
+      ipc_detail::cu(d.address_range(&start, &size, static_cast<CUdeviceptr>(base)), "cuMemGetAddressRange");
+      const std::size_t offset = static_cast<std::size_t>(base - static_cast<std::uintptr_t>(start));
+      if (offset % align != 0 || offset + bytes > size)
+        return why = "rank " + std::to_string(r) +
+                     "'s buffer does not start on a multicast granule of its allocation",
+               nullptr;
+      m->offsets_.push_back(offset);
+    }
+    CUmulticastObjectProp prop{};
+    prop.numDevices = static_cast<unsigned>(devices.size());
+    prop.size = bytes;
+    ipc_detail::cu(mc->multicast_create(&m->object_, &prop), "cuMulticastCreate (a window)");
+    m->have_object_ = true;
+    for (int dev : devices)
+      ipc_detail::cu(mc->multicast_add_device(m->object_, multicast_detail::cu_device(dev)),
+                     "cuMulticastAddDevice (a window)");
+    for (std::size_t r = 0; r < devices.size(); ++r) {
+      device_guard on(devices[r]);
+      const CUdevice dev = multicast_detail::cu_device(devices[r]);
+      ipc_detail::cu(mc->multicast_bind_mem(m->object_, 0, m->retained_[r], m->offsets_[r], bytes, 0),
+                     "cuMulticastBindMem (a window)");
+      m->bound_.push_back(dev);
+    }
+    for (int dev : devices) {
+      device_guard on(dev);
+      m->addresses_.push_back(ipc_detail::map_for(m->object_, bytes, std::span<const int>(&dev, 1), align));
+    }
+    return m;
+  }
+
+  /// The window's multicast address as rank r's GPU maps it.
+  std::byte* address(int r) const { return addresses_[static_cast<std::size_t>(r)]; }
+
+  window_multicast(const window_multicast&) = delete;
+  window_multicast& operator=(const window_multicast&) = delete;
+  ~window_multicast() {
+    const ipc_detail::driver& d = ipc_detail::driver::get();
+    const auto* mc = multicast_detail::driver();
+    for (std::byte* p : addresses_) {
+      const auto va = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p));
+      (void)d.unmap(va, bytes_);
+      (void)d.address_free(va, bytes_);
+    }
+    for (CUdevice dev : bound_) (void)mc->multicast_unbind(object_, dev, 0, bytes_);
+    if (have_object_) (void)d.release(object_);
+    for (CUmemGenericAllocationHandle h : retained_) (void)d.release(h);  // the retains above
+  }
+
+ private:
+  window_multicast() = default;
+  std::vector<CUmemGenericAllocationHandle> retained_;  // each rank's allocation, retained
+  std::vector<std::size_t> offsets_;                    // each buffer's offset in it
+  CUmemGenericAllocationHandle object_ = 0;
+  bool have_object_ = false;
+  std::vector<CUdevice> bound_;
+  std::vector<std::byte*> addresses_;
+  std::size_t bytes_ = 0;
+};
+
 }  // namespace collx::gpu
