@@ -471,6 +471,15 @@ typename Tr::view view_for_call(const test_memory<Tr>& mem, const case_desc& c, 
   else return (void)c, (void)r, (void)P, (void)send, (void)recv, mem.view;
 }
 
+/// A run's verdict: no case failed (each failure listed), and cases ran.
+void check_clean(const run_result& r) {
+  std::string all;
+  for (const auto& e : r.errors) all += "\n  " + e;
+  INFO("failures:" << all);
+  CHECK(r.errors.empty());
+  CHECK(r.cases > 0);
+}
+
 /// Runs every case of <A, Pr> on P ranks of S stripes of W workers, back to back.
 template <class A, class Pr, class Tr = transport::shm>
 run_result run_matrix(int W, int P, std::uint64_t seed, bool single_copy, int channel = own_channel<Pr>(),
@@ -670,11 +679,7 @@ TEST_CASE("team executor: the ring over proto::runtime, each protocol chosen at 
           INFO("ring over proto::runtime choosing " << Pr::name << ", W " << W << ", P " << P);
           const run_result r =
               run_matrix<algo::ring, any_protocol>(W, P, seed_from_env(), false, proto::channel_of<Pr>);
-          std::string all;
-          for (const auto& e : r.errors) all += "\n  " + e;
-          INFO("failures:" << all);
-          CHECK(r.errors.empty());
-          CHECK(r.cases > 0);
+          check_clean(r);
         }.template operator()<Ps>(),
         ...);
   }(protocols{});
@@ -780,11 +785,7 @@ TEST_CASE("team executor: nvls's switch channel through a multicast address over
   INFO("W " << W << ", P " << P << ", S " << S);
   const run_result r = run_matrix<algo::nvls, proto::simple, transport::mesh>(
       W, P, seed_from_env(), false, own_channel<proto::simple>(), S, true);
-  std::string all;
-  for (const auto& e : r.errors) all += "\n  " + e;
-  INFO("failures:" << all);
-  CHECK(r.errors.empty());
-  CHECK(r.cases > 0);
+  check_clean(r);
 }
 
 // Calls larger than the registered buffers go in segments (all_reduce and
@@ -803,11 +804,7 @@ TEST_CASE("team executor: nvls's switch channel over the mesh in several segment
   INFO("W " << W << ", P " << P << ", S " << S << ", count " << big << " (a stripe's share " << share << ")");
   const run_result r = run_matrix<algo::nvls, proto::simple, transport::mesh>(
       W, P, seed_from_env(), false, own_channel<proto::simple>(), S, true, big);
-  std::string all;
-  for (const auto& e : r.errors) all += "\n  " + e;
-  INFO("failures:" << all);
-  CHECK(r.errors.empty());
-  CHECK(r.cases > 0);
+  check_clean(r);
 }
 
 // Registered buffers bound to a multicast object: nvls's single copy
@@ -819,11 +816,7 @@ TEST_CASE("team executor: nvls through the multicast address of registered windo
   INFO("W " << W << ", P " << P << ", S " << S);
   const run_result r = run_matrix<algo::nvls, proto::simple, transport::mesh>(
       W, P, seed_from_env(), true, own_channel<proto::simple>(), S, true);
-  std::string all;
-  for (const auto& e : r.errors) all += "\n  " + e;
-  INFO("failures:" << all);
-  CHECK(r.errors.empty());
-  CHECK(r.cases > 0);
+  check_clean(r);
 }
 
 // The switch reaches offset k of every rank's buffer at offset k of the
@@ -967,11 +960,7 @@ TEST_CASE("team executor: nvls on more ranks than one reduction pass takes", "[t
       const run_result r =
           mesh ? run_matrix<algo::nvls, proto::simple, transport::mesh>(2, P, seed_from_env(), single)
                : run_matrix<algo::nvls, proto::simple>(2, P, seed_from_env(), single);
-      std::string all;
-      for (const auto& e : r.errors) all += "\n  " + e;
-      INFO("failures:" << all);
-      CHECK(r.errors.empty());
-      CHECK(r.cases > 0);
+      check_clean(r);
     }
 }
 

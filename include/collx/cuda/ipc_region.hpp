@@ -255,11 +255,15 @@ inline mapping adopt(CUmemGenericAllocationHandle handle, std::size_t bytes, int
   return mapping(mapping::backing::vmm, handle, va, bytes);
 }
 
-/// Whether `device` reports `attribute` as 1 (an attribute the driver does
-/// not know reads as 0).
+/// Whether the GPU of runtime ordinal `device` reports `attribute` as 1 (an
+/// attribute the driver does not know reads as 0). The driver names devices
+/// by CUdevice, asked of cuDeviceGet where the driver has it.
 inline bool has_attribute(int device, CUdevice_attribute attribute) {
+  const driver& d = driver::get();
+  CUdevice dev = device;
+  if (d.device_get != nullptr && d.device_get(&dev, device) != CUDA_SUCCESS) return false;
   int v = 0;
-  return driver::get().attribute(&v, attribute, device) == CUDA_SUCCESS && v == 1;
+  return d.attribute(&v, attribute, dev) == CUDA_SUCCESS && v == 1;
 }
 
 inline void make_current(int device) {

@@ -86,6 +86,21 @@ inline CUdevice cu_device(int ordinal) {
   return dev;
 }
 
+/// Undoes what was made of a multicast object of `bytes`, in reverse order:
+/// its mappings, the bindings of the devices `bound`, the object itself
+/// (where `have_object`). Failures are ignored (a destructor's).
+inline void unmake(CUmemGenericAllocationHandle object, bool have_object, const std::vector<CUdevice>& bound,
+                   const std::vector<std::byte*>& mapped, std::size_t bytes) {
+  const ipc_detail::driver& d = ipc_detail::driver::get();
+  for (std::byte* p : mapped) {
+    const auto va = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p));
+    (void)d.unmap(va, bytes);
+    (void)d.address_free(va, bytes);
+  }
+  for (CUdevice dev : bound) (void)driver()->multicast_unbind(object, dev, 0, bytes);
+  if (have_object) (void)d.release(object);
+}
+
 }  // namespace multicast_detail
 
 /// Why GPU `device` cannot join a multicast object; empty where it can.
@@ -228,14 +243,7 @@ class multicast_regions {
   multicast_regions& operator=(const multicast_regions&) = delete;
   ~multicast_regions() {
     const ipc_detail::driver& d = ipc_detail::driver::get();
-    const auto* mc = multicast_detail::driver();
-    for (std::byte* p : multicast_) {
-      const auto va = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p));
-      (void)d.unmap(va, buffer_bytes_);
-      (void)d.address_free(va, buffer_bytes_);
-    }
-    for (CUdevice dev : bound_) (void)mc->multicast_unbind(object_, dev, 0, buffer_bytes_);
-    if (have_object_) (void)d.release(object_);
+    multicast_detail::unmake(object_, have_object_, bound_, multicast_, buffer_bytes_);
     for (const allocation& r : regions_) {
       const auto va = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(r.data));
       (void)d.unmap(va, r.bytes);
@@ -508,16 +516,9 @@ class window_multicast {
   window_multicast(const window_multicast&) = delete;
   window_multicast& operator=(const window_multicast&) = delete;
   ~window_multicast() {
-    const ipc_detail::driver& d = ipc_detail::driver::get();
-    const auto* mc = multicast_detail::driver();
-    for (std::byte* p : addresses_) {
-      const auto va = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p));
-      (void)d.unmap(va, bytes_);
-      (void)d.address_free(va, bytes_);
-    }
-    for (CUdevice dev : bound_) (void)mc->multicast_unbind(object_, dev, 0, bytes_);
-    if (have_object_) (void)d.release(object_);
-    for (CUmemGenericAllocationHandle h : retained_) (void)d.release(h);  // the retains above
+    multicast_detail::unmake(object_, have_object_, bound_, addresses_, bytes_);
+    for (CUmemGenericAllocationHandle h : retained_)
+      (void)ipc_detail::driver::get().release(h);  // the retains in bind()
   }
 
  private:
