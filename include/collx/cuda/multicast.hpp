@@ -442,9 +442,9 @@ class window_memory {
 /// object, mapped once per rank for that rank's GPU (the window's multicast
 /// address: transport::window_span::multicast). bind() binds where every
 /// buffer is memory of the virtual memory API (window_memory::vmm, or the
-/// caller's own cuMemCreate mappings), all of one size, their addresses,
-/// offsets in their allocations and size multiples of the multicast
-/// granularity; elsewhere it returns null and says why in `why`. A driver
+/// caller's own cuMemCreate mappings) starting on a multicast granule of its
+/// allocation, which holds whole granules up to the largest buffer's size
+/// (the object's, rounded up); elsewhere it returns null and says why in `why`. A driver
 /// call that fails throws collx::error naming it, after undoing what was done.
 class window_multicast {
  public:
@@ -454,18 +454,17 @@ class window_multicast {
     const auto* mc = multicast_detail::driver();
     if (mc == nullptr) return why = "the CUDA driver has no multicast objects", nullptr;
     const ipc_detail::driver& d = ipc_detail::driver::get();
-    const std::size_t bytes = spans.front().second;
-    for (std::size_t r = 0; r < spans.size(); ++r)
-      if (spans[r].second != bytes)
-        return why = "the ranks' buffers differ in size (rank 0: " + std::to_string(bytes) + " bytes, rank " +
-                     std::to_string(r) + ": " + std::to_string(spans[r].second) + ")",
-               nullptr;
-    const std::size_t align = multicast_alignment(devices, devices.size(), bytes);
+    // The object covers the largest buffer, rounded up to whole granules:
+    // every rank's allocation must hold that much from its buffer's start.
+    std::size_t largest = 0;
+    for (const auto& sp : spans) largest = std::max(largest, sp.second);
+    const std::size_t align = multicast_alignment(devices, devices.size(), largest);
+    const std::size_t bytes = (largest + align - 1) / align * align;
     std::unique_ptr<window_multicast> m(new window_multicast);
     m->bytes_ = bytes;
     for (std::size_t r = 0; r < spans.size(); ++r) {
       const std::uintptr_t base = spans[r].first;
-      if (base % align != 0 || bytes % align != 0)
+      if (base % align != 0)
         return why = "rank " + std::to_string(r) + "'s buffer is not aligned to the multicast granularity (" +
                      std::to_string(align) +
                      " bytes; gpu::communicator::alloc_window allocates such buffers)",
@@ -484,7 +483,8 @@ class window_multicast {
       const std::size_t offset = static_cast<std::size_t>(base - static_cast<std::uintptr_t>(start));
       if (offset % align != 0 || offset + bytes > size)
         return why = "rank " + std::to_string(r) +
-                     "'s buffer does not start on a multicast granule of its allocation",
+                     "'s allocation does not hold whole multicast granules from the buffer's start (" +
+                     std::to_string(bytes) + " bytes)",
                nullptr;
       m->offsets_.push_back(offset);
     }
