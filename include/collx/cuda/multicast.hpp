@@ -80,26 +80,77 @@ inline const ipc_detail::driver* driver() {
   }
 }
 
+/// Pinned device memory on GPU `device`, shared by no handle (a thread group's).
+inline CUmemAllocationProp on_device(int device) {
+  CUmemAllocationProp p{};
+  p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  p.location.id = device;
+  return p;
+}
+
 inline CUdevice cu_device(int ordinal) {
   CUdevice dev = 0;
   ipc_detail::cu(driver()->device_get(&dev, ordinal), "cuDeviceGet");
   return dev;
 }
 
-/// Undoes what was made of a multicast object of `bytes`, in reverse order:
-/// its mappings, the bindings of the devices `bound`, the object itself
-/// (where `have_object`). Failures are ignored (a destructor's).
-inline void unmake(CUmemGenericAllocationHandle object, bool have_object, const std::vector<CUdevice>& bound,
-                   const std::vector<std::byte*>& mapped, std::size_t bytes) {
-  const ipc_detail::driver& d = ipc_detail::driver::get();
-  for (std::byte* p : mapped) {
-    const auto va = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p));
-    (void)d.unmap(va, bytes);
-    (void)d.address_free(va, bytes);
+/// A multicast object of `bytes` over a thread group's GPUs (rank →
+/// ordinal), with each rank's allocation bound at multicast offset 0 and the
+/// object mapped once per rank for that rank's GPU: what multicast_regions
+/// and window_multicast make. Each step is recorded as it succeeds, and the
+/// destructor undoes them in reverse order (unmap, unbind, release), also
+/// after a failure half-way; its own failures are ignored.
+struct object_over_group {
+  CUmemGenericAllocationHandle object = 0;
+  bool have_object = false;
+  std::vector<CUdevice> bound;     // devices whose memory is bound
+  std::vector<std::byte*> mapped;  // the object as each rank's GPU maps it
+  std::size_t bytes = 0;
+
+  /// memory[r] + offsets[r]: rank r's part; `align`: the mappings'
+  /// alignment. Throws collx::error naming the driver call that failed
+  /// (`what` says which object).
+  void make(const std::vector<int>& devices, std::size_t size,
+            const std::vector<CUmemGenericAllocationHandle>& memory, const std::vector<std::size_t>& offsets,
+            std::size_t align, const std::string& what) {
+    const auto* mc = driver();
+    bytes = size;
+    CUmulticastObjectProp prop{};
+    prop.numDevices = static_cast<unsigned>(devices.size());
+    prop.size = bytes;
+    ipc_detail::cu(mc->multicast_create(&object, &prop), ("cuMulticastCreate (" + what + ")").c_str());
+    have_object = true;
+    // Every GPU joins before any memory is bound.
+    for (int dev : devices)
+      ipc_detail::cu(mc->multicast_add_device(object, cu_device(dev)),
+                     ("cuMulticastAddDevice (" + what + ")").c_str());
+    for (std::size_t r = 0; r < devices.size(); ++r) {
+      device_guard on(devices[r]);
+      ipc_detail::cu(mc->multicast_bind_mem(object, 0, memory[r], offsets[r], bytes, 0),
+                     ("cuMulticastBindMem (" + what + ")").c_str());
+      bound.push_back(cu_device(devices[r]));
+    }
+    for (int dev : devices) {
+      device_guard on(dev);
+      mapped.push_back(ipc_detail::map_for(object, bytes, std::span<const int>(&dev, 1), align));
+    }
   }
-  for (CUdevice dev : bound) (void)driver()->multicast_unbind(object, dev, 0, bytes);
-  if (have_object) (void)d.release(object);
-}
+
+  object_over_group() = default;
+  object_over_group(const object_over_group&) = delete;
+  object_over_group& operator=(const object_over_group&) = delete;
+  ~object_over_group() {
+    const ipc_detail::driver& d = ipc_detail::driver::get();
+    for (std::byte* p : mapped) {
+      const auto va = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p));
+      (void)d.unmap(va, bytes);
+      (void)d.address_free(va, bytes);
+    }
+    for (CUdevice dev : bound) (void)driver()->multicast_unbind(object, dev, 0, bytes);
+    if (have_object) (void)d.release(object);
+  }
+};
 
 }  // namespace multicast_detail
 
@@ -161,10 +212,7 @@ inline std::size_t multicast_alignment(std::span<const int> devices, std::size_t
       g = std::lcm(g, t);
   }
   for (int x : devices) {
-    CUmemAllocationProp p{};
-    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    p.location.id = x;
+    const CUmemAllocationProp p = multicast_detail::on_device(x);
     std::size_t a = 0;
     ipc_detail::cu(ipc_detail::driver::get().granularity(&a, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
                    "cuMemGetAllocationGranularity");
@@ -194,15 +242,11 @@ class multicast_regions {
             "the registered buffer is not aligned to the multicast granularity");
     std::unique_ptr<multicast_regions> m(new multicast_regions);
     m->devices_ = devices;
-    m->buffer_bytes_ = buffer_bytes;
     const std::size_t bytes = (region_bytes + align - 1) / align * align;
     for (int dev : devices) {
       device_guard on(dev);
       ipc_detail::make_current(dev);
-      CUmemAllocationProp p{};
-      p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-      p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-      p.location.id = dev;
+      const CUmemAllocationProp p = multicast_detail::on_device(dev);
       CUmemGenericAllocationHandle h = 0;
       ipc_detail::cu(d.create(&h, bytes, &p, 0), "cuMemCreate of a rank's region");
       try {
@@ -214,28 +258,11 @@ class multicast_regions {
       check(cudaMemset(m->regions_.back().data, 0, bytes), "cudaMemset of a rank's region");
       check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after a region's initialisation");
     }
-    CUmulticastObjectProp prop{};
-    prop.numDevices = static_cast<unsigned>(devices.size());
-    prop.size = buffer_bytes;
-    ipc_detail::cu(mc->multicast_create(&m->object_, &prop), "cuMulticastCreate");
-    m->have_object_ = true;
-    // Every GPU joins before any memory is bound.
-    for (int dev : devices)
-      ipc_detail::cu(mc->multicast_add_device(m->object_, multicast_detail::cu_device(dev)),
-                     "cuMulticastAddDevice");
-    for (std::size_t r = 0; r < devices.size(); ++r) {
-      device_guard on(devices[r]);
-      const CUdevice dev = multicast_detail::cu_device(devices[r]);
-      ipc_detail::cu(
-          mc->multicast_bind_mem(m->object_, 0, m->regions_[r].handle, buffer_offset, buffer_bytes, 0),
-          "cuMulticastBindMem");
-      m->bound_.push_back(dev);
-    }
-    for (int dev : devices) {
-      device_guard on(dev);
-      m->multicast_.push_back(
-          ipc_detail::map_for(m->object_, buffer_bytes, std::span<const int>(&dev, 1), align));
-    }
+    std::vector<CUmemGenericAllocationHandle> memory;
+    for (const allocation& r : m->regions_) memory.push_back(r.handle);
+    m->object_ = std::make_unique<multicast_detail::object_over_group>();
+    m->object_->make(devices, buffer_bytes, memory, std::vector<std::size_t>(devices.size(), buffer_offset),
+                     align, "the staging buffers");
     return m;
   }
 
@@ -243,7 +270,7 @@ class multicast_regions {
   multicast_regions& operator=(const multicast_regions&) = delete;
   ~multicast_regions() {
     const ipc_detail::driver& d = ipc_detail::driver::get();
-    multicast_detail::unmake(object_, have_object_, bound_, multicast_, buffer_bytes_);
+    object_.reset();  // the object first: it binds the regions
     for (const allocation& r : regions_) {
       const auto va = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(r.data));
       (void)d.unmap(va, r.bytes);
@@ -255,7 +282,7 @@ class multicast_regions {
   /// Rank r's region as every GPU of the group addresses it.
   std::byte* region(int r) const { return regions_[static_cast<std::size_t>(r)].data; }
   /// The multicast address of the buffers as rank r's GPU addresses it.
-  std::byte* multicast(int r) const { return multicast_[static_cast<std::size_t>(r)]; }
+  std::byte* multicast(int r) const { return object_->mapped[static_cast<std::size_t>(r)]; }
 
  private:
   multicast_regions() = default;
@@ -266,11 +293,7 @@ class multicast_regions {
   };
   std::vector<int> devices_;
   std::vector<allocation> regions_;
-  CUmemGenericAllocationHandle object_ = 0;
-  bool have_object_ = false;
-  std::vector<CUdevice> bound_;  // devices whose memory is bound
-  std::vector<std::byte*> multicast_;
-  std::size_t buffer_bytes_ = 0;
+  std::unique_ptr<multicast_detail::object_over_group> object_;
 };
 
 /// One process rank's part of a multicast object that process ranks share
@@ -391,10 +414,7 @@ class window_memory {
     const ipc_detail::driver& d = ipc_detail::driver::get();
     device_guard on(device);
     ipc_detail::make_current(device);
-    CUmemAllocationProp p{};
-    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    p.location.id = device;
+    const CUmemAllocationProp p = multicast_detail::on_device(device);
     std::unique_ptr<window_memory> m(new window_memory);
     m->bytes_ = (bytes + align - 1) / align * align;
     ipc_detail::cu(d.create(&m->handle_, m->bytes_, &p, 0), "cuMemCreate of a window's buffer");
@@ -461,7 +481,6 @@ class window_multicast {
     const std::size_t align = multicast_alignment(devices, devices.size(), largest);
     const std::size_t bytes = (largest + align - 1) / align * align;
     std::unique_ptr<window_multicast> m(new window_multicast);
-    m->bytes_ = bytes;
     for (std::size_t r = 0; r < spans.size(); ++r) {
       const std::uintptr_t base = spans[r].first;
       if (base % align != 0)
@@ -488,35 +507,18 @@ class window_multicast {
                nullptr;
       m->offsets_.push_back(offset);
     }
-    CUmulticastObjectProp prop{};
-    prop.numDevices = static_cast<unsigned>(devices.size());
-    prop.size = bytes;
-    ipc_detail::cu(mc->multicast_create(&m->object_, &prop), "cuMulticastCreate (a window)");
-    m->have_object_ = true;
-    for (int dev : devices)
-      ipc_detail::cu(mc->multicast_add_device(m->object_, multicast_detail::cu_device(dev)),
-                     "cuMulticastAddDevice (a window)");
-    for (std::size_t r = 0; r < devices.size(); ++r) {
-      device_guard on(devices[r]);
-      const CUdevice dev = multicast_detail::cu_device(devices[r]);
-      ipc_detail::cu(mc->multicast_bind_mem(m->object_, 0, m->retained_[r], m->offsets_[r], bytes, 0),
-                     "cuMulticastBindMem (a window)");
-      m->bound_.push_back(dev);
-    }
-    for (int dev : devices) {
-      device_guard on(dev);
-      m->addresses_.push_back(ipc_detail::map_for(m->object_, bytes, std::span<const int>(&dev, 1), align));
-    }
+    m->object_ = std::make_unique<multicast_detail::object_over_group>();
+    m->object_->make(devices, bytes, m->retained_, m->offsets_, align, "a window");
     return m;
   }
 
   /// The window's multicast address as rank r's GPU maps it.
-  std::byte* address(int r) const { return addresses_[static_cast<std::size_t>(r)]; }
+  std::byte* address(int r) const { return object_->mapped[static_cast<std::size_t>(r)]; }
 
   window_multicast(const window_multicast&) = delete;
   window_multicast& operator=(const window_multicast&) = delete;
   ~window_multicast() {
-    multicast_detail::unmake(object_, have_object_, bound_, addresses_, bytes_);
+    object_.reset();  // unbound before the allocations' retains are released
     for (CUmemGenericAllocationHandle h : retained_)
       (void)ipc_detail::driver::get().release(h);  // the retains in bind()
   }
@@ -525,11 +527,7 @@ class window_multicast {
   window_multicast() = default;
   std::vector<CUmemGenericAllocationHandle> retained_;  // each rank's allocation, retained
   std::vector<std::size_t> offsets_;                    // each buffer's offset in it
-  CUmemGenericAllocationHandle object_ = 0;
-  bool have_object_ = false;
-  std::vector<CUdevice> bound_;
-  std::vector<std::byte*> addresses_;
-  std::size_t bytes_ = 0;
+  std::unique_ptr<multicast_detail::object_over_group> object_;
 };
 
 }  // namespace collx::gpu
