@@ -74,6 +74,15 @@
 //                   MiB, bench/results/broadcast_split_copy_2026-12-05.md).
 //   all_to_all      publish; rank r reads block r of every rank's send; barrier.
 //
+// Where the registered buffers are bound to a multicast address and every
+// rank's call sits at the same offset in them (prims::user_multicast), the
+// switch channel runs over the user buffers themselves (through_switch):
+// publish; all_reduce: rank r load-reduces slice r of every send and stores
+// it into every recv; reduce_scatter: it load-reduces block r; all_gather:
+// it stores its block into slot r of every recv; broadcast: the root stores
+// into every recv; barrier. No copy is staged, and each rank touches only
+// its own slice, block or slot of the others' buffers, so in place is safe.
+//
 // The final barrier keeps a rank's buffers valid while peers still read them.
 // Chunks of single_copy_chunk bytes keep a partial result in cache between
 // the read and the reduction.

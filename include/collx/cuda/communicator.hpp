@@ -287,11 +287,10 @@ struct group_state {
       register_across;
   std::function<void(int)> deregister_across;
   /// Thread groups with multicast: windows whose buffers are bound to a
-  /// multicast object (window_multicast, by window; null where not), and how
-  /// many ranks' parts each still has (the object goes with the last one,
-  /// before the memory may be freed).
+  /// multicast object (window_multicast, by window; null where not). The
+  /// object goes with the last rank's part of its window, before the memory
+  /// may be freed.
   std::vector<std::shared_ptr<window_multicast>> bound_windows;
-  std::vector<int> bound_window_parts;
 
   ~group_state() {
     {
@@ -643,7 +642,11 @@ class communicator {
   /// a window is used once every rank has registered its part, so register
   /// on every rank before the first call on those buffers. Process ranks
   /// exchange CUDA IPC handles through the bootstrap (the buffer must come
-  /// from cudaMalloc). Not during a graph capture. Errors: host memory,
+  /// from cudaMalloc). A thread group with multicast binds a window, once
+  /// every rank has registered its part, to a multicast object of its own
+  /// where the buffers allow it (alloc_window's do; window_bound() tells), and
+  /// nvls then runs through the switch over them. Not during a graph
+  /// capture. Errors: host memory,
   /// another GPU's memory, bytes 0, more than max_windows windows,
   /// status::not_supported on a group of GPUs without peer access.
   /// A call registered on some ranks and not on others fails with
@@ -718,8 +721,11 @@ class communicator {
     g.windows.set(window, rank_, {});
     if (g.deregister_across) g.deregister_across(window);
     const auto w = static_cast<std::size_t>(window);
-    if (w < g.bound_windows.size() && g.bound_windows[w] != nullptr && --g.bound_window_parts[w] == 0)
-      g.bound_windows[w].reset();  // unbound and unmapped: the memory may be freed now
+    if (w < g.bound_windows.size() && g.bound_windows[w] != nullptr) {
+      bool any_left = false;
+      for (int q = 0; q < g.nranks; ++q) any_left = any_left || g.windows.span(window, q).bytes > 0;
+      if (!any_left) g.bound_windows[w].reset();  // unbound and unmapped: the memory may be freed now
+    }
   }
 
   /// Whether window `window`'s buffers are bound to a multicast object (see
@@ -1086,10 +1092,6 @@ class communicator {
     if (known == nullptr) buffers_.remember(p, k);
   }
 
-  /// Copies window k's spans into rank q's table on q's GPU (allocated at
-  /// the first window). On a stream of its own, waited for: no call of any
-  /// rank that could see the window is enqueued before it, and a device-wide
-  /// synchronisation would wait for kernels waiting for this thread's ranks.
   /// A thread group with multicast: binds complete window k's buffers to a
   /// multicast object where they allow it (window_multicast::bind). A window
   /// that cannot be bound still works, through peer loads (COLLX_DEBUG=1
@@ -1097,7 +1099,7 @@ class communicator {
   static void bind_window_multicast(detail::group_state& g, int k) {
     if (!g.multicast_memory || g.process_rank >= 0) return;
     const auto kk = static_cast<std::size_t>(k);
-    if (g.bound_windows.size() <= kk) g.bound_windows.resize(kk + 1), g.bound_window_parts.resize(kk + 1);
+    if (g.bound_windows.size() <= kk) g.bound_windows.resize(kk + 1);
     std::vector<std::pair<std::uintptr_t, std::size_t>> spans;
     for (int r = 0; r < g.nranks; ++r)
       spans.emplace_back(g.windows.span(k, r).base, g.windows.span(k, r).bytes);
@@ -1108,7 +1110,6 @@ class communicator {
       why = e.what();
     }
     if (g.bound_windows[kk] != nullptr) {
-      g.bound_window_parts[kk] = g.nranks;
       // Any nonzero address marks the window as bound for the host's lookup
       // (call_windows::multicast); each GPU's table gets its own.
       g.windows.set_multicast(k, reinterpret_cast<std::uintptr_t>(g.bound_windows[kk]->address(0)));
@@ -1120,6 +1121,10 @@ class communicator {
     }
   }
 
+  /// Copies window k's spans (and its multicast address as q's GPU maps it) into rank q's table on q's GPU
+  /// (allocated at the first window). On a stream of its own, waited for: no call of any rank that could see
+  /// the window is enqueued before it, and a device-wide synchronisation would wait for kernels waiting for
+  /// this thread's ranks.
   static void write_table(detail::group_state& g, int q, int k) {
     const auto i = static_cast<std::size_t>(q);
     device_guard on(g.devices[i]);
