@@ -90,6 +90,9 @@ struct network {
   // A multicast address over the buffers (cost_context::multicast): bytes each
   // rank's link carries to and from the switch.
   bool multicast = false;
+  // Single-copy all_reduce up to this many bytes is one-shot (prims'
+  // single_copy_one_shot_bytes; cost_context::one_shot_bytes).
+  std::uint64_t one_shot = 0;
   std::vector<double> switch_in = std::vector<double>(64), switch_out = std::vector<double>(64);
 };
 
@@ -208,6 +211,7 @@ class counting_prims {
   // Single copy (nvls::single_copy): offered from 0 bytes when the network
   // says so, never otherwise (the staged schedules run).
   std::uint64_t single_copy_min_bytes() const { return net_.single_copy ? 0 : ~std::uint64_t{0}; }
+  std::uint64_t single_copy_one_shot_bytes() const { return net_.one_shot; }
   void set_user_sizes(std::size_t send_n, std::size_t recv_n) { send_n_ = send_n, recv_n_ = recv_n; }
   status publish_user_buffers(const T* send, const T* recv, std::size_t) {
     net_.user_send[static_cast<std::size_t>(rank_)] = {reinterpret_cast<const unsigned char*>(send),
@@ -358,12 +362,14 @@ struct rank_io {
 /// Runs A's schedule of C on P ranks and checks each counted term against
 /// A::cost(C, P, bytes, x); chunk_elems bounds max_chunk() (x.chunk_bytes).
 /// in_place: every rank's send is its own block of recv (all_gather) or its
-/// recv (broadcast).
+/// recv (broadcast, all_reduce). one_shot_bytes: single-copy all_reduce up to
+/// this size is one-shot.
 /// Returns the most messages one rank sent.
 template <class A, coll C>
 int check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40, bool single_copy = false,
                bool loadable = true, std::size_t peer_buffer_bytes = 0, int node_ranks = 0,
-               bool in_place = false, std::size_t count_elems = 40320, bool multicast = false) {
+               bool in_place = false, std::size_t count_elems = 40320, bool multicast = false,
+               std::uint64_t one_shot_bytes = 0) {
   // With several segments, per-rank slices are cut per segment: their sizes
   // round differently from the whole call's, by under P elements a segment.
   const double slack = peer_buffer_bytes > 0 ? 1e-3 : 0;
@@ -390,6 +396,7 @@ int check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40, bool singl
   net.single_copy = single_copy;
   net.loadable = loadable;
   net.multicast = multicast;
+  net.one_shot = one_shot_bytes;
   algo::cost_context x;
   x.single_copy = single_copy && P > 1;
   x.peer_buffer_bytes = double(peer_buffer_bytes);
@@ -397,7 +404,8 @@ int check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40, bool singl
   x.node_ranks = node_ranks;
   x.in_place = in_place;
   x.multicast = multicast;
-  REQUIRE((!in_place || C == coll::all_gather || C == coll::broadcast));
+  x.one_shot_bytes = double(one_shot_bytes);
+  REQUIRE((!in_place || C == coll::all_gather || C == coll::broadcast || C == coll::all_reduce));
   std::vector<counting_prims<T>> prims;
   for (int r = 0; r < P; ++r) prims.emplace_back(net, r).set_user_sizes(send_n, recv_n);
   std::vector<rank_io<T>> io;
@@ -424,9 +432,10 @@ int check_cost(int P, std::size_t chunk_elems = std::size_t(1) << 40, bool singl
   for (int r = 0; r < P; ++r)
     threads.emplace_back([&, r] {
       auto& b = io[static_cast<std::size_t>(r)];
-      const T* send = !in_place              ? b.send.data()
-                      : C == coll::broadcast ? b.recv.data()
-                                             : b.recv.data() + static_cast<std::size_t>(r) * count;
+      const T* send = !in_place ? b.send.data()
+                      : C == coll::broadcast || C == coll::all_reduce
+                          ? b.recv.data()
+                          : b.recv.data() + static_cast<std::size_t>(r) * count;
       schedule_args<T> a{send, b.recv.data(), count, root, r, P, &b.layout, &b.plan, &b.report};
       a.node_ranks = node_ranks;
       if (single_copy) a.read_in_place_bytes = 0;  // direct's streams: every message that can
@@ -679,6 +688,29 @@ TEST_CASE("cost(): nvls single copy, loading peers' buffers or reading them, mat
         ...);
   }
   (std::make_index_sequence<coll_count>{});
+}
+
+// GPU windows run a single-copy all_reduce one-shot up to a size
+// (gpu::communicator's one_shot_bytes): two barriers, the whole of every
+// peer's send read and reduced. In place, or above the size, it is two-shot.
+TEST_CASE("cost(): nvls one-shot all_reduce matches its terms, and two-shot in place or above the size",
+          "[cost]") {
+  const int P = GENERATE(2, 3, 4, 5, 8);
+  const bool loadable = GENERATE(true, false);
+  INFO((loadable ? "loads" : "read_user"));
+  const std::uint64_t bytes = 40320 * sizeof(std::uint32_t);
+  for (const std::uint64_t limit : {bytes, bytes - 1, ~std::uint64_t{0}})
+    for (const bool in_place : {false, true}) {
+      INFO("one-shot up to " << limit << " bytes, in place " << in_place);
+      check_cost<algo::nvls, coll::all_reduce>(P, std::size_t(1) << 40, true, loadable, 0, 0, in_place, 40320,
+                                               false, limit);
+    }
+  constexpr double b = 1 << 20;
+  constexpr auto one = algo::nvls::cost(coll::all_reduce, 8, b, {.single_copy = true, .one_shot_bytes = b});
+  static_assert(one.barriers == 2 && one.peer_bytes == 7 * b && one.bytes_reduced == 7 * b);
+  constexpr auto two =
+      algo::nvls::cost(coll::all_reduce, 8, b, {.single_copy = true, .one_shot_bytes = b / 2});
+  static_assert(two.barriers == 3 && two.peer_bytes == 2 * b * 7 / 8);
 }
 
 TEST_CASE("cost(): staged nvls pays two barriers per segment of the registered buffer", "[cost]") {

@@ -103,13 +103,19 @@ struct cost_context {
   /// root's buffers matter there, and the other ranks, which must choose
   /// alike, cannot know them when they choose (an MPI or NCCL broadcast
   /// ignores their send buffers), so the choice prices broadcast out of
-  /// place. Other collectives' costs ignore it.
+  /// place. all_reduce: send is recv, which rules out nvls's one-shot
+  /// (one_shot_bytes; GPU groups state it, tune/mesh_problem.hpp). Other
+  /// collectives' costs ignore it.
   bool in_place = false;
   /// The registered buffers are bound to a multicast address (an NVSwitch
   /// multicast object; the profile has a multicast rate): the switch
   /// channel's operations are switch_bytes, and schedules that store through
   /// it (prims::mc_store_fans_out) take that path.
   bool multicast = false;
+  /// A single-copy all_reduce of up to this many bytes, out of place, is
+  /// one-shot (algo::nvls: each rank reduces the whole of every send; the
+  /// transport's size, as GPU windows set it); 0: never.
+  double one_shot_bytes = 0;
 };
 
 /// Whether x places P ranks node by node on >= 2 nodes of >= 2 ranks (the

@@ -147,6 +147,8 @@ struct nvls {
   /// peers' buffers (the switch channel's P-1 copies). staged_bytes: copies
   /// into and out of the own registered buffer, none with single copy, which
   /// reads peers' user buffers in place. bytes_reduced: bytes combined.
+  /// A single-copy all_reduce out of place up to x.one_shot_bytes is
+  /// one-shot (one_shot below): two barriers, (P-1)·B read and reduced.
   /// local_bytes: copies from the own send to the own recv. With a multicast
   /// address (x.multicast): the switch channel's operations are switch_bytes
   /// instead of peer_bytes and bytes_reduced, and all_gather and broadcast
@@ -158,6 +160,11 @@ struct nvls {
     if (x.multicast && c != coll::all_to_all) return multicast_cost(c, P, bytes, x);
     const double f = double(P - 1) / P;
     cost_terms t{};
+    if (c == coll::all_reduce && x.single_copy && !x.in_place && bytes <= x.one_shot_bytes) {
+      // One-shot: the whole of every peer's send read and reduced; publish, end.
+      t.barriers = 2, t.peer_bytes = (P - 1) * bytes, t.bytes_reduced = (P - 1) * bytes;
+      return t;
+    }
     const double per_segment = c == coll::all_gather ? bytes / P : bytes;
     const double segments = x.peer_buffer_bytes > 0 ? ceil_nonneg(per_segment / x.peer_buffer_bytes) : 1;
     t.barriers = x.single_copy ? (c == coll::all_reduce ? 3 : 2) : 2 * (segments > 1 ? segments : 1);
@@ -216,6 +223,24 @@ struct nvls {
     t.staged_bytes = c == coll::all_reduce ? 2 * bytes : bytes;
     if (c == coll::broadcast) t.local_bytes = x.in_place ? 0 : bytes;
     return t;
+  }
+
+  /// The sides of a call's registered buffers its switch path
+  /// (through_switch) goes through: load-reduces from every send, stores
+  /// into every recv. It runs where each of them is one multicast range
+  /// (on_switch); the automatic choice prices it where their windows are
+  /// bound (tune/mesh_problem.hpp). None: the collective has no such path.
+  struct switch_sides {
+    bool send = false, recv = false;
+  };
+  COLLX_HOST_DEVICE static constexpr switch_sides sides_on_switch(coll c) {
+    switch (c) {
+      case coll::all_reduce: return {true, true};
+      case coll::reduce_scatter: return {true, false};
+      case coll::all_gather:
+      case coll::broadcast: return {false, true};
+      default: return {};
+    }
   }
 
   /// Elements of each receiver's recv an in-place single-copy broadcast root
@@ -379,10 +404,9 @@ struct nvls {
   /// on every rank).
   template <coll C, class Prims>
   COLLX_HOST_DEVICE static bool on_switch(Prims& p) {
-    if constexpr (C == coll::all_reduce) return p.user_multicast(false) && p.user_multicast(true);
-    else if constexpr (C == coll::reduce_scatter) return p.user_multicast(false);
-    else if constexpr (C == coll::all_gather || C == coll::broadcast) return p.user_multicast(true);
-    else return (void)p, false;
+    constexpr switch_sides s = sides_on_switch(C);
+    if constexpr (!s.send && !s.recv) return (void)p, false;
+    else return (!s.send || p.user_multicast(false)) && (!s.recv || p.user_multicast(true));
   }
 
   /// The switch channel over the registered buffers themselves (after the

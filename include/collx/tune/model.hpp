@@ -309,6 +309,9 @@ struct problem {
   /// read and written by memcpy through a mapping, priced at copy_gbps instead
   /// of single_copy_gbps (cross-memory attach).
   bool mapped_peers = false;
+  /// With single_copy: an all_reduce of up to this many bytes, out of place,
+  /// is one-shot (algo::cost_context::one_shot_bytes; GPU windows); 0: never.
+  double one_shot_bytes = 0;
 };
 
 /// Profile m as a transport that delivers whole steps sees it: a receiver
@@ -463,6 +466,7 @@ constexpr prediction predict_on(const profile& m, const problem& q) {
   algo::cost_context ctx{q.chunks[ch], q.single_copy, q.peer_buffer_bytes};
   ctx.in_place = q.in_place;
   ctx.multicast = m.multicast_gbps > 0;
+  ctx.one_shot_bytes = q.one_shot_bytes;
   const int nodes = m.nodes(q.nranks);
   // Across nodes, topology-aware schedules run in their node shape (the tree).
   algo::cost_context placed = ctx;
