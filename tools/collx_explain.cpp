@@ -13,8 +13,11 @@
 // list is tune::explain), and the summary gives the runner-up's margin.
 // Candidates are the compiled variants that compose on the shm transport
 // (the one collx has) and implement the collective; --algo/--proto restrict
-// them (COLLX_ALGO / COLLX_PROTO syntax). The output depends on nothing but
-// the arguments, so tests compare it with golden files.
+// them (COLLX_ALGO / COLLX_PROTO syntax). --gpu MODE prices instead a call
+// of a GPU group made with default options, as gpu::communicator's
+// automatic choice does (tune/mesh_problem.hpp): its candidates, its FIFOs
+// and staging buffer, and the call's buffers as MODE says. The output
+// depends on nothing but the arguments, so tests compare it with golden files.
 //
 // Exit status: 0, 2 for a bad command line or profile.
 #include "cli.hpp"
@@ -23,6 +26,7 @@
 #include <collx/selection.hpp>
 #include <collx/transport/shm.hpp>
 #include <collx/tune/explain.hpp>
+#include <collx/tune/mesh_problem.hpp>
 #include <collx/tune/presets.hpp>
 #include <collx/tune/profile_file.hpp>
 
@@ -39,7 +43,7 @@ constexpr const char* usage_text =
     "usage: collx-explain <collective> -p P (--preset NAME | --profile FILE)\n"
     "                     [-b MIN -e MAX -f FACTOR | --sizes N,N,...] [--algo LIST] [--proto LIST]\n"
     "                     [--single-copy [--mapped]] [--in-place] [--oversubscribed]\n"
-    "                     [--contention SHARE]\n"
+    "                     [--contention SHARE] [--gpu staged|windows|bound]\n"
     "       collx-explain --list\n"
     "  every candidate variant's predicted time (us) as latency + bandwidth + reduction,\n"
     "  fastest first (the automatic choice), and the runner-up's margin; sizes as\n"
@@ -52,6 +56,11 @@ constexpr const char* usage_text =
     "  --oversubscribed: the ranks outnumber the CPUs (P on this machine's CPUs, or\n"
     "  two ranks per CPU where P would fit them).\n"
     "  --contention: the share of CPU time other tasks take, in [0, 0.9] (default 0).\n"
+    "  --gpu: a call of a GPU group made with default options, priced as its automatic\n"
+    "  choice prices it (ring, tree, direct, nvls; its FIFOs and 1 MiB staging buffer):\n"
+    "  staged (buffers not registered), windows (in registered windows: single copy),\n"
+    "  bound (in windows bound to a multicast object); the group has multicast where\n"
+    "  the profile has a multicast rate. With --in-place, not with the CPU flags.\n"
     "  --list prints the presets.\n";
 
 int bad(const std::string& what) {
@@ -113,6 +122,7 @@ int main(int argc, char** argv) {
   std::string preset, file;
   bool single_copy = false, mapped = false, in_place = false, oversubscribed = false;
   double contention = 0;
+  std::string gpu;  // --gpu: staged, windows or bound
   tune::request r;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
@@ -164,6 +174,10 @@ int main(int argc, char** argv) {
         contention = std::strtod(v.c_str(), &end);
         if (*end != '\0' || !(contention >= 0 && contention <= comm_options::max_contention))
           return bad("--contention needs a share in [0, 0.9], got '" + v + "'");
+      } else if (a == "--gpu") {
+        if (v != "staged" && v != "windows" && v != "bound")
+          return bad("--gpu needs staged, windows or bound, got '" + v + "'");
+        gpu = v;
       } else if (a == "--algo") {
         r.allowed.restrict_algos(v, "--algo");
       } else if (a == "--proto") {
@@ -209,18 +223,47 @@ int main(int argc, char** argv) {
 
   std::printf("# collx-explain %s -p %d: %s\n", name(c), P, what.c_str());
   if (mapped && !single_copy) return bad("--mapped prices single-copy reads: it needs --single-copy");
+  if (!gpu.empty() && (single_copy || mapped || oversubscribed || contention > 0))
+    return bad(
+        "--gpu states how the call runs: it takes none of --single-copy, --mapped, "
+        "--oversubscribed, --contention");
+  const transport::mesh_layout gpu_layout = tune::mesh_layout_of(P);
+  tune::mesh_call call{};
+  if (!gpu.empty()) {
+    // The GPU's candidates, within what --algo/--proto allow.
+    const selection mesh = tune::mesh_selection();
+    for (int k = 0; k < coll_count; ++k) r.allowed.algos[k] &= mesh.algos[k];
+    call.registered = gpu != "staged";
+    call.send_bound = call.recv_bound = gpu == "bound";
+    call.in_place = in_place;
+  }
   describe(m, P);
+  if (!gpu.empty())
+    std::printf("# GPU group, default options: staging buffer %.4g MiB per rank; call %s%s\n",
+                double(gpu_layout.fifos.peer_buffer_bytes()) / 1048576,
+                gpu == "staged" ? "not registered (nvls stages, through the switch where the group has one)"
+                : gpu == "windows"
+                    ? "in registered windows (single copy, peer loads)"
+                    : "in windows bound to a multicast object (single copy through the switch)",
+                in_place ? ", in place" : "");
   std::printf(
       "# times in us: latency (steps x alpha, barriers) + bandwidth (links, peers, staging) + reduction\n");
   std::printf(
       "# (gamma); '-' = unavailable on this machine. Fastest first; '*' marks the automatic choice.\n");
   for (double bytes : sizes) {
-    tune::problem q{c, P, bytes, single_copy && P > 1, oversubscribed};
-    if (oversubscribed) q.cpu_share = tune::assumed_oversubscribed_share(tune::this_machine().cpus, P);
-    q.contention = contention;
-    q.in_place = in_place;
-    q.mapped_peers = mapped;
-    const std::vector<tune::explained> all = tune::explain<transport::shm>(m, q, r);
+    std::vector<tune::explained> all;
+    if (gpu.empty()) {
+      tune::problem q{c, P, bytes, single_copy && P > 1, oversubscribed};
+      if (oversubscribed) q.cpu_share = tune::assumed_oversubscribed_share(tune::this_machine().cpus, P);
+      q.contention = contention;
+      q.in_place = in_place;
+      q.mapped_peers = mapped;
+      all = tune::explain<transport::shm>(m, q, r);
+    } else {
+      const tune::problem q = tune::mesh_problem(gpu_layout, c, bytes, call);
+      const bool through = tune::mesh_multicast(q, call, m.multicast_gbps > 0);
+      all = tune::explain<transport::mesh>(tune::mesh_profile(m, through), q, r);
+    }
     std::printf("\n# %s %s (%.0f B)\n", name(c), cli::human(bytes).c_str(), bytes);
     if (all.empty()) {
       std::printf("  no compiled variant allowed serves %s\n", name(c));

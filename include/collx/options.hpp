@@ -243,6 +243,14 @@ struct comm_options {
 
   static constexpr double max_contention = 0.9;
 
+  /// The default bytes per slot of each protocol channel (proto::channels).
+  static constexpr std::array<std::uint32_t, proto::channel_count> default_slot_bytes() {
+    std::array<std::uint32_t, proto::channel_count> b{};
+    for (int c = 0; c < proto::channel_count; ++c)
+      b[static_cast<std::size_t>(c)] = proto::channels[static_cast<std::size_t>(c)].default_slot_bytes;
+    return b;
+  }
+
  private:
   COLLX_COLD static double parse_contention(const char* v) {
     const std::string s = v;
@@ -253,13 +261,6 @@ struct comm_options {
     require(end != v && *end == '\0' && x >= 0 && x <= max_contention, "COLLX_CONTENTION",
             std::string("expected auto, off or a share in [0, 0.9], got '") + v + "'");
     return x;
-  }
-
-  static constexpr std::array<std::uint32_t, proto::channel_count> default_slot_bytes() {
-    std::array<std::uint32_t, proto::channel_count> b{};
-    for (int c = 0; c < proto::channel_count; ++c)
-      b[static_cast<std::size_t>(c)] = proto::channels[static_cast<std::size_t>(c)].default_slot_bytes;
-    return b;
   }
 
   // A FIFO size from the environment: total bytes, split into `slots` slots of

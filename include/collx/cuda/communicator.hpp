@@ -55,6 +55,7 @@
 #pragma once
 
 #include <collx/algo/direct.hpp>
+#include <collx/algo/nvls.hpp>
 #include <collx/algo/ring.hpp>
 #include <collx/algo/tree.hpp>
 #include <collx/composition.hpp>
@@ -78,7 +79,9 @@
 #include <collx/reduce_op.hpp>
 #include <collx/stripes.hpp>
 #include <collx/transport/mesh.hpp>
+#include <collx/transport/multimem.hpp>
 #include <collx/transport/window_registry.hpp>
+#include <collx/tune/mesh_problem.hpp>
 #include <collx/tune/model.hpp>
 #include <collx/tune/presets.hpp>
 #include <collx/type_list.hpp>
@@ -209,10 +212,9 @@ struct options {
   multicast_mode multicast = multicast_mode::automatic;
 };
 
-/// Algorithms the automatic choice picks from (each instantiated per protocol
-/// and reduction for the element type of a call): the ring and double binary
-/// tree, as NCCL's, and the direct exchange for all_to_all.
-using automatic_algorithms = type_list<algo::ring, algo::tree, algo::direct>;
+/// Algorithms the automatic choice picks from: ring, tree, direct and nvls
+/// (tune/mesh_problem.hpp, which prices a call as the group would run it).
+using automatic_algorithms = tune::mesh_algorithms;
 
 namespace detail {
 
@@ -515,14 +517,15 @@ class communicator {
   }
 
   /// The variant the automatic choice takes for collective c of `bytes`
-  /// (nccl-tests' size) on this group.
-  variant_choice choose(coll c, std::size_t bytes) const {
+  /// (nccl-tests' size) on this group, for a call that offers `call` (its
+  /// registered windows; call_of() states it for a call's buffers): priced
+  /// as the group would run it (tune/mesh_problem.hpp).
+  variant_choice choose(coll c, std::size_t bytes, const tune::mesh_call& call = {}) const {
     const detail::group_state& g = live();
-    const tune::problem q{c, g.nranks, static_cast<double>(bytes)};
+    const tune::problem q = tune::mesh_problem(g.view.layout, c, static_cast<double>(bytes), call);
     // The profile's multicast rate describes the machine; it applies only
-    // where this group's buffers are bound to a multicast object.
-    tune::profile m = g.profile;
-    if (!multicast()) m.multicast_gbps = 0;
+    // where the buffers the call goes through are bound to a multicast object.
+    const tune::profile m = tune::mesh_profile(g.profile, tune::mesh_multicast(q, call, multicast()));
     variant_choice best{};
     double best_us = 0;
     bool found = false;
@@ -541,37 +544,21 @@ class communicator {
   /// one kernel per operator a runtime `op` may name, one for a static op.
   template <class Algo, class Proto, coll C, class T, reduce_op_argument O>
   void execute(const T* send, T* recv, std::size_t count, O op, int root, cudaStream_t stream) {
-    const detail::group_state& g = live();
-    static_assert(Algo::implements(C), "this algorithm does not implement the collective");
-    if constexpr (collx::detail::is_static_reduce_op<O>)
-      static_assert(!is_reduction(C) || is_supported(O::value, dtype_of<T>),
-                    "this reduction is not defined for this element type (bitwise on floats)");
-    static_assert(composable<Algo, Proto, transport::mesh, exec::cuda>,
-                  "this algorithm and protocol do not compose on GPU ranks (collx/composition.hpp)");
-    require(allowed<Algo, Proto>(), name(C), [&] { return why_not(Proto::id); });
-    validate<C, T>(send, recv, count, op, root, stream);
-    const schedule_args<T> a{send, recv, count, root, rank_, g.nranks};
-    // Peer-memory schedules read registered buffers in place (register_buffer).
     transport::call_windows windows{};
-    if constexpr (algorithm_needs<Algo>::peer_memory) {
-      const std::size_t P = static_cast<std::size_t>(g.nranks);
-      const std::size_t send_n = C == coll::reduce_scatter || C == coll::all_to_all ? count * P : count;
-      const std::size_t recv_n = C == coll::all_gather || C == coll::all_to_all ? count * P : count;
-      // A broadcast's non-root send is never read: its recv stands for it.
-      const bool root_only = C == coll::broadcast && rank_ != root;
-      windows = windows_of(g, root_only ? recv : send, (root_only ? recv_n : send_n) * sizeof(T), recv,
-                           recv_n * sizeof(T));
-    }
-    visit_reduce_op(op, [&](auto o) {
-      constexpr reduce_op Op = decltype(o)::value;
-      if constexpr (is_reduction(C) && is_bitwise(Op) && !std::is_integral_v<T>) {
-        throw_error(status::invalid_argument,
-                    std::string(name(C)) + ": bitwise reduction of a floating type");
-      } else {
-        constexpr reduce_op Used = is_reduction(C) ? Op : reduce_op::sum;
-        if constexpr (Used == Op) launch(collective_kernel<Algo, Proto, C, T, Used>, a, stream, windows);
-      }
-    });
+    if constexpr (algorithm_needs<Algo>::peer_memory) windows = call_windows_of<C>(send, recv, count, root);
+    execute_with<Algo, Proto, C>(send, recv, count, op, root, stream, windows);
+  }
+
+  /// What a call of C on these buffers offers the automatic choice
+  /// (tune::mesh_call): whether its buffers lie in complete registered
+  /// windows and which of those are bound to a multicast object, and whether
+  /// the switch computes op on T. Only what is the same on every rank where
+  /// the ranks' calls are valid (registration is all or none), so that every
+  /// rank chooses alike; in place is not (see call_with).
+  template <coll C, class T>
+  tune::mesh_call call_of(const T* send, const T* recv, std::size_t count, reduce_op op = reduce_op::sum,
+                          int root = 0) const {
+    return call_with<T>(op, call_windows_of<C>(send, recv, count, root));
   }
 
   /// The first failure of this rank's kernels since the group was made (ok if
@@ -860,9 +847,7 @@ class communicator {
   }
   /// FIFO regions for `stripes` (resolved: not 0) stripes per directed pair.
   static transport::mesh_layout layout_for(int nranks, const options& opt, int stripes) {
-    return transport::mesh_layout::make(transport::shm_layout::make(static_cast<std::uint32_t>(nranks),
-                                                                    opt.fifo_slots, opt.slot_bytes.data(),
-                                                                    proto::channel_count, stripes));
+    return tune::mesh_layout_of(nranks, opt.fifo_slots, opt.slot_bytes, stripes);
   }
   communicator(std::shared_ptr<detail::group_state> g, int rank) : g_(std::move(g)), rank_(rank) {}
 
@@ -989,6 +974,64 @@ class communicator {
     }
   }
 
+  /// execute() with the call's windows (peer-memory schedules read
+  /// registered buffers in place: register_buffer; empty for the others).
+  template <class Algo, class Proto, coll C, class T, reduce_op_argument O>
+  void execute_with(const T* send, T* recv, std::size_t count, O op, int root, cudaStream_t stream,
+                    const transport::call_windows& windows) {
+    const detail::group_state& g = live();
+    static_assert(Algo::implements(C), "this algorithm does not implement the collective");
+    if constexpr (collx::detail::is_static_reduce_op<O>)
+      static_assert(!is_reduction(C) || is_supported(O::value, dtype_of<T>),
+                    "this reduction is not defined for this element type (bitwise on floats)");
+    static_assert(composable<Algo, Proto, transport::mesh, exec::cuda>,
+                  "this algorithm and protocol do not compose on GPU ranks (collx/composition.hpp)");
+    require(allowed<Algo, Proto>(), name(C), [&] { return why_not(Proto::id); });
+    validate<C, T>(send, recv, count, op, root, stream);
+    const schedule_args<T> a{send, recv, count, root, rank_, g.nranks};
+    visit_reduce_op(op, [&](auto o) {
+      constexpr reduce_op Op = decltype(o)::value;
+      if constexpr (is_reduction(C) && is_bitwise(Op) && !std::is_integral_v<T>) {
+        throw_error(status::invalid_argument,
+                    std::string(name(C)) + ": bitwise reduction of a floating type");
+      } else {
+        constexpr reduce_op Used = is_reduction(C) ? Op : reduce_op::sum;
+        if constexpr (Used == Op) launch(collective_kernel<Algo, Proto, C, T, Used>, a, stream, windows);
+      }
+    });
+  }
+
+  /// The windows of this rank's call of C (windows_of). A broadcast's
+  /// non-root send is never read: its recv stands for it.
+  template <coll C, class T>
+  transport::call_windows call_windows_of(const T* send, const T* recv, std::size_t count, int root) const {
+    const detail::group_state& g = live();
+    const std::size_t P = static_cast<std::size_t>(g.nranks);
+    const std::size_t send_n = C == coll::reduce_scatter || C == coll::all_to_all ? count * P : count;
+    const std::size_t recv_n = C == coll::all_gather || C == coll::all_to_all ? count * P : count;
+    const bool root_only = C == coll::broadcast && rank_ != root;
+    return windows_of(g, root_only ? recv : send, (root_only ? recv_n : send_n) * sizeof(T), recv,
+                      recv_n * sizeof(T));
+  }
+
+  /// call_of() for the call's windows w.
+  template <class T>
+  tune::mesh_call call_with(reduce_op op, const transport::call_windows& w) const {
+    tune::mesh_call c;
+    if (w.registered()) {
+      c.registered = true;
+      c.min_bytes = w.min_bytes;
+      c.send_bound = window_bound(w.send);
+      c.recv_bound = window_bound(w.recv);
+    }
+    // Not whether the call is in place: ranks may differ in that (the
+    // kernels agree on it from what every rank published), and a choice that
+    // followed it could differ between ranks, whose kernels would then wait
+    // for each other until their deadline. Priced out of place.
+    c.switch_reduces = transport::switch_reduces<T>(op);
+    return c;
+  }
+
   template <coll C, class T, reduce_op_argument O>
   void automatic(const T* send, T* recv, std::size_t count, O op, int root, cudaStream_t stream) {
     const detail::group_state& g = live();
@@ -996,15 +1039,19 @@ class communicator {
                               (C == coll::all_gather || C == coll::reduce_scatter || C == coll::all_to_all
                                    ? static_cast<std::size_t>(g.nranks)
                                    : 1);
+    // The call's windows decide how nvls would run it (and are what it reads).
+    const transport::call_windows windows = call_windows_of<C>(send, recv, count, root);
+    const tune::mesh_call call = call_with<T>(op, windows);
     // The model prices every candidate: remember the last answer per collective.
     memo& m = memo_[static_cast<int>(C)];
-    if (m.bytes != bytes) m = {bytes, choose(C, bytes)};
+    if (m.bytes != bytes || !(m.call == call)) m = {bytes, call, choose(C, bytes, call)};
     const variant_choice v = m.choice;
     bool ran = false;
     for_each_automatic([&]<class A, class P>() {
       if constexpr (A::implements(C)) {
         if (ran || A::id != v.algo || P::id != v.proto) return;
-        execute<A, P, C>(send, recv, count, op, root, stream);
+        execute_with<A, P, C>(send, recv, count, op, root, stream,
+                              algorithm_needs<A>::peer_memory ? windows : transport::call_windows{});
         ran = true;
       }
     });
@@ -1163,17 +1210,8 @@ class communicator {
         g.windows.for_call(rank_, send, send_bytes, recv, recv_bytes, 0, g.tables[me]);
     const auto complete = [&](int k) { return g.filled[static_cast<std::size_t>(k)] == g.nranks; };
     if (w.registered() && (!complete(w.send) || !complete(w.recv))) return {};
-    w.one_shot_bytes = one_shot_bytes(g.nranks);
+    w.one_shot_bytes = tune::mesh_one_shot_bytes(g.nranks);
     return w;
-  }
-
-  /// Largest registered all_reduce run one-shot (algo::nvls): on 2 ranks
-  /// always (the same bytes read as two-shot, one barrier fewer); up to 512
-  /// KiB on 3-4 ranks and 256 KiB on 5-8; never above. These are the limits
-  /// vLLM's custom all-reduce measured for its one-stage kernel on NVLink
-  /// (csrc/custom_all_reduce.cuh); collx has not measured its own yet.
-  static constexpr std::uint64_t one_shot_bytes(int nranks) {
-    return nranks <= 2 ? ~std::uint64_t{0} : nranks <= 4 ? 512 * 1024 : nranks <= 8 ? 256 * 1024 : 0;
   }
 
   /// Launches `kernel` as this rank's `stripes` blocks on `stream`, after
@@ -1265,6 +1303,7 @@ class communicator {
   mutable collx::detail::pointer_memo<int> streams_;  // stream_device's answers (stream → device)
   struct memo {
     std::size_t bytes = ~std::size_t{0};
+    tune::mesh_call call{};
     variant_choice choice{};
   };
   memo memo_[coll_count]{};

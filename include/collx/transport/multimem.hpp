@@ -46,6 +46,20 @@
 
 namespace collx::transport {
 
+/// Whether the switch performs reduction `op` of T (see the header comment);
+/// for an operator named at run time (the automatic choice prices it).
+template <class T>
+constexpr bool switch_reduces(reduce_op op) {
+  const bool add = op == reduce_op::sum || op == reduce_op::avg;
+  const bool minmax = op == reduce_op::min || op == reduce_op::max;
+  const bool bits = op == reduce_op::band || op == reduce_op::bor || op == reduce_op::bxor;
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) return add;
+  else if constexpr (std::is_same_v<T, half_t> || std::is_same_v<T, bfloat16_t>) return add;
+  else if constexpr (std::is_integral_v<T> && (sizeof(T) == 4 || sizeof(T) == 8))
+    return add || minmax || bits;
+  else return (void)add, (void)minmax, (void)bits, false;
+}
+
 namespace multimem_detail {
 
 template <class Red>
@@ -54,16 +68,7 @@ concept typed_reducer = requires {
 };
 
 template <class T, reduce_op Op>
-inline constexpr bool reduces = [] {
-  constexpr bool add = Op == reduce_op::sum || Op == reduce_op::avg;
-  constexpr bool minmax = Op == reduce_op::min || Op == reduce_op::max;
-  constexpr bool bits = Op == reduce_op::band || Op == reduce_op::bor || Op == reduce_op::bxor;
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) return add;
-  else if constexpr (std::is_same_v<T, half_t> || std::is_same_v<T, bfloat16_t>) return add;
-  else if constexpr (std::is_integral_v<T> && (sizeof(T) == 4 || sizeof(T) == 8))
-    return add || minmax || bits;
-  else return false;
-}();
+inline constexpr bool reduces = switch_reduces<T>(Op);
 
 }  // namespace multimem_detail
 
