@@ -19,7 +19,17 @@ files=(
   tools/collx-perf-cuda
   tools/collxrun
 )
+# Built where the toolkit has nccl.h (gpu-check.sh skips it where absent).
+optional=(
+  bench/nccl-bench
+)
 rm -rf "$bundle"
+for f in "${optional[@]}"; do
+  if [ -x "$build/$f" ]; then
+    mkdir -p "$bundle/$(dirname "$f")"
+    cp "$build/$f" "$bundle/$f"
+  fi
+done
 for f in "${files[@]}"; do
   if [ ! -x "$build/$f" ]; then
     echo "gpu-bundle: $build/$f missing: build the cuda preset first (cmake --build --preset cuda)" >&2

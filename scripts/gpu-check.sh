@@ -24,6 +24,9 @@
 #   multicast-procs.log   the same cases on two process ranks, one GPU each
 #   perf-*.log            collx-perf-cuda sweeps (nccl-tests columns, last column
 #                         the device-to-device copy bandwidth of the same bytes)
+#   nccl-ar-p<G>.log, perf-ar-p<G>-gpus.log  on G >= 2 GPUs: NCCL's all_reduce
+#                         (nccl-bench) and collx's automatic choice, one rank
+#                         per GPU, 8 B-256 MiB, the same table
 #   host-misuse.log       the host communicator given cudaMalloc'd buffers:
 #                         refused with a clear error
 #   comm-procs.log        gpu::from_env on two processes sharing the GPU
@@ -60,10 +63,10 @@
 # communicator test, the variant sweeps and nsys were added)
 # and record what it printed in bench/results/gpu-*.md.
 #
-# Not here yet: several GPUs (the NVLink path, the multi-GPU matrix, NCCL
-# beside collx-perf-cuda); they add their steps where such a machine exists.
-# The two multicast steps are the exception: they are here, and SKIP on a
-# machine without two or more GPUs that offer multicast (one H200 included).
+# Not here yet: the NVLink path's multi-GPU matrix; it adds its steps where
+# such a machine exists. The two multicast steps and NCCL beside
+# collx-perf-cuda are the exceptions: they are here, and SKIP on a machine
+# with one GPU (the multicast steps also without multicast).
 set -u
 out=${1:?usage: scripts/gpu-check.sh OUT [BUILD]}
 build=${2:-build/cuda}
@@ -227,6 +230,23 @@ if [ -x "$perf" ]; then
 else
   echo "| perf | FAIL ($perf missing) | | |" >>"$summary"
   failed=1
+fi
+
+# Several GPUs: NCCL beside collx on the same GPUs, one rank per GPU
+# (nccl-bench and collx-perf-cuda print the same table: tools/perf_cuda.hpp).
+gpus=0
+command -v nvidia-smi >/dev/null && gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+nccl=$build/bench/nccl-bench
+if [ "$gpus" -ge 2 ] && [ -x "$perf" ]; then
+  if [ -x "$nccl" ]; then
+    step "nccl-bench all_reduce on $gpus GPUs" "$out/nccl-ar-p$gpus.log" "$nccl" all_reduce -b 8 -e 256M -f 4 -p "$gpus"
+  else
+    echo "| nccl-bench | SKIP (not built: the toolkit has no nccl.h) | | |" >>"$summary"
+  fi
+  step "perf all_reduce on $gpus GPUs auto" "$out/perf-ar-p$gpus-gpus.log" "$perf" all_reduce -b 8 -e 256M -f 4 \
+    -p "$gpus" --gpus "$gpus"
+else
+  echo "| NCCL beside collx on several GPUs | SKIP ($gpus GPUs) | | |" >>"$summary"
 fi
 
 sanitizer=""
