@@ -38,9 +38,8 @@ using namespace collx::perf;
 namespace {
 
 void usage(std::FILE* f, const char* prog) {
+  print_gpu_usage_head(f, prog);
   std::fprintf(f,
-               "usage: %s <collective> [flags]\n"
-               "  collectives: all_reduce, all_gather, reduce_scatter, broadcast, reduce\n%s"
                "  -p, --nranks <n>           ranks (default 2)\n"
                "  --gpus <g>                 GPUs the ranks run on, rank r on GPU r mod g (default 1)\n"
                "  -r, --root <r>             root of broadcast and reduce (default 0)\n"
@@ -50,8 +49,7 @@ void usage(std::FILE* f, const char* prog) {
                "  --algo nvls --proto simple  peer memory (all_reduce); with --register, the\n"
                "                             buffers are registered and read in place\n"
                "  every size runs out of place, then in place; -c 1 checks each once (values and\n"
-               "  guard bytes, as collx-perf) before timing\n",
-               prog, sweep_flags_help);
+               "  guard bytes, as collx-perf) before timing\n");
 }
 
 /// One call of rank r: the collective with the chosen variant.

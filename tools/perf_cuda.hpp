@@ -58,6 +58,15 @@ struct gpu_calls {
   std::function<variant_choice(std::size_t bytes, const gpu_call_args& args, std::size_t n)> variant;
 };
 
+/// The start of a GPU driver's usage text: the program, the collectives it
+/// runs and the sweep's flags (perf_common.hpp).
+inline void print_gpu_usage_head(std::FILE* f, const char* prog) {
+  std::fprintf(f,
+               "usage: %s <collective> [flags]\n"
+               "  collectives: all_reduce, all_gather, reduce_scatter, broadcast, reduce\n%s",
+               prog, sweep_flags_help);
+}
+
 /// Allocates every rank's buffers for the sweep of o on its device.
 inline std::vector<gpu_rank_buffers> gpu_buffers(const options& o, const std::vector<int>& devices) {
   const buffer_bytes need = buffers_for(o, static_cast<int>(devices.size()));

@@ -34,16 +34,15 @@ using namespace collx::perf;
 namespace {
 
 void usage(std::FILE* f, const char* prog) {
+  print_gpu_usage_head(f, prog);
   std::fprintf(f,
-               "usage: %s <collective> [flags]\n"
-               "  collectives: all_reduce, all_gather, reduce_scatter, broadcast, reduce\n%s"
                "  -p, --nranks <n>           ranks, one per GPU: GPUs 0..n-1 (default 2)\n"
                "  -r, --root <r>             root of broadcast and reduce (default 0)\n"
                "  every size runs out of place, then in place; -c 1 checks each once (values and\n"
                "  guard bytes, as collx-perf) before timing. NCCL_ALGO / NCCL_PROTO choose NCCL's\n"
                "  variant; COLLX_NCCL_LIBRARY names the library to load (default libnccl.so.2)\n"
                "  %s --probe: load NCCL and find its entry points, then exit (77 where it cannot)\n",
-               prog, sweep_flags_help, prog);
+               prog);
 }
 
 /// NCCL's entry points, found in the library loaded at run time.

@@ -570,6 +570,38 @@ void misuse_cases() {
 /// region in mapped pinned host memory. Every collective, automatic and
 /// explicit (Simple, LL), calls back to back and a replayed graph; LL128
 /// refused, naming why.
+/// The profile a group prices with: the preset for ranks sharing one GPU
+/// (a stand-in, said so), a preset named by COLLX_GPU_TUNE_FILE or by the
+/// options, the options' profile, and a CPU preset refused.
+void profile_cases() {
+  const std::vector<int> devs{0, 0};
+  auto comms = gpu::communicator::create_group(devs);
+  expect(comms[0].profile_origin().find("share one GPU") != std::string::npos,
+         "two ranks on GPU 0 priced with " + comms[0].profile_origin());
+  gpu::options opt;
+  opt.tune_file = "preset:a100_nvswitch";
+  comms = gpu::communicator::create_group(devs, opt);
+  expect(comms[1].profile().barrier_us == tune::a100_nvswitch.barrier_us &&
+             comms[1].profile_origin().find("preset a100_nvswitch") != std::string::npos,
+         "tune_file preset:a100_nvswitch: priced with " + comms[1].profile_origin());
+  opt.profile = tune::pcie_gen4_8gpu;
+  comms = gpu::communicator::create_group(devs, opt);
+  expect(comms[0].profile().intra.gbps == tune::pcie_gen4_8gpu.intra.gbps &&
+             comms[0].profile_origin() == "gpu::options::profile",
+         "options::profile: priced with " + comms[0].profile_origin());
+  gpu::options bad;
+  bad.tune_file = "preset:nonexistent";
+  std::string msg;
+  try {
+    (void)gpu::communicator::create_group(devs, bad);
+  } catch (const error& x) {
+    msg = x.what();
+  }
+  expect(msg.find("no preset named 'nonexistent'") != std::string::npos,
+         "tune_file preset:nonexistent: " + (msg.empty() ? std::string("accepted") : msg));
+  std::printf("profiles: done (%d failures so far)\n", failures);
+}
+
 void host_region_cases() {
   for (int P : {2, 3}) {
     std::vector<int> devs(static_cast<std::size_t>(P), 0);
@@ -589,6 +621,10 @@ void host_region_cases() {
     }
     expect(comms[0].choose(coll::all_reduce, 1 << 20).proto != proto_id::ll128,
            tag + ": the automatic choice took LL128 over host memory");
+    // Every step crosses PCIe: the machine's preset is a PCIe one.
+    expect(comms[0].profile().intra.kind == tune::link_kind::pcie &&
+               comms[0].profile_origin().find("built-in preset pcie_gen") != std::string::npos,
+           tag + ": priced with " + comms[0].profile_origin() + ", not a PCIe preset");
     std::string msg;
     float* d = nullptr;
     CUDA_OK(cudaMalloc(&d, 1024 * sizeof(float)));
@@ -760,6 +796,7 @@ int main(int argc, char** argv) {
         if (P == 2 && S == 4) graph_case(comms, 1031, 10, cudaStreamCaptureModeGlobal);
         if (P >= 2) fused_case(comms, (std::size_t(1) << 18) + 5);
       }
+    profile_cases();
     host_region_cases();
     ipc_case();
     failure_case(true);

@@ -81,6 +81,7 @@
 #include <collx/transport/mesh.hpp>
 #include <collx/transport/multimem.hpp>
 #include <collx/transport/window_registry.hpp>
+#include <collx/tune/gpu_profile.hpp>
 #include <collx/tune/mesh_problem.hpp>
 #include <collx/tune/model.hpp>
 #include <collx/tune/presets.hpp>
@@ -100,6 +101,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -179,9 +181,14 @@ struct options {
   std::array<std::uint32_t, proto::channel_count> slot_bytes = comm_options{}.slot_bytes;
   /// Every wait of a kernel gives up after this long (then error() says timeout).
   std::uint64_t timeout_ms = 30'000;
-  /// What the automatic choice prices variants with (tune/presets.hpp). With
-  /// host regions a PCIe preset describes the path better than the default.
-  tune::profile profile = tune::h100_nvswitch;
+  /// What the automatic choice prices variants with, where set; else
+  /// tune_file, else COLLX_GPU_TUNE_FILE (`preset:NAME` or a GPU profile
+  /// file), else the built-in preset for the machine the group finds: PCIe
+  /// for host regions or GPUs without NVLink between every pair, h100_nvswitch
+  /// or a100_nvswitch on NVLink (tune/gpu_profile.hpp).
+  /// communicator::profile_origin() says which.
+  std::optional<tune::profile> profile;
+  std::string tune_file;
   /// Where the ranks' FIFO regions live (see region_memory).
   region_memory regions = region_memory::automatic;
   /// Every thread of a block fences before a post (true), or none does
@@ -244,6 +251,7 @@ struct group_state {
   std::vector<std::byte*> multicast_at;
   std::string multicast_refusal;
   tune::profile profile{};
+  std::string profile_origin;  // where profile comes from (profile_origin())
   /// Blocks of each launched kernel a device holds at once (kernel, device →
   /// blocks): queried once, then read on every launch; ranks of the group may
   /// launch from different threads.
@@ -385,9 +393,10 @@ class communicator {
         use_host_regions(opt.regions, missing_peer_access(g->devices), "gpu::communicator::create_group");
     if (!g->host_regions) enable_peer_access(g->devices);
     g->gpu_scope = gpu_scope_for(opt, *g);
-    g->ll128_refusal = ll128_refusal_for(*g, g->several_devices && !g->host_regions
-                                                 ? nvlink_between(bus_ids_of(g->devices), nvml_deadline(opt))
-                                                 : nvlink_verdict{true, {}});
+    const nvlink_verdict links = g->several_devices && !g->host_regions
+                                     ? nvlink_between(bus_ids_of(g->devices), nvml_deadline(opt))
+                                     : nvlink_verdict{true, {}};
+    g->ll128_refusal = ll128_refusal_for(*g, links);
     report_ll128("gpu::communicator::create_group", g->ll128_refusal);
     g->view.layout = layout_for(g->nranks, opt, g->stripes);
     make_multicast(*g, opt);
@@ -427,7 +436,13 @@ class communicator {
     }
     g->timeout_ns = opt.timeout_ms * 1'000'000ull;
     g->fence_each_thread = fences_of(opt);
-    g->profile = opt.profile;
+    std::vector<int> distinct = g->devices;
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    int sm_major = sm_major_of(distinct[0]);
+    for (int d : distinct) sm_major = std::min(sm_major, sm_major_of(d));
+    price_with(*g, opt, static_cast<int>(distinct.size()), links.all, sm_major,
+               "gpu::communicator::create_group");
     std::vector<communicator> out;
     for (int r = 0; r < g->nranks; ++r) out.push_back(communicator(g, r));
     return out;
@@ -445,6 +460,12 @@ class communicator {
   region_handle region_sharing() const { return live().region_sharing; }
   /// Whether this group's steps are ordered at GPU scope (memory_scope).
   bool gpu_scope() const { return live().gpu_scope; }
+  /// The profile the automatic choice prices with, and where it comes from
+  /// (options::profile, a preset or file named by options::tune_file or
+  /// COLLX_GPU_TUNE_FILE, or the built-in preset for this machine, and why).
+  const tune::profile& profile() const { return live().profile; }
+  const std::string& profile_origin() const { return live().profile_origin; }
+
   /// Whether nvls's reductions and stores go through an NVSwitch multicast
   /// object (multicast_mode); why_no_multicast() says why not.
   bool multicast() const { return static_cast<bool>(live().multicast_memory); }
@@ -871,6 +892,40 @@ class communicator {
       return "LL128 needs 128-byte stores that arrive whole; across GPUs that holds on NVLink only, and " +
              links.why;
     return {};
+  }
+
+  /// The profile group g prices with (tune/gpu_profile.hpp): options::profile
+  /// where set, else what options::tune_file or COLLX_GPU_TUNE_FILE names,
+  /// else the preset for the machine g found (its `gpus` distinct GPUs, all
+  /// joined by NVLink or not, host regions, multicast, and `sm_major`, the
+  /// lowest compute capability among them). COLLX_DEBUG=1 prints it where
+  /// `op` is set.
+  static void price_with(detail::group_state& g, const options& opt, int gpus, bool all_nvlink, int sm_major,
+                         const char* op) {
+    if (opt.profile) {
+      g.profile = *opt.profile;
+      g.profile_origin = "gpu::options::profile";
+    } else {
+      tune::gpu_machine m;
+      m.gpus = gpus;
+      m.host_regions = g.host_regions;
+      m.all_nvlink = all_nvlink;
+      m.multicast = static_cast<bool>(g.multicast_memory);
+      m.sm_major = sm_major;
+      const tune::active_profile a = tune::resolve_gpu_profile(opt.tune_file, m, tune::this_machine());
+      g.profile = a.model;
+      g.profile_origin = a.origin;
+    }
+    if (op != nullptr && collx::detail::debug_enabled())
+      std::fprintf(stderr, "collx: %s: the automatic choice prices with %s\n", op, g.profile_origin.c_str());
+  }
+
+  /// The major compute capability of GPU `device`.
+  static int sm_major_of(int device) {
+    int major = 0;
+    check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
+          "cudaDeviceGetAttribute(compute capability)");
+    return major;
   }
 
   /// COLLX_DEBUG=1: says why a new group excludes LL128.

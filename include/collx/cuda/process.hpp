@@ -375,7 +375,14 @@ struct process_access {
     g->view.abort = g->abort_dev;
     g->timeout_ns = opt.timeout_ms * 1'000'000ull;
     g->fence_each_thread = communicator::fences_of(opt);
-    g->profile = opt.profile;
+    std::vector<std::string> distinct = bus_ids;
+    std::sort(distinct.begin(), distinct.end());
+    const int gpus = static_cast<int>(std::unique(distinct.begin(), distinct.end()) - distinct.begin());
+    // The lowest compute capability of the ranks' GPUs, so that with the
+    // facts agreed above every rank takes the same preset.
+    const auto majors = all_of<int>(s, communicator::sm_major_of(device));
+    const int sm_major = *std::min_element(majors.begin(), majors.end());
+    communicator::price_with(*g, opt, gpus, agreed.all, sm_major, rank == 0 ? op : nullptr);
     g->mappings = keep;
     attach_windows(*g, std::make_shared<bootstrap::session>(std::move(s)), device);
     return communicator(std::move(g), rank);

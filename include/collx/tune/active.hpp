@@ -64,6 +64,19 @@ COLLX_COLD inline std::string default_profile_path() {
   return {};
 }
 
+/// The preset named `n` (tune/presets.hpp); where there is none, throws
+/// collx::error (invalid_argument) saying `what` asked for it and listing
+/// the presets.
+COLLX_COLD inline const profile& preset_or_throw(const std::string& n, const std::string& what) {
+  const profile* p = find_preset(n.c_str());
+  if (p == nullptr) {
+    std::string names;
+    for (const named_preset& x : presets) names += std::string(names.empty() ? "" : ", ") + x.name;
+    throw_error(status::invalid_argument, what + ": no preset named '" + n + "' (presets: " + names + ")");
+  }
+  return *p;
+}
+
 /// Resolves `setting` (comm_options::tune_file; empty: COLLX_TUNE_FILE, then
 /// the default location) to a profile without caching; `builtin` and
 /// `builtin_name` are the transport's preset. Throws collx::error as above.
@@ -86,14 +99,7 @@ COLLX_COLD inline active_profile resolve_profile(std::string setting, const prof
     return {builtin, std::string("built-in preset ") + builtin_name + " (COLLX_TUNE_FILE=builtin)"};
   if (setting.rfind("preset:", 0) == 0) {
     const std::string n = setting.substr(7);
-    const profile* p = find_preset(n.c_str());
-    if (p == nullptr) {
-      std::string names;
-      for (const named_preset& x : presets) names += std::string(names.empty() ? "" : ", ") + x.name;
-      throw_error(status::invalid_argument,
-                  "tuner profile '" + setting + "': no preset named '" + n + "' (presets: " + names + ")");
-    }
-    return {*p, "preset " + n};
+    return {preset_or_throw(n, "tuner profile '" + setting + "'"), "preset " + n};
   }
   profile_doc d = load_profile(setting);
   if (!d.machine.same_topology(here))
