@@ -12,7 +12,8 @@
 // library, or with fewer GPUs than ranks, it says so and exits 77 (NCCL
 // refuses two ranks on one GPU). NCCL chooses its own algorithm and protocol:
 // NCCL_ALGO / NCCL_PROTO in the environment name them, as for nccl-tests.
-// float32 sum; no CUDA graphs.
+// float32 sum; no CUDA graphs. A stream that makes no progress within
+// COLLX_TIMEOUT seconds (default 120) aborts every communicator and fails.
 #include "perf_cuda.hpp"
 
 #include <collx/cuda/check.hpp>
@@ -21,11 +22,13 @@
 #include <dlfcn.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace collx;
@@ -52,6 +55,7 @@ struct nccl_api {
   decltype(&ncclGetErrorString) error_string = nullptr;
   decltype(&ncclCommInitAll) comm_init_all = nullptr;
   decltype(&ncclCommDestroy) comm_destroy = nullptr;
+  decltype(&ncclCommAbort) comm_abort = nullptr;
   decltype(&ncclCommGetAsyncError) comm_async_error = nullptr;
   decltype(&ncclGroupStart) group_start = nullptr;
   decltype(&ncclGroupEnd) group_end = nullptr;
@@ -84,6 +88,7 @@ struct nccl_api {
     find(error_string, "ncclGetErrorString");
     find(comm_init_all, "ncclCommInitAll");
     find(comm_destroy, "ncclCommDestroy");
+    find(comm_abort, "ncclCommAbort");
     find(comm_async_error, "ncclCommGetAsyncError");
     find(group_start, "ncclGroupStart");
     find(group_end, "ncclGroupEnd");
@@ -199,10 +204,35 @@ int main(int argc, char** argv) {
         nccl.check(nccl.group_end(), "ncclGroupEnd");
       }
     };
+    // Every wait has a deadline: a stream that makes no progress within
+    // COLLX_TIMEOUT seconds (default 120), or a communicator that reports an
+    // error, aborts every communicator (which ends their kernels) and fails.
+    const char* t = std::getenv("COLLX_TIMEOUT");
+    const double timeout_s = t != nullptr && std::atof(t) > 0 ? std::atof(t) : 120.0;
+    auto abort_all = [&](const std::string& why) {
+      for (ncclComm_t c : comms) (void)nccl.comm_abort(c);
+      comms.clear();
+      throw std::runtime_error(why + "; every NCCL communicator aborted");
+    };
     calls.wait_all = [&] {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
       for (int r = 0; r < P; ++r) {
         gpu::check(cudaSetDevice(b[r].device), "cudaSetDevice");
-        gpu::check(cudaStreamSynchronize(b[r].stream), "cudaStreamSynchronize");
+        for (;;) {
+          const cudaError_t q = cudaStreamQuery(b[r].stream);
+          if (q != cudaErrorNotReady) {
+            gpu::check(q, "cudaStreamQuery");
+            break;
+          }
+          ncclResult_t async = ncclSuccess;
+          nccl.check(nccl.comm_async_error(comms[r], &async), "ncclCommGetAsyncError");
+          if (async != ncclSuccess && async != ncclInProgress)
+            abort_all("rank " + std::to_string(r) + ": a collective failed: " + nccl.error_string(async));
+          if (std::chrono::steady_clock::now() > deadline)
+            abort_all("rank " + std::to_string(r) + "'s stream made no progress within " +
+                      std::to_string(timeout_s) + " s (COLLX_TIMEOUT)");
+          std::this_thread::yield();
+        }
         ncclResult_t async = ncclSuccess;
         nccl.check(nccl.comm_async_error(comms[r], &async), "ncclCommGetAsyncError");
         nccl.check(async, "a collective failed");

@@ -575,11 +575,11 @@ class communicator {
   /// windows and which of those are bound to a multicast object, and whether
   /// the switch computes op on T. Only what is the same on every rank where
   /// the ranks' calls are valid (registration is all or none), so that every
-  /// rank chooses alike; in place is not (see call_with).
+  /// rank chooses alike; in place is not (see facts_of).
   template <coll C, class T>
   tune::mesh_call call_of(const T* send, const T* recv, std::size_t count, reduce_op op = reduce_op::sum,
                           int root = 0) const {
-    return call_with<T>(op, call_windows_of<C>(send, recv, count, root));
+    return facts_of<C>(send, recv, count, op, root);
   }
 
   /// The first failure of this rank's kernels since the group was made (ok if
@@ -1056,33 +1056,33 @@ class communicator {
     });
   }
 
-  /// The windows of this rank's call of C (windows_of). A broadcast's
-  /// non-root send is never read: its recv stands for it.
+  /// The windows of this rank's call of C (windows_of; facts, where given,
+  /// gets what they offer the choice). A broadcast's non-root send is never
+  /// read: its recv stands for it.
   template <coll C, class T>
-  transport::call_windows call_windows_of(const T* send, const T* recv, std::size_t count, int root) const {
+  transport::call_windows call_windows_of(const T* send, const T* recv, std::size_t count, int root,
+                                          tune::mesh_call* facts = nullptr) const {
     const detail::group_state& g = live();
     const std::size_t P = static_cast<std::size_t>(g.nranks);
     const std::size_t send_n = C == coll::reduce_scatter || C == coll::all_to_all ? count * P : count;
     const std::size_t recv_n = C == coll::all_gather || C == coll::all_to_all ? count * P : count;
     const bool root_only = C == coll::broadcast && rank_ != root;
     return windows_of(g, root_only ? recv : send, (root_only ? recv_n : send_n) * sizeof(T), recv,
-                      recv_n * sizeof(T));
+                      recv_n * sizeof(T), facts);
   }
 
-  /// call_of() for the call's windows w.
-  template <class T>
-  tune::mesh_call call_with(reduce_op op, const transport::call_windows& w) const {
+  /// call_of() for a call of T with operator op: its windows' facts from
+  /// call_windows_of, and whether the switch computes op on T. Not whether
+  /// the call is in place: ranks may differ in that (the kernels agree on it
+  /// from what every rank published), and a choice that followed it could
+  /// differ between ranks, whose kernels would then wait for each other
+  /// until their deadline. Priced out of place.
+  template <coll C, class T>
+  tune::mesh_call facts_of(const T* send, const T* recv, std::size_t count, reduce_op op, int root,
+                           transport::call_windows* windows = nullptr) const {
     tune::mesh_call c;
-    if (w.registered()) {
-      c.registered = true;
-      c.min_bytes = w.min_bytes;
-      c.send_bound = window_bound(w.send);
-      c.recv_bound = window_bound(w.recv);
-    }
-    // Not whether the call is in place: ranks may differ in that (the
-    // kernels agree on it from what every rank published), and a choice that
-    // followed it could differ between ranks, whose kernels would then wait
-    // for each other until their deadline. Priced out of place.
+    const transport::call_windows w = call_windows_of<C>(send, recv, count, root, &c);
+    if (windows != nullptr) *windows = w;
     c.switch_reduces = transport::switch_reduces<T>(op);
     return c;
   }
@@ -1095,8 +1095,8 @@ class communicator {
                                    ? static_cast<std::size_t>(g.nranks)
                                    : 1);
     // The call's windows decide how nvls would run it (and are what it reads).
-    const transport::call_windows windows = call_windows_of<C>(send, recv, count, root);
-    const tune::mesh_call call = call_with<T>(op, windows);
+    transport::call_windows windows{};
+    const tune::mesh_call call = facts_of<C>(send, recv, count, op, root, &windows);
     // The model prices every candidate: remember the last answer per collective.
     memo& m = memo_[static_cast<int>(C)];
     if (m.bytes != bytes || !(m.call == call)) m = {bytes, call, choose(C, bytes, call)};
@@ -1256,8 +1256,12 @@ class communicator {
 
   /// The windows of this rank's call (empty where a side is not inside a
   /// complete window of this rank): what nvls's single copy reads.
+  /// facts, where given, gets what they offer the automatic choice (one
+  /// lookup under one lock): registered, and which sides' windows have a
+  /// multicast address (what the kernel's switch path reads).
   transport::call_windows windows_of(const detail::group_state& g, const void* send, std::size_t send_bytes,
-                                     const void* recv, std::size_t recv_bytes) const {
+                                     const void* recv, std::size_t recv_bytes,
+                                     tune::mesh_call* facts = nullptr) const {
     std::lock_guard<std::mutex> hold(g.windows_lock);
     if (g.filled.empty()) return {};
     const auto me = static_cast<std::size_t>(rank_);
@@ -1266,6 +1270,12 @@ class communicator {
     const auto complete = [&](int k) { return g.filled[static_cast<std::size_t>(k)] == g.nranks; };
     if (w.registered() && (!complete(w.send) || !complete(w.recv))) return {};
     w.one_shot_bytes = tune::mesh_one_shot_bytes(g.nranks);
+    if (facts != nullptr && w.registered()) {
+      facts->registered = true;
+      facts->min_bytes = w.min_bytes;
+      facts->send_bound = g.windows.span(w.send, rank_).multicast != 0;
+      facts->recv_bound = g.windows.span(w.recv, rank_).multicast != 0;
+    }
     return w;
   }
 
