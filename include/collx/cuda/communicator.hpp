@@ -92,6 +92,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -286,6 +287,11 @@ struct group_state {
   /// nranks spans), written when a window is complete.
   static constexpr int max_windows = 256;
   mutable std::mutex windows_lock;
+  /// Set (release) once the first window is made, under windows_lock: a call
+  /// that finds it clear has no window to look up, and skips the lock. A
+  /// window is complete only once this rank has registered its part, so a
+  /// rank whose own registration set it, or came after it, sees it set.
+  std::atomic<bool> any_windows{false};
   transport::window_registry windows;
   std::vector<int> filled;
   std::vector<int> registered;
@@ -685,6 +691,7 @@ class communicator {
       g.windows = transport::window_registry(g.nranks);
       g.registered.assign(static_cast<std::size_t>(g.nranks), 0);
       g.tables.assign(static_cast<std::size_t>(g.nranks), nullptr);
+      g.any_windows.store(true, std::memory_order_release);
     }
     const int k = g.registered[static_cast<std::size_t>(rank_)];
     require(k < detail::group_state::max_windows, op, [&] {
@@ -1262,6 +1269,7 @@ class communicator {
   transport::call_windows windows_of(const detail::group_state& g, const void* send, std::size_t send_bytes,
                                      const void* recv, std::size_t recv_bytes,
                                      tune::mesh_call* facts = nullptr) const {
+    if (!g.any_windows.load(std::memory_order_acquire)) return {};  // nothing registered yet
     std::lock_guard<std::mutex> hold(g.windows_lock);
     if (g.filled.empty()) return {};
     const auto me = static_cast<std::size_t>(rank_);
