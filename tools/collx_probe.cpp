@@ -314,14 +314,17 @@ struct measured {
 
 /// γ: the bytes per second collx's own reduction kernel (the erased
 /// reducer's, the one every host collective runs) combines, sum of T, with
-/// operands of `bytes` each; the best of ten passes.
+/// operands of `bytes` each; the best of `passes` (a pass in the cache takes
+/// microseconds, so one descheduled or interrupted pass must not decide).
+constexpr int rate_passes = 200;
+
 template <class T>
 double gamma_of(std::size_t bytes) {
   const std::size_t n = bytes / sizeof(T);
   std::vector<T> a(n, T(1)), b(n, T(2)), c(n);
   const detail::erased_reducer red = detail::make_erased_reducer(dtype_of<T>, reduce_op::sum, 2);
   double best = 1e30;
-  for (int rep = 0; rep < 10; ++rep) {
+  for (int rep = 0; rep < rate_passes; ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
     red.apply<true, false, 1>(a.data(), b.data(), c.data(), nullptr, n);
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -332,11 +335,11 @@ double gamma_of(std::size_t bytes) {
 double copy_gbps(std::size_t bytes) {
   std::vector<char> a(bytes, 1), b(bytes);
   double best = 1e30;
-  for (int rep = 0; rep < 10; ++rep) {
+  for (int rep = 0; rep < rate_passes; ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
     std::memcpy(b.data(), a.data(), bytes);
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    a[std::size_t(rep)] = b[bytes - 1 - std::size_t(rep)];
+    a[std::size_t(rep) % bytes] = b[bytes - 1 - std::size_t(rep) % bytes];
   }
   return double(bytes) / best / 1e9;
 }
@@ -464,7 +467,12 @@ measured measure(const settings& s, int P, double cache_bytes, double near_cache
   pr.reduce_gbps = m.gamma_gbps["float32"];
   pr.cache_bytes = cache_bytes;
   pr.near_cache_bytes = near_cache_bytes;
-  const tune::profile_fit sf = tune::fit_profile(calls, pr);
+  // The copy rate is held at the memcpy measured above: staged nvls, which
+  // the fit needs for the barrier and the peer rate, copies into its staging
+  // buffer and out of the peers' in the same proportion at every size, so
+  // fitted it split the two at random (peer left at the start's 2.5 GB/s and
+  // copy at 14 in two runs of three, bench/results/tuner_quality_2026-12-07/).
+  const tune::profile_fit sf = tune::fit_profile(calls, pr, {.hold_copy = true});
   pr = sf.model;
   m.sweep_fit_residual = sf.rms_rel_residual;
   m.barrier_us = pr.barrier_us;
@@ -884,7 +892,7 @@ int main(int argc, char** argv) {
     // measurements it was fitted to).
     std::vector<tune::timed_call> calls;
     for (const comparison& c : cs) calls.insert(calls.end(), c.calls.begin(), c.calls.end());
-    const tune::profile_fit refit = tune::fit_profile(calls, m.model);
+    const tune::profile_fit refit = tune::fit_profile(calls, m.model, {.hold_copy = true});
     const double sweep_residual = tune::rms_rel_residual(m.model, calls);
     int refit_within = 0, refit_sizes = 0;
     for (const comparison& c : cs)

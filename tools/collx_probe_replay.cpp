@@ -61,6 +61,7 @@ struct report {
   std::vector<measurement> calls;
   tune::profile model{};
   int cpus = 0;
+  double copy_gbps_measured = 0;  // measure.copy_gbps: memcpy in the probe's process (0: not in the report)
 };
 
 std::string vname(variant_choice v) { return std::string(name(v.algo)) + "/" + name(v.proto); }
@@ -117,6 +118,8 @@ report load(const std::string& path) {
   doc.set("model", model);
   r.model = tune::from_json(doc.dump(), path).model;
   r.cpus = int(member(look_machine, "cpus").num);
+  if (const value* m = d.find("measure"))
+    if (const value* c = m->find("copy_gbps"); c != nullptr && c->num > 0) r.copy_gbps_measured = c->num;
   // A report of a version before the near cache: take it from the look.
   const value& topo = member(member(d, "look"), "cpu_topology");
   if (r.model.near_cache_bytes == 0) {
@@ -254,7 +257,10 @@ int main(int argc, char** argv) {
     const report fit_on = load_all(files[0]);
     const report judged = files.size() > 1 ? load(files[1]) : fit_on;
     const std::vector<tune::timed_call> calls = timed_calls(fit_on, fit_on.model);
-    const tune::profile_fit f = tune::fit_profile(calls, fit_on.model);
+    // As the probe refits: the copy rate held at what it measured apart.
+    tune::profile start = fit_on.model;
+    if (fit_on.copy_gbps_measured > 0) start.copy_gbps = fit_on.copy_gbps_measured;
+    const tune::profile_fit f = tune::fit_profile(calls, start, {.hold_copy = fit_on.copy_gbps_measured > 0});
     std::printf("# %s: %zu measured calls; rms relative residual: the report's profile %.3f, refitted %.3f\n",
                 files[0].c_str(), calls.size(), tune::rms_rel_residual(fit_on.model, calls),
                 f.rms_rel_residual);

@@ -176,4 +176,46 @@ TEST_CASE("fit: parameters no call exercises keep the start's values", "[tune][f
   CHECK(f.rms_rel_residual < 1e-9);
 }
 
+TEST_CASE("fit: the copy rate held, staged nvls tells the peer rate", "[tune][fit]") {
+  using namespace collx;
+  // What collx-probe's measure step times on 2 ranks: ring all_gather sweeps
+  // per protocol, ring all_reduce at 8 B, staged nvls all_gather from 8 B to
+  // 1 MiB. Staged nvls copies into its staging buffer (staged_bytes) and out
+  // of the peers' (peer_bytes) in the same proportion at every size, so these
+  // calls alone cannot tell the copy rate from the peer rate; the probe
+  // measures memcpy apart and holds it.
+  tune::profile truth = tune::shm_host;
+  truth.peer_gbps = 11.0, truth.copy_gbps = 90.0, truth.barrier_us = 0.17, truth.call_us = 0.05;
+  const int P = 2;
+  std::vector<tune::timed_call> calls;
+  auto add = [&]<class A, class Pr>(coll c, double b) {
+    tune::problem q{c, P, b};
+    calls.push_back(tune::timed<A, Pr>(q, tune::predict_us<A, Pr>(truth, q), truth));
+  };
+  for (double b = 8; b <= 16 << 20; b *= 4) {
+    add.operator()<algo::ring, proto::simple>(coll::all_gather, b);
+    add.operator()<algo::ring, proto::ll>(coll::all_gather, b);
+    add.operator()<algo::ring, proto::ll128>(coll::all_gather, b);
+  }
+  add.operator()<algo::ring, proto::simple>(coll::all_reduce, 8);
+  for (double b = 8; b <= 1 << 20; b *= 8) add.operator()<algo::nvls, proto::simple>(coll::all_gather, b);
+  int both = 0;  // the premise: staged nvls calls that copy and load peers alike
+  for (const tune::timed_call& c : calls) both += c.terms.peer_bytes > 0 && c.terms.staged_bytes > 0;
+  REQUIRE(both >= 5);
+  tune::profile start = truth;
+  start.peer_gbps = 2.5, start.barrier_us = 5, start.call_us = 1;  // far off, as a preset may be
+  const tune::profile_fit f = tune::fit_profile(calls, start, {.hold_copy = true});
+  CHECK(f.model.copy_gbps == start.copy_gbps);  // held, not fitted
+  CHECK(f.model.peer_gbps == Approx(truth.peer_gbps).epsilon(1e-6));
+  CHECK(f.model.barrier_us == Approx(truth.barrier_us).epsilon(1e-6));
+  CHECK(f.rms_rel_residual < 1e-9);
+  // Held at a wrong rate, the copies' time moves into the peer rate instead:
+  // the fit does not quietly refit the held parameter.
+  tune::profile slow_copy = start;
+  slow_copy.copy_gbps = 45.0;
+  const tune::profile_fit g = tune::fit_profile(calls, slow_copy, {.hold_copy = true});
+  CHECK(g.model.copy_gbps == 45.0);
+  CHECK(g.model.peer_gbps > truth.peer_gbps);
+}
+
 }  // namespace tune_fit_test

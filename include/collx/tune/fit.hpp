@@ -19,7 +19,12 @@
 // process): a reduction costs what it adds beyond its operand's transfer
 // (tune/model.hpp), which is not linear in the rates; the fit prices it
 // under its previous pass's rates and fits again until the rates settle
-// (at most 100 passes). Host only.
+// (at most 100 passes). The copy rate may be held the same way
+// (fit_options::hold_copy): a probe measures memcpy in its own process, and
+// the schedules it times to fit the rest may not tell copies from peer loads
+// apart (staged nvls copies into its staging buffer and out of the peers' in
+// the same proportion at every size), where the fit would split the two
+// arbitrarily. Host only.
 #pragma once
 
 #include <collx/algo/cost.hpp>
@@ -110,6 +115,13 @@ timed_call timed(const problem& q, double us, const profile& m) {
   return timed(A::cost(q.kind, q.nranks, q.bytes, {q.chunks[ch], q.single_copy, q.peer_buffer_bytes}), ch, q,
                us, m);
 }
+
+/// What fit_profile holds at start's values instead of fitting.
+struct fit_options {
+  /// copy_gbps (staged and local copies): priced at start's rate and taken
+  /// off the measured times, as γ always is.
+  bool hold_copy = false;
+};
 
 /// A fitted profile and how well it explains the calls.
 struct profile_fit {
@@ -217,7 +229,7 @@ inline std::vector<double> nnls(const std::vector<double>& A, const std::vector<
 // One linear fit: every parameter but γ (start's, measured apart), with the
 // reductions' time priced under `rates` and taken off the measured times.
 inline profile_fit fit_once(const std::vector<timed_call>& calls, const profile& start,
-                            const profile& rates) {
+                            const profile& rates, const fit_options& opt) {
   constexpr std::size_t C = proto::channel_count;
   // Columns: α[C], 1/bw[C], oversubscribed step[C] (steps and barriers when
   // ranks outnumber CPUs), then the scalars below (start's cache sizes are kept).
@@ -240,7 +252,10 @@ inline profile_fit fit_once(const std::vector<timed_call>& calls, const profile&
     const double kb = (c.cpu_share > 0 && c.cpu_share < 1 ? 1 / c.cpu_share : 1) / 1e3;  // per byte
     row[C + ch] = (t.bytes_sent + c.fill_bytes) * kb;
     row[c.single_copy ? single : peer] = t.peer_bytes * kb;
-    row[copy] = (t.staged_bytes + t.local_bytes) * kb;
+    const double copied = (t.staged_bytes + t.local_bytes) * kb;
+    double held_us = 0;  // what the held rates price, taken off the measured time
+    if (!opt.hold_copy) row[copy] = copied;
+    else if (copied > 0 && start.copy_gbps > 0) held_us += copied / start.copy_gbps;
     const double touched = algo::touched_bytes(t);
     row[memory] = c.miss * touched * kb;
     row[near] = c.near_miss * touched * kb;
@@ -252,7 +267,7 @@ inline profile_fit fit_once(const std::vector<timed_call>& calls, const profile&
     reduced_only.peer_bytes = t.peer_bytes;
     const prediction pr =
         price_one_node(rates, reduced_only, {c.channel, c.oversubscribed, 0, 0, c.cpu_share, c.single_copy});
-    b[i] = (c.us - pr.reduction_us) * w;
+    b[i] = (c.us - pr.reduction_us - held_us) * w;
   }
   // Unit columns, so that steps (~1) and kilobytes (~1e4) weigh alike.
   std::array<double, n> norm{};
@@ -310,15 +325,16 @@ inline double rms_rel_residual(const profile& p, const std::vector<timed_call>& 
 
 /// Fits a one-node profile to `calls` (see the header comment); parameters
 /// that no call exercises, or that come out 0 (an infinite rate), keep
-/// `start`'s values. The link is the fastest protocol's α and bandwidth, the
-/// other protocols offsets and shares of them.
-inline profile_fit fit_profile(const std::vector<timed_call>& calls, const profile& start) {
+/// `start`'s values, and so do those `opt` holds. The link is the fastest
+/// protocol's α and bandwidth, the other protocols offsets and shares of them.
+inline profile_fit fit_profile(const std::vector<timed_call>& calls, const profile& start,
+                               const fit_options& opt = {}) {
   // The reductions' time depends on the fitted rates (what a reduction adds
   // beyond its operand's transfer): fit again under the last fit's rates
   // until they settle.
-  profile_fit f = fit_detail::fit_once(calls, start, start);
+  profile_fit f = fit_detail::fit_once(calls, start, start, opt);
   for (int pass = 0; pass < 100; ++pass) {
-    profile_fit next = fit_detail::fit_once(calls, start, f.model);
+    profile_fit next = fit_detail::fit_once(calls, start, f.model, opt);
     bool settled =
         std::fabs(next.model.peer_gbps - f.model.peer_gbps) <= 1e-12 * f.model.peer_gbps &&
         std::fabs(next.model.single_copy_gbps - f.model.single_copy_gbps) <= 1e-12 * f.model.single_copy_gbps;
