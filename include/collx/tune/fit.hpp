@@ -228,8 +228,8 @@ inline std::vector<double> nnls(const std::vector<double>& A, const std::vector<
 
 // One linear fit: every parameter but γ (start's, measured apart), with the
 // reductions' time priced under `rates` and taken off the measured times.
-inline profile_fit fit_once(const std::vector<timed_call>& calls, const profile& start,
-                            const profile& rates, const fit_options& opt) {
+inline profile_fit fit_once(const std::vector<timed_call>& calls, const profile& start, const profile& rates,
+                            const fit_options& opt) {
   constexpr std::size_t C = proto::channel_count;
   // Columns: α[C], 1/bw[C], oversubscribed step[C] (steps and barriers when
   // ranks outnumber CPUs), then the scalars below (start's cache sizes are kept).
