@@ -20,8 +20,9 @@
 //            per-call cost: ring all_reduce 8 B (twice all_gather's steps);
 //            oversubscribed step and call: ring and direct all_gather 16 B
 //              on 2×CPUs ranks (≤ 8);
-//          in this process: γ per dtype (c = a + b, one thread, 8 MiB), copy
-//          bandwidth (memcpy 16 MiB).
+//          in this process: γ per dtype (c = a + b, one thread) and copy
+//          bandwidth (memcpy), 256 KiB operands in the cache, the best of
+//          200 passes; the fit holds both (tune::fit_options::hold_copy).
 // compute  tune::explain (the model's prediction per variant) under the
 //          measured profile.
 // compare  per collective, rank count and size: every candidate variant run
