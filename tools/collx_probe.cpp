@@ -258,7 +258,11 @@ double median(std::vector<double> v) {
 /// and large ones run separately, with iteration counts that keep both short,
 /// and, with the measured choice of `online` candidates, enough untimed
 /// calls per size for its exploration. `variants`, where given, gets what the
-/// last runs reported they ran.
+/// last runs reported they ran. Small sizes take 500 untimed calls and the
+/// mean of 1000: a run's first few hundred calls are slower (ring all_gather
+/// 8 B on 2 ranks, the first size of a run: 1.08-1.18 µs as the mean of 200
+/// after 20, 0.72-0.78 as the mean of 1000 after 500, the sizes after it
+/// 0.65-0.74 either way), and 1,500 calls of ≤ 64 KiB take milliseconds.
 std::map<double, double> timed(const settings& s, const std::string& env, const std::string& args, double lo,
                                double hi, double factor, int reps, int online = 0,
                                std::string* variants = nullptr) {
@@ -273,7 +277,7 @@ std::map<double, double> timed(const settings& s, const std::string& env, const 
   for (int i = 0; i < reps; ++i) {
     if (lo <= split) {
       std::snprintf(range, sizeof range, " -b %.0f -e %.0f -f %g -n %d -w %d", lo, std::min(hi, split),
-                    factor, s.quick ? 50 : 200, warmup(s.quick ? 5 : 20, split));
+                    factor, s.quick ? 50 : 1000, warmup(s.quick ? 5 : 500, split));
       const perf_run r = run_perf(s, env, args + range);
       for (auto [b, t] : r.us) all[b].push_back(t);
       if (variants != nullptr) *variants = r.variants;
