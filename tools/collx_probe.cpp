@@ -22,7 +22,8 @@
 //              on 2×CPUs ranks (≤ 8);
 //          in this process: γ per dtype (c = a + b, one thread) and copy
 //          bandwidth (memcpy), 256 KiB operands in the cache, the best of
-//          200 passes; the fit holds both (tune::fit_options::hold_copy).
+//          200 passes; the fit holds both (γ always, copy by
+//          tune::fit_options::hold_copy).
 // compute  tune::explain (the model's prediction per variant) under the
 //          measured profile.
 // compare  per collective, rank count and size: every candidate variant run

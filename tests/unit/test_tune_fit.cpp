@@ -216,6 +216,11 @@ TEST_CASE("fit: the copy rate held, staged nvls tells the peer rate", "[tune][fi
   const tune::profile_fit g = tune::fit_profile(calls, slow_copy, {.hold_copy = true});
   CHECK(g.model.copy_gbps == 45.0);
   CHECK(g.model.peer_gbps > truth.peer_gbps);
+  // Nothing to hold: refused, not priced at nothing.
+  tune::profile no_copy = start;
+  no_copy.copy_gbps = 0;
+  CHECK_THROWS_WITH(tune::fit_profile(calls, no_copy, {.hold_copy = true}),
+                    Catch::Contains("hold_copy needs the start profile's copy_gbps"));
 }
 
 }  // namespace tune_fit_test

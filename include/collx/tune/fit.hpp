@@ -28,6 +28,7 @@
 #pragma once
 
 #include <collx/algo/cost.hpp>
+#include <collx/error.hpp>
 #include <collx/proto/list.hpp>
 #include <collx/tune/model.hpp>
 
@@ -255,7 +256,7 @@ inline profile_fit fit_once(const std::vector<timed_call>& calls, const profile&
     const double copied = (t.staged_bytes + t.local_bytes) * kb;
     double held_us = 0;  // what the held rates price, taken off the measured time
     if (!opt.hold_copy) row[copy] = copied;
-    else if (copied > 0 && start.copy_gbps > 0) held_us += copied / start.copy_gbps;
+    else held_us += copied / start.copy_gbps;  // > 0: fit_profile checks
     const double touched = algo::touched_bytes(t);
     row[memory] = c.miss * touched * kb;
     row[near] = c.near_miss * touched * kb;
@@ -327,8 +328,12 @@ inline double rms_rel_residual(const profile& p, const std::vector<timed_call>& 
 /// that no call exercises, or that come out 0 (an infinite rate), keep
 /// `start`'s values, and so do those `opt` holds. The link is the fastest
 /// protocol's α and bandwidth, the other protocols offsets and shares of them.
+/// Errors: invalid_argument where opt holds a rate that start does not have
+/// (a copy rate that is not positive would price every copy at nothing).
 inline profile_fit fit_profile(const std::vector<timed_call>& calls, const profile& start,
                                const fit_options& opt = {}) {
+  require(!opt.hold_copy || start.copy_gbps > 0, "tune::fit_profile",
+          "hold_copy needs the start profile's copy_gbps (> 0), got " + std::to_string(start.copy_gbps));
   // The reductions' time depends on the fitted rates (what a reduction adds
   // beyond its operand's transfer): fit again under the last fit's rates
   // until they settle.
