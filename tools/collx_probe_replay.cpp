@@ -10,6 +10,8 @@
 //   --judge-profile FILE|preset:NAME               also judge that profile (a saved
 //                                                  profile, or a built-in preset) on JUDGE
 //   --worst N                                      also the N worst-explained calls
+//   --caches NEAR,LAST                             refit with these cache sizes (node
+//                                                  totals, e.g. 2M,32M) instead of the report's
 //
 // Reads the compared measurements of `collx-probe --json` reports (every
 // variant at every size), prices them with the current model
@@ -208,7 +210,7 @@ report load_all(const std::string& list) {
   bool first = true;
   for (const std::string& path : cli::split(list)) {
     report r = load(path);
-    if (first) all.model = r.model, all.cpus = r.cpus;
+    if (first) all.model = r.model, all.cpus = r.cpus, all.copy_gbps_measured = r.copy_gbps_measured;
     else if (r.cpus != all.cpus) throw std::runtime_error(path + " was measured on another number of CPUs");
     all.calls.insert(all.calls.end(), r.calls.begin(), r.calls.end());
     first = false;
@@ -231,19 +233,26 @@ tune::profile profile_named(const std::string& spec) {
 
 constexpr const char* usage_line =
     "usage: collx-probe-replay FIT.json[,MORE.json...] [JUDGE.json] [--rows] [--worst N]\n"
-    "                          [--judge-profile FILE|preset:NAME]\n";
+    "                          [--judge-profile FILE|preset:NAME] [--caches NEAR,LAST]\n";
 
 int main(int argc, char** argv) {
   std::vector<std::string> files;
   std::string other;
   int worst = 0;
   bool rows = false;
+  double near_cache = -1, last_cache = -1;  // --caches (-1: the report's)
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--worst" && i + 1 < argc) worst = std::atoi(argv[++i]);
     else if (a == "--judge-profile" && i + 1 < argc) other = argv[++i];
     else if (a == "--rows") rows = true;
-    else if (!a.empty() && a[0] != '-') files.push_back(a);
+    else if (a == "--caches" && i + 1 < argc) {
+      const std::vector<std::string> v = cli::split(argv[++i]);
+      if (v.size() != 2 || !cli::parse_size(v[0], near_cache) || !cli::parse_size(v[1], last_cache)) {
+        std::fprintf(stderr, "collx-probe-replay: --caches needs NEAR,LAST sizes, got '%s'\n", argv[i]);
+        return 2;
+      }
+    } else if (!a.empty() && a[0] != '-') files.push_back(a);
     else {
       std::fprintf(stderr, "%s", usage_line);
       return 2;
@@ -254,7 +263,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    const report fit_on = load_all(files[0]);
+    report fit_on = load_all(files[0]);
+    if (last_cache >= 0) {
+      fit_on.model.near_cache_bytes = near_cache, fit_on.model.cache_bytes = last_cache;
+      std::printf("# refitting with the caches given: near %s, last level %s\n",
+                  cli::human(near_cache).c_str(), cli::human(last_cache).c_str());
+    }
     const report judged = files.size() > 1 ? load(files[1]) : fit_on;
     const std::vector<tune::timed_call> calls = timed_calls(fit_on, fit_on.model);
     // As the probe refits: the copy rate held at what it measured apart.
