@@ -23,7 +23,12 @@
 //          in this process: γ per dtype (c = a + b, one thread) and copy
 //          bandwidth (memcpy), 256 KiB operands in the cache, the best of
 //          200 passes; the fit holds both (γ always, copy by
-//          tune::fit_options::hold_copy).
+//          tune::fit_options::hold_copy);
+//          the cache sizes the model prices: memcpy by one pinned thread per
+//          CPU over working sets from 64 KiB to 4× the look's last level
+//          (256 MiB to 1 GiB), fitted in the model's own form
+//          (tools/probe_caches.hpp, tune/cache_fit.hpp); --look-caches takes
+//          the look's sizes instead.
 // compute  tune::explain (the model's prediction per variant) under the
 //          measured profile.
 // compare  per collective, rank count and size: every candidate variant run
@@ -46,6 +51,7 @@
 #include "cli.hpp"
 #include "cpu_contention.hpp"
 #include "line_latency.hpp"
+#include "probe_caches.hpp"
 #include "probe_look.hpp"
 #include "probe_problem.hpp"
 #include "probe_svg.hpp"
@@ -87,6 +93,7 @@ constexpr const char* usage_text =
     "usage: collx-probe [--colls LIST] [--ranks LIST] [-b MIN -e MAX -f FACTOR] [--repeats N]\n"
     "                   [--online N] [--quick] [--json] [--save [FILE]] [--sweep-profile] [--plot PREFIX] "
     "[--perf PATH]\n"
+    "                   [--look-caches]\n"
     "  look at this machine, measure the model's parameters on local process ranks,\n"
     "  compare the model's predictions and the tuner's picks with measured times.\n"
     "  --colls     collectives to compare (default all_reduce; all_reduce, all_gather,\n"
@@ -105,7 +112,8 @@ constexpr const char* usage_text =
     "              refitted to every compared measurement at once (the default: it\n"
     "              predicted other runs better, bench/results/tuner_quality_notes.md)\n"
     "  --plot      write PREFIX_<collective>_<ranks>.svg: measured and predicted time per variant\n"
-    "  --perf      the collx-perf binary (default: next to this one)\n";
+    "  --perf      the collx-perf binary (default: next to this one)\n"
+    "  --look-caches  price the cache sizes the look reports (hwloc) instead of measuring them\n";
 
 int bad(const std::string& what) {
   std::fprintf(stderr, "collx-probe: %s\n%s", what.c_str(), usage_text);
@@ -119,6 +127,7 @@ struct settings {
   int repeats = 3;
   int online = 6;  // the measured choice's candidates (COLLX_TUNE_ONLINE); 0: not compared
   bool quick = false, json = false, save = false, refit = true;
+  bool look_caches = false;  // the look's cache sizes instead of measured ones
   std::string save_path, perf, plot;
 };
 
@@ -490,6 +499,64 @@ measured measure(const settings& s, int P, double cache_bytes, double near_cache
   return m;
 }
 
+/// The cache sizes the model prices: measured, or the look's.
+struct cache_choice {
+  probe::cache_sweep sweep;  // empty with --look-caches
+  double last = 0, near = 0;
+  std::string source;  // what decided them
+};
+
+/// Measures the caches unless --look-caches. A level the sweep did not show
+/// keeps the look's size where that lies beyond the sweep; inside the sweep
+/// the sweep contradicts it and the level is left out (0).
+cache_choice choose_caches(const settings& s, const probe::topology& t) {
+  cache_choice c;
+  c.last = t.llc_bytes, c.near = t.near_cache_bytes;
+  if (s.look_caches) {
+    c.source = "look";
+    return c;
+  }
+  constexpr double MiB = 1024.0 * 1024;
+  double max_ws = std::clamp(4 * t.llc_bytes, 256 * MiB, 1024 * MiB);
+  const double mem = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  if (mem > 0) max_ws = std::min(max_ws, mem / 8);
+  progress("measuring the caches (memcpy by one thread per CPU, working sets 64 KiB to " +
+           cli::human(max_ws) + ")");
+  c.sweep = probe::measure_caches(max_ws);
+  const tune::cache_levels& l = c.sweep.levels;
+  const double seen = c.sweep.points.back().working_set / 2;  // the largest level a sweep can show
+  c.last = l.last_bytes > 0 ? l.last_bytes : t.llc_bytes > seen ? t.llc_bytes : 0;
+  c.near = l.near_bytes > 0 ? l.near_bytes : t.near_cache_bytes < c.last ? t.near_cache_bytes : 0;
+  c.source = "measured";
+  return c;
+}
+
+value caches_json(const cache_choice& c, const probe::topology& t) {
+  value o = value::object();
+  o.set("source", c.source);
+  o.set("look_near_bytes", t.near_cache_bytes);
+  o.set("look_last_bytes", t.llc_bytes);
+  if (c.source == "measured") {
+    const tune::cache_levels& l = c.sweep.levels;
+    o.set("threads", c.sweep.threads);
+    o.set("seconds", c.sweep.seconds);
+    o.set("near_bytes", l.near_bytes);
+    o.set("last_bytes", l.last_bytes);
+    o.set("in_gbps", l.in_gbps);
+    o.set("near_gbps", l.near_gbps);
+    o.set("mem_gbps", l.mem_gbps);
+    o.set("rms_rel_residual", l.rms_rel_residual);
+    value& pts = o.set("points", value::array());
+    for (const tune::cache_point& p : c.sweep.points) {
+      value x = value::array();
+      x.push(p.working_set);
+      x.push(p.gbps);
+      pts.push(x);
+    }
+  }
+  return o;
+}
+
 // ---- compare ------------------------------------------------------------------
 
 struct size_row {
@@ -712,7 +779,8 @@ void print_profile(const tune::profile& r) {
               r.near_gbps > 0 ? "" : " (no near-cache term)");
 }
 
-void print_tables(const probe::topology& t, const measured& m, const std::vector<comparison>& cs, int P) {
+void print_tables(const probe::topology& t, const cache_choice& cc, const measured& m,
+                  const std::vector<comparison>& cs, int P) {
   std::printf("# collx-probe — look\n");
   for (const std::string& l : t.lines) std::printf("  %s\n", l.c_str());
   if (!line_samples.empty()) {
@@ -741,6 +809,22 @@ void print_tables(const probe::topology& t, const measured& m, const std::vector
   for (auto& [d, g] : m.gamma_gbps) std::printf(" %s %.2f", d.c_str(), g);
   std::printf("  (the model uses float32's); oversubscribed step %s\n",
               m.oversub_measured ? "measured" : "not measured: shm_host's");
+  if (cc.source == "measured") {
+    const tune::cache_levels& l = cc.sweep.levels;
+    std::printf(
+        "  caches (memcpy by %d threads at once, %zu working sets, %.1f s; fit residual %.1f %%): near %s, "
+        "last level %s (the look reported %s and %s)\n",
+        cc.sweep.threads, cc.sweep.points.size(), cc.sweep.seconds, 100 * l.rms_rel_residual,
+        l.near_bytes > 0 ? cli::human(l.near_bytes).c_str() : "none seen",
+        l.last_bytes > 0 ? cli::human(l.last_bytes).c_str() : "none seen",
+        cli::human(t.near_cache_bytes).c_str(), cli::human(t.llc_bytes).c_str());
+    std::printf("  copy GB/s: %.1f in the near cache, %.1f in the last level, %.1f from memory\n", l.in_gbps,
+                1 / (1 / l.in_gbps + (l.near_gbps > 0 ? 1 / l.near_gbps : 0)),
+                1 / (1 / l.in_gbps + (l.near_gbps > 0 ? 1 / l.near_gbps : 0) +
+                     (l.mem_gbps > 0 ? 1 / l.mem_gbps : 0)));
+  } else {
+    std::printf("  caches: the look's (--look-caches)\n");
+  }
   std::printf("  the profile, fitted to every measure run at once (residual %.1f %%):\n",
               100 * m.sweep_fit_residual);
   print_profile(m.model);
@@ -793,6 +877,8 @@ int main(int argc, char** argv) {
         s.refit = true;
       } else if (a == "--sweep-profile") {
         s.refit = false;
+      } else if (a == "--look-caches") {
+        s.look_caches = true;
       } else if (a == "--quick") {
         s.quick = true;
       } else if (a == "--json") {
@@ -862,7 +948,8 @@ int main(int argc, char** argv) {
   try {
     const probe::topology t = probe::look();
     const int P = s.ranks.front();
-    const measured m = measure(s, P, t.llc_bytes, t.near_cache_bytes);
+    const cache_choice cc = choose_caches(s, t);
+    const measured m = measure(s, P, cc.last, cc.near);
     tune::profile_doc doc;
     doc.model = m.model;
     doc.machine = t.machine;
@@ -880,6 +967,7 @@ int main(int argc, char** argv) {
     evidence.set("cache_bytes", m.cache_bytes);
     evidence.set("near_cache_bytes", m.near_cache_bytes);
     evidence.set("near_gbps", m.near_gbps);
+    evidence.set("caches", caches_json(cc, t));
     evidence.set("mem_gbps", m.mem_gbps);
     evidence.set("sweep_fit_rms_rel_residual", m.sweep_fit_residual);
 
@@ -994,7 +1082,7 @@ int main(int argc, char** argv) {
       if (s.save) out.set("saved", s.save_path);
       std::fputs(out.dump().c_str(), stdout);
     } else {
-      print_tables(t, m, cs, P);
+      print_tables(t, cc, m, cs, P);
       const tune::profile& r = refit.model;
       std::printf(
           "\n# compute again: one profile fitted to all %zu compared measurements (tune::fit_profile)\n",
