@@ -170,24 +170,14 @@ int far_kept = 0;     // runs kept although still in it after far_attempts
 /// that load.
 std::vector<double> contention_samples;
 
-std::vector<int> allowed_cpus() {
-  std::vector<int> v;
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
-    for (int c = 0; c < CPU_SETSIZE; ++c)
-      if (CPU_ISSET(c, &allowed)) v.push_back(c);
-  return v;
-}
-
 void sample_contention() {
-  static const std::vector<int> cpus = allowed_cpus();
+  static const std::vector<int> cpus = tools::allowed_cpus();
   if (const double share = probe::cpu_contention(cpus); share >= 0) contention_samples.push_back(share);
 }
 
 /// One sample (ns; 0 where there are fewer than two CPUs), recorded.
 double sample_line_latency() {
-  static const std::vector<int> cpus = allowed_cpus();
+  static const std::vector<int> cpus = tools::allowed_cpus();
   if (cpus.size() < 2) return 0;
   const double ns = probe::line_latency_ns(cpus[0], cpus[1], 20000);
   if (ns > 0) line_samples.push_back(ns);
@@ -504,6 +494,7 @@ struct cache_choice {
   probe::cache_sweep sweep;  // empty with --look-caches
   double last = 0, near = 0;
   std::string source;  // what decided them
+  std::string note;    // why the look's, where the measurement failed
 };
 
 /// Measures the caches unless --look-caches. A level the sweep did not show
@@ -522,7 +513,14 @@ cache_choice choose_caches(const settings& s, const probe::topology& t) {
   if (mem > 0) max_ws = std::min(max_ws, mem / 8);
   progress("measuring the caches (memcpy by one thread per CPU, working sets 64 KiB to " +
            cli::human(max_ws) + ")");
-  c.sweep = probe::measure_caches(max_ws);
+  try {
+    c.sweep = probe::measure_caches(max_ws);
+  } catch (const std::exception& e) {
+    c.source = "look";
+    c.note = std::string("the cache sweep failed: ") + e.what();
+    progress(c.note + "; pricing the look's sizes");
+    return c;
+  }
   const tune::cache_levels& l = c.sweep.levels;
   const double seen = c.sweep.points.back().working_set / 2;  // the largest level a sweep can show
   c.last = l.last_bytes > 0 ? l.last_bytes : t.llc_bytes > seen ? t.llc_bytes : 0;
@@ -534,6 +532,7 @@ cache_choice choose_caches(const settings& s, const probe::topology& t) {
 value caches_json(const cache_choice& c, const probe::topology& t) {
   value o = value::object();
   o.set("source", c.source);
+  if (!c.note.empty()) o.set("note", c.note);
   o.set("look_near_bytes", t.near_cache_bytes);
   o.set("look_last_bytes", t.llc_bytes);
   if (c.source == "measured") {
@@ -823,7 +822,7 @@ void print_tables(const probe::topology& t, const cache_choice& cc, const measur
                 1 / (1 / l.in_gbps + (l.near_gbps > 0 ? 1 / l.near_gbps : 0) +
                      (l.mem_gbps > 0 ? 1 / l.mem_gbps : 0)));
   } else {
-    std::printf("  caches: the look's (--look-caches)\n");
+    std::printf("  caches: the look's (%s)\n", cc.note.empty() ? "--look-caches" : cc.note.c_str());
   }
   std::printf("  the profile, fitted to every measure run at once (residual %.1f %%):\n",
               100 * m.sweep_fit_residual);

@@ -6,10 +6,9 @@
 // model to the load; this says so.
 #pragma once
 
-#include <collx/detail/sched_stat.hpp>
+#include "cpu_set.hpp"
 
-#include <pthread.h>
-#include <sched.h>
+#include <collx/detail/sched_stat.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -27,10 +26,7 @@ inline double cpu_contention(const std::vector<int>& cpus,
   std::vector<std::thread> ts;
   for (std::size_t i = 0; i < cpus.size(); ++i)
     ts.emplace_back([&, i] {
-      cpu_set_t s;
-      CPU_ZERO(&s);
-      CPU_SET(cpus[i], &s);
-      if (pthread_setaffinity_np(pthread_self(), sizeof s, &s) != 0) return;
+      if (!tools::pin_thread(cpus[i])) return;
       const detail::sched_sample a = detail::read_sched_sample();
       const auto until = std::chrono::steady_clock::now() + spin;
       while (std::chrono::steady_clock::now() < until) {

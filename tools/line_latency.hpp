@@ -7,8 +7,9 @@
 // ~170–270 ns from one second to the next (bench/results/slow_mode.md).
 #pragma once
 
+#include "cpu_set.hpp"
+
 #include <pthread.h>
-#include <sched.h>
 
 #include <atomic>
 #include <chrono>
@@ -23,12 +24,7 @@ namespace collx::probe {
 /// polls and gives up then, so no call waits longer than about `limit`.
 inline double line_latency_ns(int a, int b, int rounds = 100000,
                               std::chrono::milliseconds limit = std::chrono::seconds(2)) {
-  auto bind = [](int cpu) {
-    cpu_set_t s;
-    CPU_ZERO(&s);
-    CPU_SET(cpu, &s);
-    return pthread_setaffinity_np(pthread_self(), sizeof s, &s) == 0;
-  };
+  auto bind = [](int cpu) { return tools::pin_thread(cpu); };
   struct alignas(128) line {
     std::atomic<int> v{0};
   } flag;

@@ -859,29 +859,6 @@ inline sweep_buffers alloc_buffers(const options& o, int nranks) {
 }
 
 // ---------------------------------------------------------------------------
-// CPU binding
-// ---------------------------------------------------------------------------
-
-/// The CPUs this process may run on, in order.
-inline std::vector<int> allowed_cpus() {
-  std::vector<int> cpus;
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
-    for (int c = 0; c < CPU_SETSIZE; ++c)
-      if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
-  return cpus;
-}
-
-/// Binds the calling thread to one CPU; best effort.
-inline void pin_to_cpu(int cpu) {
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(cpu, &one);
-  sched_setaffinity(0, sizeof one, &one);
-}
-
-// ---------------------------------------------------------------------------
 // Results of a sweep, as rank 0 accumulates them
 // ---------------------------------------------------------------------------
 

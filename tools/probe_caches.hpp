@@ -13,10 +13,10 @@
 // pass lasts well beyond the clock's resolution.
 #pragma once
 
-#include <collx/tune/cache_fit.hpp>
+#include "cpu_set.hpp"
 
-#include <pthread.h>
-#include <sched.h>
+#include <collx/error.hpp>
+#include <collx/tune/cache_fit.hpp>
 
 #include <algorithm>
 #include <barrier>
@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -37,26 +38,14 @@ struct cache_sweep {
   double seconds = 0;  // what the sweep took
 };
 
-namespace caches_detail {
-
-/// The CPUs this process may run on, in order.
-inline std::vector<int> allowed_cpus() {
-  std::vector<int> v;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0)
-    for (int c = 0; c < CPU_SETSIZE; ++c)
-      if (CPU_ISSET(c, &set)) v.push_back(c);
-  return v;
-}
-
-}  // namespace caches_detail
-
 /// Measures the sweep with one thread per allowed CPU (at most
 /// `max_threads`) and fits it. Working sets from 64 KiB to max_ws by √2.
+/// Errors: invalid_argument where max_ws leaves fewer than 4 sizes;
+/// bad_alloc or system_error where the buffers or threads cannot be had
+/// (every thread started is joined first).
 inline cache_sweep measure_caches(double max_ws, int max_threads = 256) {
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<int> cpus = caches_detail::allowed_cpus();
+  std::vector<int> cpus = tools::allowed_cpus();
   if (cpus.empty()) cpus.push_back(-1);  // unknown: one thread, not pinned
   if (int(cpus.size()) > max_threads) cpus.resize(std::size_t(max_threads));
   const std::size_t T = cpus.size();
@@ -65,7 +54,13 @@ inline cache_sweep measure_caches(double max_ws, int max_threads = 256) {
   auto per_thread = [&](double ws) {  // bytes each thread copies: a whole number of lines
     return std::max<std::size_t>(64, std::size_t(ws / (2.0 * double(T))) / 64 * 64);
   };
+  require(sizes.size() >= 4, "collx-probe: the cache sweep",
+          "needs working sets up to at least 181 KiB, got " + std::to_string(max_ws) + " B");
   const std::size_t max_per = per_thread(sizes.back());
+  // Allocated here, so that no worker can throw; first touched by the worker
+  // that copies them (its NUMA node).
+  std::vector<std::unique_ptr<char[]>> src(T), dst(T);
+  for (std::size_t t = 0; t < T; ++t) src[t].reset(new char[max_per]), dst[t].reset(new char[max_per]);
 
   // Set by the main thread between sizes (the barrier orders them).
   std::size_t per = 0, inner = 1, passes = 0;
@@ -74,15 +69,11 @@ inline cache_sweep measure_caches(double max_ws, int max_threads = 256) {
   std::vector<std::vector<double>> took(T, std::vector<double>(passes_max));  // [thread][pass] seconds
   std::barrier sync(std::ptrdiff_t(T + 1));  // the workers and the main thread
   auto worker = [&](std::size_t t) {
-    if (cpus[t] >= 0) {
-      cpu_set_t one;
-      CPU_ZERO(&one);
-      CPU_SET(cpus[t], &one);
-      pthread_setaffinity_np(pthread_self(), sizeof one, &one);
-    }
-    const std::unique_ptr<char[]> src(new char[max_per]), dst(new char[max_per]);
-    std::memset(src.get(), int(t + 1), max_per);  // first touched by the thread that copies
-    std::memset(dst.get(), 0, max_per);
+    if (cpus[t] >= 0) tools::pin_thread(cpus[t]);  // best effort
+    char* const from = src[t].get();
+    char* const to = dst[t].get();
+    std::memset(from, int(t + 1), max_per);
+    std::memset(to, 0, max_per);
     for (;;) {
       sync.arrive_and_wait();  // the next size is set (or done)
       if (done) return;
@@ -90,8 +81,8 @@ inline cache_sweep measure_caches(double max_ws, int max_threads = 256) {
         sync.arrive_and_wait();  // every thread starts the pass together
         const auto a = std::chrono::steady_clock::now();
         for (std::size_t k = 0; k < inner; ++k) {
-          std::memcpy(dst.get(), src.get(), per);
-          src[(p + k) % per] ^= 1;  // no two copies alike: none is elided
+          std::memcpy(to, from, per);
+          from[(p + k) % per] ^= 1;  // no two copies alike: none is elided
         }
         took[t][p] = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
       }
@@ -99,7 +90,16 @@ inline cache_sweep measure_caches(double max_ws, int max_threads = 256) {
     }
   };
   std::vector<std::thread> threads;
-  for (std::size_t t = 0; t < T; ++t) threads.emplace_back(worker, t);
+  try {
+    for (std::size_t t = 0; t < T; ++t) threads.emplace_back(worker, t);
+  } catch (...) {
+    // Release the workers that started: the missing ones' arrivals, then ours.
+    done = true;
+    (void)sync.arrive(std::ptrdiff_t(T - threads.size()));
+    sync.arrive_and_wait();
+    for (std::thread& t : threads) t.join();
+    throw;
+  }
   cache_sweep r;
   r.threads = int(T);
   for (double ws : sizes) {

@@ -13,6 +13,7 @@
 // size is checked element by element against collx-perf's input data,
 // generated independently (the #wrong column). The in-place block is N/A.
 // Exit status: 0 ok, 1 a wrong copy, 2 bad command line.
+#include "cpu_set.hpp"
 #include "perf_common.hpp"
 
 #include <algorithm>
@@ -59,7 +60,7 @@ int main(int argc, char** argv) {
                                                               {/*mode=*/false, /*variant=*/false});
   if (const int rc = perf::parse_exit_status(parsed, prog, usage); rc >= 0) return rc;
 
-  if (const std::vector<int> cpus = perf::allowed_cpus(); !cpus.empty()) perf::pin_to_cpu(cpus.front());
+  if (const std::vector<int> cpus = tools::allowed_cpus(); !cpus.empty()) tools::pin_thread(cpus.front());
 
   const std::size_t elt = size_of(o.type);
   const std::vector<std::size_t> sizes = perf::sweep_sizes(o);

@@ -25,6 +25,7 @@
 // GLOO_BENCH_HOST (its address) and meets the others through the FileStore
 // directory GLOO_BENCH_STORE, which every rank must see (a shared file system,
 // or network namespaces of one host).
+#include "cpu_set.hpp"
 #include "perf_common.hpp"
 
 #include <gloo/allreduce_halving_doubling.h>
@@ -242,7 +243,7 @@ int main(int argc, char** argv) {
   }
   const std::string store_dir = tmpl;
 
-  std::vector<int> cpus = perf::allowed_cpus();
+  std::vector<int> cpus = tools::allowed_cpus();
   if (static_cast<int>(cpus.size()) < P) cpus.clear();  // oversubscribed: no binding
 
   std::fflush(nullptr);
@@ -258,7 +259,7 @@ int main(int argc, char** argv) {
     if (pid == 0) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != parent) _exit(1);
-      if (!cpus.empty()) perf::pin_to_cpu(cpus[static_cast<std::size_t>(r)]);
+      if (!cpus.empty()) tools::pin_thread(cpus[static_cast<std::size_t>(r)]);
       int rc = 1;
       try {
         rc = run_rank(o, algo, r, P, store_dir);
