@@ -508,7 +508,8 @@ cache_choice choose_caches(const settings& s, const probe::topology& t) {
     return c;
   }
   constexpr double MiB = 1024.0 * 1024;
-  double max_ws = std::clamp(4 * t.llc_bytes, 256 * MiB, 1024 * MiB);
+  // --quick is for tests (and runs under sanitizers): 64 MiB, a few tenths of a second.
+  double max_ws = s.quick ? 64 * MiB : std::clamp(4 * t.llc_bytes, 256 * MiB, 1024 * MiB);
   const double mem = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
   if (mem > 0) max_ws = std::min(max_ws, mem / 8);
   progress("measuring the caches (memcpy by one thread per CPU, working sets 64 KiB to " +
