@@ -4,7 +4,7 @@
 # how each was derived, to bench/results/tuner.md.
 #
 #   bench/calibrate.sh [--build DIR] [--repeats N]
-#   bench/calibrate.sh --quality [--hog] [--ranks LIST] [--build DIR] [--repeats N]
+#   bench/calibrate.sh --quality [--hog] [--ranks LIST] [--once] [--build DIR] [--repeats N]
 #
 # --quality: the tuner's quality bar instead. collx-probe measures this
 # machine, saves the profile and compares, for all_reduce, all_gather and
@@ -14,7 +14,12 @@
 # per collective and rank count at how many sizes the pick was within 10 % of
 # the fastest measured variant and the predicted bus bandwidth of the pick
 # within 20 % of the measured one, and MET / NOT MET against 80 % of the
-# sizes for each. --hog runs one busy loop per CPU during the probe.
+# sizes for each. Then, as the bar reads ("after collx probe --save, the
+# tuner's pick ..."), the probe runs a second time, and the profile the first
+# one saved is judged on the second one's measurements (collx-probe-replay
+# --judge-profile; the rows, then MET / NOT MET, in the report and in
+# tuner_quality[_hog].judged.txt, that run's JSON and stderr next to it);
+# --once skips that run. --hog runs one busy loop per CPU during both runs.
 # --ranks: the rank counts compared (default 2,4); a list other than the
 # default is named in the output files (tuner_quality_hog_ranks2.md).
 #
@@ -40,7 +45,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 build=build/cpu
 repeats=5
-quality=0 hog=0 ranks=2,4
+quality=0 hog=0 ranks=2,4 once=0
 while (($#)); do
   case $1 in
     --build) build=$2; shift 2 ;;
@@ -48,6 +53,7 @@ while (($#)); do
     --ranks) ranks=$2; shift 2 ;;
     --quality) quality=1; shift ;;
     --hog) hog=1; shift ;;
+    --once) once=1; shift ;;
     -h | --help) sed -n '2,36p' "$0"; exit 0 ;;
     *) echo "calibrate.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -62,12 +68,21 @@ if ((quality)); then
   trap 'bench/hog.sh stop "$hogpids"' EXIT
   if ((hog)); then bench/hog.sh start "$hogpids"; fi
   started=$(date -u '+%Y-%m-%d %H:%M UTC') load=$(cut -d' ' -f1-3 /proc/loadavg)
-  "$probe" --colls all_reduce,all_gather,reduce_scatter --ranks "$ranks" -b 8 -e 64M -f 8 --repeats "$repeats" \
-    --save "$out.profile.json" --json >"$out.raw.json" 2>"$out.stderr.txt"
+  probe_args=(--colls all_reduce,all_gather,reduce_scatter --ranks "$ranks" -b 8 -e 64M -f 8 --repeats "$repeats")
+  "$probe" "${probe_args[@]}" --save "$out.profile.json" --json >"$out.raw.json" 2>"$out.stderr.txt"
+  judged=""
+  if ((!once)); then
+    # The second run saves its own profile aside; the first one's is judged.
+    "$probe" "${probe_args[@]}" --save "$out.judge.profile.json" --json >"$out.judge.raw.json" \
+      2>"$out.judge.stderr.txt"
+    judged=$out.judged.txt
+    "$build/tools/collx-probe-replay" "$out.judge.raw.json" --judge-profile "$out.profile.json" --rows >"$judged"
+  fi
   bench/hog.sh stop "$hogpids"
-  python3 - "$out.raw.json" "$out.md" "$started" "$load" "$(git rev-parse --short HEAD)" "$repeats" "$hog" "$ranks" <<'PY'
-import json, sys
-raw, md, started, load, commit, repeats, hog, ranks = sys.argv[1:]
+  python3 - "$out.raw.json" "$out.md" "$started" "$load" "$(git rev-parse --short HEAD)" "$repeats" "$hog" "$ranks" \
+    "$judged" <<'PY'
+import json, re, sys
+raw, md, started, load, commit, repeats, hog, ranks, judged = sys.argv[1:]
 d = json.load(open(raw))
 m = d["look"]["machine"]
 lines = [f"# Tuner quality bar{' under a CPU hog' if hog == '1' else ''}", "",
@@ -109,6 +124,31 @@ for c in d["compare"]:
         details.append(f"The measured choice kept (last repeat): {c['online_variants']}.")
     details.append(f"The communicator given the saved profile ran: {c['communicator_variants']}; the model picks: {c['model_picks']}.")
 lines += ["", f"Overall: **{'MET' if all_met else 'NOT MET'}** (both criteria at 80 % of the sizes for every row)."]
+if judged:
+    # The saved profile judged on the second run: the replay's section for it.
+    text = open(judged).read()
+    heads = [h for h in re.finditer(r"^# (.*), judged on ", text, re.M)
+             if not h.group(1).startswith(("the report's profile", "refitted to"))]
+    section = text[heads[-1].start():] if heads else ""
+    section = section[:section.find("\n#", 1)] if "\n#" in section else section
+    rows = re.findall(r"^  (\w+)\s+P=(\d+): pick within 10 % at\s+(\d+) of\s+(\d+) sizes, "
+                      r"predicted busbw within 20 % at\s+(\d+)$", section, re.M)
+    lines += ["", "## The saved profile judged on a second run", "",
+              "As the bar reads: the profile the probe above saved (`--save`), under which a communicator chooses, "
+              "judged on the measurements of a second probe run right after it (same arguments; "
+              f"`collx-probe-replay {judged.split('/')[-1].replace('.judged.txt', '.judge.raw.json')} --judge-profile "
+              f"{raw.split('/')[-1].replace('.raw.json', '.profile.json')} --rows`, in `{judged.split('/')[-1]}`).", "",
+              "| collective | ranks | sizes | pick within 10 % of fastest | predicted busbw within 20 % | verdict |",
+              "|---|---:|---:|---:|---:|---|"]
+    judged_met = bool(rows)
+    for coll, P, a, n, b in rows:
+        a, n, b = int(a), int(n), int(b)
+        met = a >= 0.8 * n and b >= 0.8 * n
+        judged_met &= met
+        lines.append(f"| {coll} | {P} | {n} | {a} ({100*a/n:.0f} %) | {b} ({100*b/n:.0f} %) | "
+                     f"{'MET' if met else 'NOT MET'} |")
+    lines += ["", f"Judged on the second run: **{'MET' if judged_met else 'NOT MET'}** (both criteria at 80 % of the "
+              "sizes for every row)."]
 if online_total[1]:
     on, on_n = online_total
     lines += ["", f"The measured choice (`COLLX_TUNE_ONLINE`, comm/measured_choice.hpp: the communicator times the "

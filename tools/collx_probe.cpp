@@ -263,6 +263,10 @@ double median(std::vector<double> v) {
 /// 8 B on 2 ranks, the first size of a run: 1.08-1.18 µs as the mean of 200
 /// after 20, 0.72-0.78 as the mean of 1000 after 500, the sizes after it
 /// 0.65-0.74 either way), and 1,500 calls of ≤ 64 KiB take milliseconds.
+/// Larger sizes take 10 calls or as many as last 20 ms (collx-perf -T): ten
+/// calls of a 256 KiB all_gather on 4 ranks of 2 CPUs took 56-63 us each,
+/// 200 of them 32-33 us (how the ranks left the barrier before them, not the
+/// collective).
 std::map<double, double> timed(const settings& s, const std::string& env, const std::string& args, double lo,
                                double hi, double factor, int reps, int online = 0,
                                std::string* variants = nullptr) {
@@ -285,8 +289,8 @@ std::map<double, double> timed(const settings& s, const std::string& env, const 
     double first_large = lo;
     while (first_large <= split) first_large *= factor;
     if (first_large <= hi) {
-      std::snprintf(range, sizeof range, " -b %.0f -e %.0f -f %g -n %d -w %d", first_large, hi, factor,
-                    s.quick ? 3 : 10, warmup(s.quick ? 1 : 2, first_large));
+      std::snprintf(range, sizeof range, " -b %.0f -e %.0f -f %g -n %d -w %d -T %d", first_large, hi, factor,
+                    s.quick ? 3 : 10, warmup(s.quick ? 1 : 2, first_large), s.quick ? 0 : 20);
       const perf_run r = run_perf(s, env, args + range);
       for (auto [b, t] : r.us) all[b].push_back(t);
       if (variants != nullptr) *variants += (lo <= split ? "; " : "") + r.variants;

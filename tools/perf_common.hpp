@@ -206,6 +206,14 @@ struct options {
   /// would: peers cannot reuse copies of those lines an earlier call left in
   /// their caches, which single-copy reads of an input that never changes do.
   bool rewrite_input = false;
+  /// Each size's timed calls last at least this long (ms; 0: exactly
+  /// `iters` calls): where `iters` calls took less (the slowest rank's, so
+  /// every rank runs as many), as many as fill it are timed again. A few timed
+  /// calls of a short collective measure how the ranks leave the barrier
+  /// before them, not the collective: on 4 process ranks of 2 CPUs a 256 KiB
+  /// all_gather took 56-63 us as the mean of 10 calls and 32-33 us as the
+  /// mean of 200.
+  int min_time_ms = 0;
 };
 
 /// Which of the optional flags a program takes.
@@ -271,7 +279,7 @@ inline parse_outcome parse_command_line(int argc, char** argv, options& o, flag_
                                       {"-i", "--stepbytes"}, {"-n", "--iters"},    {"-w", "--warmup_iters"},
                                       {"-c", "--check"},     {"-o", "--op"},       {"-d", "--datatype"},
                                       {"-r", "--root"},      {"-p", "--nranks"},   {"", "--algo"},
-                                      {"", "--proto"},       {"-t", "--timing"}};
+                                      {"", "--proto"},       {"-t", "--timing"},   {"-T", "--min-time"}};
     char which = 0;
     for (const flag& f : valued) {
       if (key == f.s || key == f.l) {
@@ -301,6 +309,7 @@ inline parse_outcome parse_command_line(int argc, char** argv, options& o, flag_
         {'c', "check", 0, 1L << 30, "0 or 1", &options::check},
         {'r', "root", 0, 4095, "an integer >= 0", &options::root},
         {'p', "nranks", 1, 4096, "an integer in [1, 4096]", &options::nranks},
+        {'T', "min-time", 0, 3'600'000, "milliseconds, an integer in [0, 3600000]", &options::min_time_ms},
     };
     if (const auto* f = std::find_if(std::begin(ints), std::end(ints),
                                      [&](const int_flag& x) { return x.which == which; });
@@ -482,6 +491,8 @@ inline constexpr const char* sweep_flags_help =
     "  -i, --stepbytes <size>     with -f 1: add this many bytes each step (default 1M)\n"
     "  -n, --iters <n>            timed iterations per size (default 20)\n"
     "  -w, --warmup_iters <n>     untimed iterations before them (default 5)\n"
+    "  -T, --min-time <ms>        where n timed calls (the slowest rank's) took less\n"
+    "                             than ms, time again as many calls as fill it (default 0)\n"
     "  -t, --timing <mean|median> time column: mean of the timed calls (default), or the\n"
     "                             median of each call timed alone (robust to a rank\n"
     "                             descheduled by other tasks); the maximum over ranks\n"
@@ -518,9 +529,11 @@ inline void print_header(std::FILE* f, const options& o, const char* program, co
   gethostname(host, sizeof host - 1);
   std::fprintf(f, "# %s %s  nranks %d  mode %s  pid %d on %s\n", program, what, nranks, mode,
                static_cast<int>(getpid()), host);
-  std::fprintf(f, "# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d validation: %d%s\n",
+  char min_time[48] = "";
+  if (o.min_time_ms > 0) std::snprintf(min_time, sizeof min_time, " (more to last %d ms)", o.min_time_ms);
+  std::fprintf(f, "# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d%s validation: %d%s\n",
                o.min_bytes, o.max_bytes, o.step_factor > 1 ? o.step_factor : o.step_bytes,
-               o.step_factor > 1 ? "factor" : "bytes", o.warmup_iters, o.iters, o.check,
+               o.step_factor > 1 ? "factor" : "bytes", o.warmup_iters, o.iters, min_time, o.check,
                o.median_timing
                    ? (o.rewrite_input ? " timing: median per call, input rewritten before each call"
                                       : " timing: median per call")
@@ -916,6 +929,16 @@ inline void rewrite_lines(void* p, std::size_t n) {
   if (n > 0) b[n - 1] = b[n - 1];
 }
 
+/// Timed calls of one size under options o, given the slowest rank's time
+/// per call in a pilot of o.iters calls, in seconds: o.iters, or more where
+/// they would take less than o.min_time_ms (at most 2^24).
+inline int timed_iters(const options& o, double sec_per_call) {
+  if (o.min_time_ms <= 0 || !(sec_per_call > 0)) return o.iters;
+  const double want = std::ceil(o.min_time_ms * 1e-3 / sec_per_call);
+  constexpr double most = double(1 << 24);
+  return want > o.iters ? int(want < most ? want : most) : o.iters;
+}
+
 /// Runs the size sweep of one rank with element type T and returns the totals
 /// (the same on every rank: times and counts are reduced over the ranks). Rows
 /// go to `table` when it is not null (the printing rank); the header before
@@ -924,7 +947,10 @@ inline void rewrite_lines(void* p, std::size_t n) {
 /// As nccl-tests: warm-up iterations at the largest, then the smallest size;
 /// then per size, out of place and in place: one checked call (with -c),
 /// the warm-up iterations, a barrier, the timed iterations, and the mean time
-/// per iteration, the maximum over the ranks.
+/// per iteration, the maximum over the ranks. With --min-time those calls are
+/// a pilot: where the slowest rank's took less than the minimum, a barrier
+/// and as many more calls as would fill it are timed instead (timed_iters);
+/// the counts are listed after the rows.
 ///
 /// The driver supplies what differs between libraries:
 ///   d.call(send, recv, count)         one collective;
@@ -946,6 +972,7 @@ sweep_totals run_sweep(const options& o, int rank, int nranks, std::byte* sendbu
   sweep_totals totals;
 
   const std::vector<std::size_t> sizes = sweep_sizes(o);
+  std::string iteration_notes;  // with --min-time: the timed calls of each block
   for (std::size_t bytes : {sizes.back(), sizes.front()}) {
     const std::size_t param = counts_for(o.collective, bytes, elt, nranks).param;
     for (int i = 0; i < o.warmup_iters; ++i) d.call(sendbuf, recvbuf, param);
@@ -975,35 +1002,49 @@ sweep_totals run_sweep(const options& o, int rank, int nranks, std::byte* sendbu
         d.call(send, recv, k.param);
       }
       for (int i = 0; i < o.warmup_iters; ++i) d.call(send, recv, k.param);
-      d.barrier();
 
-      double sec = 0;
-      if (o.median_timing) {
-        // Each call timed alone (one clock reading more per call, the same
-        // for every library); this rank's median.
-        std::vector<double> per_call(static_cast<std::size_t>(o.iters));
-        auto t = d.now();
-        for (int i = 0; i < o.iters; ++i) {
-          if (o.rewrite_input) {
-            rewrite_lines(input, k.send * elt);  // in place too: the input is k.send elements at `input`
-            d.barrier();
-            t = d.now();
+      // n calls timed from a barrier: this rank's mean per call, or with -t
+      // median the median of the calls timed alone.
+      auto time_calls = [&](int n) {
+        d.barrier();
+        if (o.median_timing) {
+          // Each call timed alone (one clock reading more per call, the same
+          // for every library); this rank's median.
+          std::vector<double> per_call(static_cast<std::size_t>(n));
+          auto t = d.now();
+          for (int i = 0; i < n; ++i) {
+            if (o.rewrite_input) {
+              rewrite_lines(input, k.send * elt);  // in place too: the input is k.send elements at `input`
+              d.barrier();
+              t = d.now();
+            }
+            d.call(send, recv, k.param);
+            const auto u = d.now();
+            per_call[static_cast<std::size_t>(i)] = seconds_between(t, u);
+            t = u;
           }
-          d.call(send, recv, k.param);
-          const auto u = d.now();
-          per_call[static_cast<std::size_t>(i)] = seconds_between(t, u);
-          t = u;
+          std::nth_element(per_call.begin(), per_call.begin() + n / 2, per_call.end());
+          return per_call[static_cast<std::size_t>(n / 2)];
         }
-        if constexpr (requires { d.after_timing(k.bytes(elt)); }) d.after_timing(k.bytes(elt));
-        std::nth_element(per_call.begin(), per_call.begin() + o.iters / 2, per_call.end());
-        sec = per_call[static_cast<std::size_t>(o.iters / 2)];
-      } else {
         const auto t0 = d.now();
-        for (int i = 0; i < o.iters; ++i) d.call(send, recv, k.param);
-        const auto t1 = d.now();
-        if constexpr (requires { d.after_timing(k.bytes(elt)); }) d.after_timing(k.bytes(elt));
-        sec = seconds_between(t0, t1) / o.iters;
+        for (int i = 0; i < n; ++i) d.call(send, recv, k.param);
+        return seconds_between(t0, d.now()) / n;
+      };
+      double sec = time_calls(o.iters);
+      if (o.min_time_ms > 0) {
+        // Those calls were a pilot: where they were short, time more.
+        double pilot = sec;
+        d.max_over_ranks(pilot);
+        const int iters = timed_iters(o, pilot);
+        if (iters > o.iters) sec = time_calls(iters);
+        if (table) {
+          char note[64];
+          std::snprintf(note, sizeof note, "%s%zu%s:%d", iteration_notes.empty() ? "" : " ", k.bytes(elt),
+                        in_place ? "i" : "", iters);
+          iteration_notes += note;
+        }
       }
+      if constexpr (requires { d.after_timing(k.bytes(elt)); }) d.after_timing(k.bytes(elt));
       d.max_over_ranks(sec);
       d.sum_over_ranks(counts, 2);
 
@@ -1020,6 +1061,8 @@ sweep_totals run_sweep(const options& o, int rank, int nranks, std::byte* sendbu
       std::fflush(table);
     }
   }
+  if (table && !iteration_notes.empty())  // bytes:calls, "i" in place
+    std::fprintf(table, "# timed iterations per size: %s\n", iteration_notes.c_str());
   return totals;
 }
 
