@@ -1009,7 +1009,8 @@ int main(int argc, char** argv) {
     // measurements it was fitted to).
     std::vector<tune::timed_call> calls;
     for (const comparison& c : cs) calls.insert(calls.end(), c.calls.begin(), c.calls.end());
-    const tune::profile_fit refit = tune::fit_profile(calls, m.model, {.hold_copy = true});
+    const tune::profile_fit refit =
+        tune::fit_profile(calls, m.model, {.hold_copy = true, .robust_rel = tune::probe_robust_rel});
     const double sweep_residual = tune::rms_rel_residual(m.model, calls);
     int refit_within = 0, refit_sizes = 0;
     for (const comparison& c : cs)

@@ -274,7 +274,8 @@ int main(int argc, char** argv) {
     // As the probe refits: the copy rate held at what it measured apart.
     tune::profile start = fit_on.model;
     if (fit_on.copy_gbps_measured > 0) start.copy_gbps = fit_on.copy_gbps_measured;
-    const tune::profile_fit f = tune::fit_profile(calls, start, {.hold_copy = fit_on.copy_gbps_measured > 0});
+    const tune::profile_fit f = tune::fit_profile(
+        calls, start, {.hold_copy = fit_on.copy_gbps_measured > 0, .robust_rel = tune::probe_robust_rel});
     std::printf("# %s: %zu measured calls; rms relative residual: the report's profile %.3f, refitted %.3f\n",
                 files[0].c_str(), calls.size(), tune::rms_rel_residual(fit_on.model, calls),
                 f.rms_rel_residual);

@@ -223,4 +223,50 @@ TEST_CASE("fit: the copy rate held, staged nvls tells the peer rate", "[tune][fi
                     Catch::Contains("hold_copy needs the start profile's copy_gbps"));
 }
 
+TEST_CASE("fit: a few calls many times too long do not move a robust fit", "[tune][fit]") {
+  using namespace collx;
+  // The probe's measure-step calls, exact, then three of them 6x as long, as
+  // a rank descheduled under load makes them.
+  tune::profile truth = tune::shm_host;
+  truth.peer_gbps = 11.0, truth.copy_gbps = 90.0, truth.barrier_us = 0.17, truth.call_us = 0.05;
+  const int P = 2;
+  std::vector<tune::timed_call> calls;
+  auto add = [&]<class A, class Pr>(coll c, double b) {
+    tune::problem q{c, P, b};
+    calls.push_back(tune::timed<A, Pr>(q, tune::predict_us<A, Pr>(truth, q), truth));
+  };
+  for (double b = 8; b <= 16 << 20; b *= 4) {
+    add.operator()<algo::ring, proto::simple>(coll::all_gather, b);
+    add.operator()<algo::ring, proto::ll>(coll::all_gather, b);
+    add.operator()<algo::ring, proto::ll128>(coll::all_gather, b);
+  }
+  add.operator()<algo::ring, proto::simple>(coll::all_reduce, 8);
+  for (double b = 8; b <= 1 << 20; b *= 8) add.operator()<algo::nvls, proto::simple>(coll::all_gather, b);
+  const tune::fit_options plain{.hold_copy = true}, robust{.hold_copy = true, .robust_rel = 0.2};
+  // Without outliers both recover the truth.
+  const tune::profile_fit exact = tune::fit_profile(calls, truth, robust);
+  CHECK(exact.model.peer_gbps == Approx(truth.peer_gbps).epsilon(1e-6));
+  CHECK(exact.model.intra.gbps == Approx(truth.intra.gbps).epsilon(1e-6));
+  std::vector<tune::timed_call> noisy = calls;
+  const std::size_t hit[] = {4, 13, noisy.size() - 2};  // ring ll128 64 B, ring ll 4 KiB, nvls 128 KiB
+  for (std::size_t i : hit) noisy[i].us *= 6;
+  const tune::profile_fit p = tune::fit_profile(noisy, truth, plain);
+  const tune::profile_fit r = tune::fit_profile(noisy, truth, robust);
+  auto off = [](double got, double want) { return std::fabs(got / want - 1); };
+  const double worst_plain =
+      std::max({off(p.model.peer_gbps, truth.peer_gbps), off(p.model.barrier_us, truth.barrier_us),
+                off(p.model.gbps(p.model.intra, 1), truth.gbps(truth.intra, 1)),
+                off(p.model.alpha_us(p.model.intra, 2), truth.alpha_us(truth.intra, 2))});
+  const double worst_robust =
+      std::max({off(r.model.peer_gbps, truth.peer_gbps), off(r.model.barrier_us, truth.barrier_us),
+                off(r.model.gbps(r.model.intra, 1), truth.gbps(truth.intra, 1)),
+                off(r.model.alpha_us(r.model.intra, 2), truth.alpha_us(truth.intra, 2))});
+  INFO("worst relative error: plain " << worst_plain << ", robust " << worst_robust);
+  CHECK(worst_plain > 0.10);   // the premise: plain least squares is pulled off
+  CHECK(worst_robust < 0.05);  // Huber bounds an outlier's pull, it does not drop it
+  CHECK(worst_robust < worst_plain / 3);
+  CHECK_THROWS_WITH(tune::fit_profile(calls, truth, {.robust_rel = -1}),
+                    Catch::Contains("robust_rel must be finite and >= 0"));
+}
+
 }  // namespace tune_fit_test
