@@ -176,16 +176,17 @@ TEST_CASE("fit: parameters no call exercises keep the start's values", "[tune][f
   CHECK(f.rms_rel_residual < 1e-9);
 }
 
-TEST_CASE("fit: the copy rate held, staged nvls tells the peer rate", "[tune][fit]") {
-  using namespace collx;
-  // What collx-probe's measure step times on 2 ranks: ring all_gather sweeps
-  // per protocol, ring all_reduce at 8 B, staged nvls all_gather from 8 B to
-  // 1 MiB. Staged nvls copies into its staging buffer (staged_bytes) and out
-  // of the peers' (peer_bytes) in the same proportion at every size, so these
-  // calls alone cannot tell the copy rate from the peer rate; the probe
-  // measures memcpy apart and holds it.
-  tune::profile truth = tune::shm_host;
+// What collx-probe's measure step times on 2 ranks, exact under `truth`:
+// ring all_gather sweeps per protocol, ring all_reduce at 8 B, staged nvls
+// all_gather from 8 B to 1 MiB.
+collx::tune::profile measure_step_truth() {
+  collx::tune::profile truth = collx::tune::shm_host;
   truth.peer_gbps = 11.0, truth.copy_gbps = 90.0, truth.barrier_us = 0.17, truth.call_us = 0.05;
+  return truth;
+}
+
+std::vector<collx::tune::timed_call> measure_step_calls(const collx::tune::profile& truth) {
+  using namespace collx;
   const int P = 2;
   std::vector<tune::timed_call> calls;
   auto add = [&]<class A, class Pr>(coll c, double b) {
@@ -199,6 +200,17 @@ TEST_CASE("fit: the copy rate held, staged nvls tells the peer rate", "[tune][fi
   }
   add.operator()<algo::ring, proto::simple>(coll::all_reduce, 8);
   for (double b = 8; b <= 1 << 20; b *= 8) add.operator()<algo::nvls, proto::simple>(coll::all_gather, b);
+  return calls;
+}
+
+TEST_CASE("fit: the copy rate held, staged nvls tells the peer rate", "[tune][fit]") {
+  using namespace collx;
+  // The measure step's calls. Staged nvls copies into its staging buffer (staged_bytes) and out
+  // of the peers' (peer_bytes) in the same proportion at every size, so these
+  // calls alone cannot tell the copy rate from the peer rate; the probe
+  // measures memcpy apart and holds it.
+  const tune::profile truth = measure_step_truth();
+  const std::vector<tune::timed_call> calls = measure_step_calls(truth);
   int both = 0;  // the premise: staged nvls calls that copy and load peers alike
   for (const tune::timed_call& c : calls) both += c.terms.peer_bytes > 0 && c.terms.staged_bytes > 0;
   REQUIRE(both >= 5);
@@ -227,21 +239,8 @@ TEST_CASE("fit: a few calls many times too long do not move a robust fit", "[tun
   using namespace collx;
   // The probe's measure-step calls, exact, then three of them 6x as long, as
   // a rank descheduled under load makes them.
-  tune::profile truth = tune::shm_host;
-  truth.peer_gbps = 11.0, truth.copy_gbps = 90.0, truth.barrier_us = 0.17, truth.call_us = 0.05;
-  const int P = 2;
-  std::vector<tune::timed_call> calls;
-  auto add = [&]<class A, class Pr>(coll c, double b) {
-    tune::problem q{c, P, b};
-    calls.push_back(tune::timed<A, Pr>(q, tune::predict_us<A, Pr>(truth, q), truth));
-  };
-  for (double b = 8; b <= 16 << 20; b *= 4) {
-    add.operator()<algo::ring, proto::simple>(coll::all_gather, b);
-    add.operator()<algo::ring, proto::ll>(coll::all_gather, b);
-    add.operator()<algo::ring, proto::ll128>(coll::all_gather, b);
-  }
-  add.operator()<algo::ring, proto::simple>(coll::all_reduce, 8);
-  for (double b = 8; b <= 1 << 20; b *= 8) add.operator()<algo::nvls, proto::simple>(coll::all_gather, b);
+  const tune::profile truth = measure_step_truth();
+  const std::vector<tune::timed_call> calls = measure_step_calls(truth);
   const tune::fit_options plain{.hold_copy = true}, robust{.hold_copy = true, .robust_rel = 0.2};
   // Without outliers both recover the truth.
   const tune::profile_fit exact = tune::fit_profile(calls, truth, robust);
