@@ -127,9 +127,9 @@ struct fit_options {
   /// Huber's loss (iteratively reweighted: weight² = robust_rel / |residual|),
   /// so that a few calls many times their usual length (a rank descheduled
   /// under load) do not pull every rate toward them. Under one busy loop per
-  /// CPU, a probe's refit judged on a second run picked within 10 % at 3 of 24
-  /// sizes plain and at 12 with 0.2; on quiet runs it changed little
-  /// (bench/results/tuner_quality_min_time_2026-12-07/).
+  /// CPU, one hog run's refit judged on the other picked within 10 % at 3 and
+  /// 14 of 24 sizes plain, 8 and 14 with 0.2 (replayed); on quiet pairs it
+  /// moved by -2 to +2 (bench/results/tuner_quality_min_time_2026-12-07/).
   double robust_rel = 0;
 };
 
@@ -369,6 +369,7 @@ inline profile_fit fit_profile(const std::vector<timed_call>& calls, const profi
     std::vector<timed_call> weighted = calls;
     for (int round = 0; round < 10; ++round) {
       for (timed_call& c : weighted) {
+        if (!(c.us > 0)) continue;  // weighs nothing in the fit anyway
         const double r = std::fabs(price_one_node(f.model, c.terms, c.shape()).total_us() - c.us) / c.us;
         c.weight = r > opt.robust_rel ? std::sqrt(opt.robust_rel / r) : 1;
       }
